@@ -1,0 +1,152 @@
+"""Convert: transcript items become turns. Pure: no IO, the same input gives the same conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tlmscore.convert.content import content_text
+from tlmscore.convert.context import Context
+from tlmscore.convert.functions import parse_arguments
+from tlmscore.convert.generic import convert_unknown
+from tlmscore.convert.registry import REGISTRY, item_type
+from tlmscore.convert.tools import declare_chat_tool, declare_tools
+from tlmscore.errors import TranscriptError
+from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn
+from tlmscore.settings import Settings
+
+__all__ = [
+    "REGISTRY",
+    "convert_chat",
+    "convert_items",
+    "convert_transcript",
+    "input_items",
+    "split_answer",
+]
+
+
+def input_items(value: Any) -> list[dict[str, Any]]:
+    """The request's `input`: a string is one user message; a list is taken item by item."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if isinstance(value, list):
+        bad = [i for i, item in enumerate(value) if not isinstance(item, dict)]
+        if bad:
+            raise TranscriptError(f"request.input[{bad[0]}] is not an object")
+        return list(value)
+    raise TranscriptError(f"request.input must be a string or a list, not {type(value).__name__}")
+
+
+def split_answer(output: Sequence[dict[str, Any]]) -> int:
+    """Where the answer starts: the trailing run of answer items (messages, client-side calls).
+
+    Reasoning inside the run is skipped over; the run stops at the first item that is context.
+    """
+    start = len(output)
+    for i in range(len(output) - 1, -1, -1):
+        spec = REGISTRY.get(item_type(output[i]))
+        kind = spec.kind if spec is not None else "context"
+        if kind == "context":
+            break
+        if kind == "answer":
+            start = i
+    return start
+
+
+def _instructions(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "\n".join(content_text(item.get("content")) for item in value if isinstance(item, dict))
+    return str(value)
+
+
+def convert_items(
+    items: Sequence[dict[str, Any]],
+    *,
+    answer_start: int | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    instructions: Any = None,
+    settings: Settings | None = None,
+) -> Conversation:
+    """Responses API items (history then output) to a conversation; items from `answer_start` on
+    form the answer."""
+    settings = settings or Settings()
+    ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning)
+    start = len(items) if answer_start is None else answer_start
+    turns: list[Turn] = []
+    answer: list[Turn] = []
+    for i, item in enumerate(items):
+        ctx.index = i
+        spec = REGISTRY.get(item_type(item))
+        produced = spec.convert(item, ctx) if spec is not None else convert_unknown(item, ctx)
+        (answer if i >= start else turns).extend(produced)
+    declared = tuple(declare_tools(tools or [], ctx.used_tools))
+    return Conversation(
+        turns=tuple(turns),
+        answer=tuple(answer),
+        tools=declared,
+        has_tools=bool(tools) or bool(declared),
+        instructions=_instructions(instructions),
+        warnings=tuple(ctx.warnings),
+    )
+
+
+def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> Turn:
+    role = str(msg.get("role") or "user")
+    if role == "tool":
+        call_id = str(msg.get("tool_call_id") or "")
+        return ToolResult(name=names.get(call_id, "function"), call_id=call_id, output=msg.get("content"))
+    calls: list[ToolCall] = []
+    for call in msg.get("tool_calls") or []:
+        if not isinstance(call, dict) or call.get("type", "function") != "function":
+            continue
+        function = call.get("function") or {}
+        name = str(function.get("name") or "function")
+        call_id = str(call.get("id") or "")
+        names[call_id] = name
+        calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
+                              call_id=call_id))
+    name = msg.get("name") if isinstance(msg.get("name"), str) and msg.get("name") else None
+    return Message(role=role, text=content_text(msg.get("content")), name=name, calls=tuple(calls))
+
+
+def convert_chat(
+    messages: Sequence[dict[str, Any]],
+    *,
+    answer: dict[str, Any] | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+) -> Conversation:
+    """Chat Completions messages (and the answering message) to a chat-style conversation."""
+    names: dict[str, str] = {}
+    ctx = Context(items=())
+    turns = [_chat_message(m, names, ctx) for m in messages]
+    answer_turns = (_chat_message(answer, names, ctx),) if answer is not None else ()
+    return Conversation(
+        turns=tuple(turns),
+        answer=answer_turns,
+        tools=tuple(declare_chat_tool(t) for t in tools or []),
+        has_tools=bool(tools),
+        style="chat",
+        warnings=tuple(ctx.warnings),
+    )
+
+
+def convert_transcript(transcript: Transcript, settings: Settings | None = None) -> Conversation:
+    """A whole transcript: request history plus the response's output, answer split off."""
+    request, response = transcript.request, transcript.response
+    if transcript.fmt == "chat":
+        choices = response.get("choices") or [{}]
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        return convert_chat(request.get("messages") or [], answer=message or {"role": "assistant", "content": ""},
+                            tools=request.get("tools"))
+    history = input_items(request.get("input"))
+    output = response.get("output")
+    if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):
+        raise TranscriptError("response.output must be a list of objects")
+    tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
+    instructions = request.get("instructions", response.get("instructions"))
+    return convert_items(history + output, answer_start=len(history) + split_answer(output), tools=tools,
+                         instructions=instructions, settings=settings)

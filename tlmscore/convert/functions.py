@@ -1,0 +1,48 @@
+"""Client-side function calls and their outputs, as the reference renders them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tlmscore.convert.context import Context, ItemConverter
+from tlmscore.model import ToolCall, ToolResult, Turn
+
+__all__ = ["CONVERTERS", "parse_arguments"]
+
+
+def parse_arguments(raw: Any, ctx: Context, name: str) -> Any:
+    """Arguments as JSON; text that is not JSON is kept verbatim with a warning, not dropped."""
+    if raw is None or raw == "":
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        ctx.warn(f"arguments of call to {name!r} are not valid JSON; shown verbatim")
+        return raw
+
+
+def convert_function_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """A `function_call` the model made."""
+    name = str(item.get("name") or "function")
+    call_id = str(item.get("call_id") or item.get("id") or "")
+    ctx.call_names.setdefault(call_id, name)
+    return [ToolCall(name=name, arguments=parse_arguments(item.get("arguments"), ctx, name), call_id=call_id)]
+
+
+def convert_function_call_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """A `function_call_output` returned by the client, named after the call it answers."""
+    call_id = str(item.get("call_id") or "")
+    name = ctx.call_names.get(call_id)
+    if name is None:
+        ctx.warn(f"output for call {call_id!r} has no matching call; named 'function'")
+        name = "function"
+    return [ToolResult(name=name, call_id=call_id, output=item.get("output"))]
+
+
+CONVERTERS: dict[str, ItemConverter] = {
+    "function_call": ItemConverter(convert_function_call, kind="answer"),
+    "function_call_output": ItemConverter(convert_function_call_output),
+}

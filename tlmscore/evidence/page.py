@@ -1,0 +1,96 @@
+"""The page record (a contract) and the `PageSource` seam the renderer reads pages through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol, get_args
+
+from tlmscore.urls import url_key
+
+__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus"]
+
+PageStatus = Literal[
+    "ok",
+    "http_error",
+    "timeout",
+    "connect_error",
+    "dns_error",
+    "blocked",
+    "too_large",
+    "unsupported_type",
+    "empty",
+    "redirect_loop",
+    "offline_miss",
+]
+PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What is known about one URL: its text when fetched, or why it could not be.
+
+    `text` is set only when `status == "ok"`; a failed page never carries invented content.
+    """
+
+    url: str
+    status: PageStatus
+    final_url: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    title: str | None = None
+    text: str | None = None
+    bytes: int = 0
+    fetched_at: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the page has text to show."""
+        return self.status == "ok" and bool(self.text)
+
+    def to_record(self) -> dict[str, Any]:
+        """The page record of DESIGN §3.3 as a plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Page:
+        """Rebuild a page from `to_record` output, ignoring fields it does not know."""
+        names = cls.__dataclass_fields__.keys()
+        return cls(**{k: v for k, v in record.items() if k in names})
+
+
+class PageSource(Protocol):
+    """Gives pages for URLs. The fetcher implements it; tests pass a `MemoryPages`.
+
+    The result maps every URL asked for (as given) to a `Page`; a URL it cannot serve maps to a
+    failed page, never to nothing.
+    """
+
+    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        """Return one page per URL in `urls`."""
+        ...
+
+
+class MemoryPages:
+    """A `PageSource` over pages held in memory, matched by `url_key`; a miss is `offline_miss`."""
+
+    def __init__(self, pages: Iterable[Page] | Mapping[str, str] = ()) -> None:
+        self._pages: dict[str, Page] = {}
+        if isinstance(pages, Mapping):
+            items: Iterable[Page] = (Page(url=u, status="ok", text=t, final_url=u) for u, t in pages.items())
+        else:
+            items = pages
+        for page in items:
+            self._pages[url_key(page.url)] = page
+
+    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        """Return the held page for each URL, or an `offline_miss` page."""
+        return {url: self.get(url) for url in urls}
+
+    def get(self, url: str) -> Page:
+        """The held page for `url`, or an `offline_miss` page."""
+        page = self._pages.get(url_key(url))
+        if page is None:
+            return Page(url=url, status="offline_miss", error="page not available offline")
+        return page

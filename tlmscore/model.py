@@ -1,0 +1,131 @@
+"""The values that flow between stages: transcripts, turns, conversations and scoring inputs.
+
+All are frozen: a stage returns new values and never edits what it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Conversation",
+    "Message",
+    "ScoringInput",
+    "ToolCall",
+    "ToolResult",
+    "Transcript",
+    "Turn",
+    "WebRef",
+    "WebResult",
+]
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One logged call: the request kwargs, the Response as a dict, and where it came from.
+
+    `raw` keeps the record exactly as read, unknown fields included. A record that could not be
+    read has `error` set and an empty response; it still becomes one output row.
+    """
+
+    id: str
+    source: str
+    line: int
+    request: dict[str, Any] = field(default_factory=dict)
+    response: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    raw: Any = None
+    error: str | None = None
+    fmt: Literal["responses", "chat"] = "responses"
+
+    @property
+    def model(self) -> str | None:
+        """The model that answered, from the response or else the request."""
+        value = self.response.get("model") or self.request.get("model")
+        return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Message:
+    """A chat turn: `role` decides the prefix, `name` (when set) replaces it as the reference does.
+
+    `calls` holds the tool calls of a Chat Completions assistant message, which render inside it.
+    """
+
+    role: str
+    text: str
+    name: str | None = None
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The assistant calling a tool; `server` marks a built-in tool that ran on the provider's side."""
+
+    name: str
+    arguments: Any
+    call_id: str
+    server: bool = False
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned, as the JSON value shown to the scorer."""
+
+    name: str
+    call_id: str
+    output: Any
+
+
+@dataclass(frozen=True)
+class WebRef:
+    """A web page the model saw: its URL, title when known, and the answer spans that cite it."""
+
+    url: str
+    title: str | None = None
+    cited: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WebResult:
+    """A web tool's result: references to pages, turned into text only at render time."""
+
+    name: str
+    call_id: str
+    refs: tuple[WebRef, ...]
+    focus: tuple[str, ...] = ()
+
+
+Turn = Message | ToolCall | ToolResult | WebResult
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A transcript converted to turns: what the model saw (`turns`) and what it answered (`answer`).
+
+    `tools` are function declarations already in the reference's JSON shape; `has_tools` is true
+    when the request listed tools at all (the reference then adds a tools section even if empty).
+    """
+
+    turns: tuple[Turn, ...]
+    answer: tuple[Turn, ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    has_tools: bool = False
+    instructions: str | None = None
+    style: Literal["responses", "chat"] = "responses"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every page URL the conversation's web results refer to, in order of appearance."""
+        return tuple(ref.url for turn in self.turns if isinstance(turn, WebResult) for ref in turn.refs)
+
+
+@dataclass(frozen=True)
+class ScoringInput:
+    """The two strings a scorer sees, plus the conversation they came from."""
+
+    prompt: str
+    response: str
+    conversation: Conversation | None = None

@@ -1,0 +1,67 @@
+"""One frozen `Settings` object: the CLI builds it from flags, the library takes it as an argument."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["Settings", "UrlPolicy", "default_cache_dir"]
+
+UrlPolicy = Literal["cited", "sources", "all"]
+
+
+def default_cache_dir() -> Path:
+    """Where pages are cached when neither `--cache-dir` nor `TLMSCORE_CACHE_DIR` says otherwise."""
+    env = os.environ.get("TLMSCORE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    return root / "tlmscore"
+
+
+class Settings(BaseModel):
+    """Everything a run can be told, in one immutable value.
+
+    Each stage reads the fields it needs; nothing reads the environment after this is built.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    offline: bool = False
+    urls: UrlPolicy = "cited"
+    allow_hosts: frozenset[str] = frozenset()
+    page_files: tuple[Path, ...] = Field(
+        default=(), description="JSONL files of page records served before the cache and the network")
+
+    concurrency: int = Field(default=32, ge=1, le=1024)
+    per_host: int = Field(default=6, ge=1, le=256)
+    timeout: float = Field(default=20.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    retries: int = Field(default=2, ge=0, le=10)
+    retry_after_cap: float = Field(default=30.0, ge=0)
+    max_redirects: int = Field(default=5, ge=0, le=30)
+    max_bytes: int = Field(default=5_000_000, ge=1)
+    cache_max_age: float = Field(default=30 * 86400.0, gt=0, description="seconds a fetched page stays fresh")
+    failure_ttl: float = Field(default=3600.0, ge=0, description="seconds a failed fetch is remembered")
+    extract_workers: int | None = Field(default=None, ge=1, description="None: one per core")
+
+    page_chars: int = Field(default=50_000, ge=100)
+    evidence_chars: int = Field(default=200_000, ge=100)
+
+    reasoning: Literal["skip", "summary"] = "skip"
+    progress: bool | None = Field(default=None, description="None: only on a terminal")
+    chunk_size: int = Field(default=1000, ge=1)
+
+    @field_validator("allow_hosts", mode="before")
+    @classmethod
+    def _lower_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return frozenset(str(v).strip().lower().rstrip(".") for v in value if str(v).strip())
+        return value

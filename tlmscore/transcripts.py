@@ -1,0 +1,173 @@
+"""Ingest: log files and in-memory records become `Transcript`s, one per record, errors included.
+
+Reading is lenient to schema drift (fields are checked where they are used, not against one SDK
+version's types) and streamed: a JSONL file is read line by line, never all at once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from tlmscore.errors import TranscriptError
+from tlmscore.model import Transcript
+
+__all__ = ["Source", "normalize_record", "read_transcripts"]
+
+Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+
+
+def _plain(obj: Any) -> Any:
+    """SDK objects (pydantic models) as plain JSON-like dicts; anything else unchanged."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump) and not isinstance(obj, type):
+        return dump(mode="json", exclude_unset=True)
+    return obj
+
+
+def _api_error(record: dict[str, Any]) -> str | None:
+    """The message of an API error object logged in place of a response, if that is what it is."""
+    error = record.get("error")
+    if isinstance(error, dict) and "output" not in record and "choices" not in record:
+        return f"record is an API error, not a response: {error.get('message') or error}"
+    return None
+
+
+def _response_kind(response: dict[str, Any]) -> str:
+    if response.get("object") == "chat.completion" or ("choices" in response and "output" not in response):
+        return "chat"
+    return "responses"
+
+
+def _check_response(response: dict[str, Any], kind: str) -> None:
+    if kind == "chat":
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise TranscriptError("chat completion has no choices")
+        return
+    if "output" not in response:
+        raise TranscriptError("response has no 'output'")
+    output = response["output"]
+    if not isinstance(output, list):
+        raise TranscriptError(f"response.output must be a list, not {type(output).__name__}")
+    for i, item in enumerate(output):
+        if not isinstance(item, dict):
+            raise TranscriptError(f"response.output[{i}] is not an object")
+        if not isinstance(item.get("type"), str):
+            raise TranscriptError(f"response.output[{i}] has no 'type'")
+
+
+def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(request, response, metadata) from any supported record shape."""
+    if "custom_id" in record and isinstance(record.get("response"), dict) and "body" in record["response"]:
+        batch = record["response"]
+        if batch.get("status_code") not in (None, 200) or record.get("error"):
+            detail = record.get("error") or (batch.get("body") or {}).get("error") or batch.get("status_code")
+            raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
+        return {}, batch.get("body") or {}, {"custom_id": record["custom_id"]}
+    if "response" in record or "request" in record:
+        request, response = record.get("request", {}), record.get("response")
+        if not isinstance(request, dict):
+            raise TranscriptError(f"'request' must be an object, not {type(request).__name__}")
+        if not isinstance(response, dict):
+            raise TranscriptError("record has no 'response' object")
+        metadata = record.get("metadata") or {}
+        return request, response, metadata if isinstance(metadata, dict) else {"value": metadata}
+    return {}, record, {}
+
+
+def normalize_record(obj: Any, *, source: str, line: int) -> Transcript:
+    """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
+    record = _plain(obj)
+    rid = f"{source}:{line}"
+    if not isinstance(record, dict):
+        return Transcript(id=rid, source=source, line=line, raw=record,
+                          error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
+    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
+        rid = str(record["id"])
+    try:
+        message = _api_error(record)
+        if message:
+            raise TranscriptError(message)
+        request, response, metadata = _unwrap(record)
+        response = _plain(response)
+        kind = _response_kind(response)
+        _check_response(response, kind)
+    except TranscriptError as exc:
+        return Transcript(id=rid, source=source, line=line, raw=record, error=f"{source}:{line}: {exc.reason}")
+    return Transcript(id=rid, source=source, line=line, request=request, response=response,
+                      metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
+
+
+def _open(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def _read_jsonl(path: Path, name: str) -> Iterator[Transcript]:
+    with _open(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+            except json.JSONDecodeError as exc:
+                yield _failed(name, number, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            else:
+                yield normalize_record(obj, source=name, line=number)
+
+
+def _read_json(path: Path, name: str) -> Iterator[Transcript]:
+    with _open(path) as handle:
+        data = handle.read()
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        line = getattr(exc, "lineno", 1)
+        yield _failed(name, line, f"invalid JSON: {getattr(exc, 'msg', exc)}")
+        return
+    items = obj if isinstance(obj, list) else [obj]
+    for number, item in enumerate(items, start=1):
+        yield normalize_record(item, source=name, line=number)
+
+
+def _failed(source: str, line: int, message: str) -> Transcript:
+    return Transcript(id=f"{source}:{line}", source=source, line=line, error=f"{source}:{line}: {message}")
+
+
+def _is_jsonl(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1] in (".jsonl", ".ndjson")
+
+
+def read_path(path: str | Path) -> Iterator[Transcript]:
+    """Transcripts of one file: `.jsonl`/`.ndjson` line by line, `.json` as an array or one object."""
+    p = Path(path)
+    if not p.is_file():
+        raise TranscriptError(f"{p}: no such file")
+    reader = _read_jsonl if _is_jsonl(p) else _read_json
+    yield from reader(p, str(path))
+
+
+def read_transcripts(source: Source) -> Iterator[Transcript]:
+    """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
+
+    `source` is a path, a list of paths, a record dict, an SDK `Response`, or an iterable of those.
+    """
+    if isinstance(source, (str, Path)):
+        yield from read_path(source)
+        return
+    if isinstance(source, dict) or hasattr(source, "model_dump"):
+        yield normalize_record(source, source="<records>", line=1)
+        return
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, (str, Path)):
+            yield from read_path(item)
+        else:
+            yield normalize_record(item, source="<records>", line=number)
