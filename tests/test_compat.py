@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import strategies as S
+from tests import strategies as gen
 from tlmscore import compat
 
 ref = pytest.importorskip("cleanlab_tlm.utils.chat", reason="cleanlab-tlm is in the dev extra")
@@ -57,7 +57,7 @@ def test_hand_picked_responses_prompts_match(messages: list[dict[str, Any]], too
 
 
 def test_hand_picked_with_response_object_matches() -> None:
-    output = [S.output_message(["First part.", "Second part."])]
+    output = [gen.output_message(["First part.", "Second part."])]
     fs = {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["policy"],
           "results": [{"attributes": {"page": 2.5}, "file_id": "file-1", "filename": "p.pdf", "score": 0.9,
                        "text": "Leave is 25 days."}]}
@@ -109,8 +109,8 @@ COMPARE = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 
 
 @COMPARE
-@given(messages=S.responses_messages(), tools=st.none() | S.responses_tools,
-       instructions=st.none() | S.text)
+@given(messages=gen.responses_messages(), tools=st.none() | gen.responses_tools,
+       instructions=st.none() | gen.text)
 def test_generated_responses_prompts_match(messages: list[dict[str, Any]], tools: Any,
                                            instructions: str | None) -> None:
     kwargs = {} if instructions is None else {"instructions": instructions}
@@ -119,7 +119,7 @@ def test_generated_responses_prompts_match(messages: list[dict[str, Any]], tools
 
 
 @COMPARE
-@given(messages=S.responses_messages(), tools=st.none() | S.responses_tools, body=S.response_dict())
+@given(messages=gen.responses_messages(), tools=st.none() | gen.responses_tools, body=gen.response_dict())
 def test_generated_responses_with_response_match(messages: list[dict[str, Any]], tools: Any,
                                                  body: dict[str, Any]) -> None:
     response = Response.model_validate(body)
@@ -130,7 +130,7 @@ def test_generated_responses_with_response_match(messages: list[dict[str, Any]],
 
 
 @COMPARE
-@given(messages=S.chat_messages(), tools=st.none() | st.lists(S.chat_tool(), max_size=3))
+@given(messages=gen.chat_messages(), tools=st.none() | st.lists(gen.chat_tool(), max_size=3))
 def test_generated_chat_prompts_match(messages: list[dict[str, Any]], tools: Any) -> None:
     expected = _ref(ref.form_prompt_string, messages, tools, use_responses=False)
     assert compat.form_prompt_string(messages, tools, use_responses=False) == expected
@@ -141,7 +141,7 @@ def test_generated_examples_exercise_every_item_kind() -> None:
     seen: set[str] = set()
 
     @settings(max_examples=200, deadline=None)
-    @given(S.responses_messages())
+    @given(gen.responses_messages())
     def collect(messages: list[dict[str, Any]]) -> None:
         seen.update(str(m.get("type", m.get("role"))) for m in messages)
 

@@ -77,9 +77,8 @@ def form_prompt_string(
     kwargs = dict(responses_api_kwargs)
     if response is not None:
         kwargs["response"] = response
-    listed = [messages] if isinstance(messages, str) else messages
     responses = response is not None and use_responses is not False
-    if responses or isinstance(messages, str) or uses_responses_api(listed, tools, use_responses, **kwargs):
+    if responses or isinstance(messages, str) or uses_responses_api(messages, tools, use_responses, **kwargs):
         conv = _responses_conversation(messages, tools, response, kwargs.get("instructions"), settings)
     else:
         conv = convert_chat(messages, tools=tools)

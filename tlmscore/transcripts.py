@@ -62,6 +62,9 @@ def _check_response(response: dict[str, Any], kind: str) -> None:
 
 def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(request, response, metadata) from any supported record shape."""
+    message = _api_error(record)
+    if message:
+        raise TranscriptError(message)
     if "custom_id" in record and isinstance(record.get("response"), dict) and "body" in record["response"]:
         batch = record["response"]
         if batch.get("status_code") not in (None, 200) or record.get("error"):
@@ -69,7 +72,7 @@ def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dic
             raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
         return {}, batch.get("body") or {}, {"custom_id": record["custom_id"]}
     if "response" in record or "request" in record:
-        request, response = record.get("request", {}), record.get("response")
+        request, response = record.get("request", {}), _plain(record.get("response"))
         if not isinstance(request, dict):
             raise TranscriptError(f"'request' must be an object, not {type(request).__name__}")
         if not isinstance(response, dict):
@@ -89,21 +92,21 @@ def normalize_record(obj: Any, *, source: str, line: int) -> Transcript:
     if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
         rid = str(record["id"])
     try:
-        message = _api_error(record)
-        if message:
-            raise TranscriptError(message)
         request, response, metadata = _unwrap(record)
         response = _plain(response)
         kind = _response_kind(response)
         _check_response(response, kind)
     except TranscriptError as exc:
-        return Transcript(id=rid, source=source, line=line, raw=record, error=f"{source}:{line}: {exc.reason}")
+        error = f"{source}:{line}: {exc.reason}"
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
     return Transcript(id=rid, source=source, line=line, request=request, response=response,
                       metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
 
 
 def _open(path: Path) -> IO[bytes]:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    if path.suffix == ".gz":
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
+    return path.open("rb")
 
 
 def _read_jsonl(path: Path, name: str) -> Iterator[Transcript]:
@@ -112,7 +115,7 @@ def _read_jsonl(path: Path, name: str) -> Iterator[Transcript]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw.decode("utf-8"))
+                obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
             except UnicodeDecodeError as exc:
                 yield _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
             except json.JSONDecodeError as exc:

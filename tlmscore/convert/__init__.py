@@ -71,8 +71,10 @@ def convert_items(
     instructions: Any = None,
     settings: Settings | None = None,
 ) -> Conversation:
-    """Responses API items (history then output) to a conversation; items from `answer_start` on
-    form the answer."""
+    """Responses API items (history, then output) as a conversation.
+
+    Items from `answer_start` on form the answer; the rest is what the model saw.
+    """
     settings = settings or Settings()
     ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning)
     start = len(items) if answer_start is None else answer_start
@@ -109,8 +111,9 @@ def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> T
         names[call_id] = name
         calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
                               call_id=call_id))
-    name = msg.get("name") if isinstance(msg.get("name"), str) and msg.get("name") else None
-    return Message(role=role, text=content_text(msg.get("content")), name=name, calls=tuple(calls))
+    label = msg.get("name")
+    return Message(role=role, text=content_text(msg.get("content")),
+                   name=label if isinstance(label, str) and label else None, calls=tuple(calls))
 
 
 def convert_chat(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["blob_summary", "content_text", "part_text"]
@@ -60,26 +61,40 @@ def _audio(part: dict[str, Any]) -> str:
     return f"[audio: {detail}]" if detail else "[audio]"
 
 
+def _refusal(part: dict[str, Any]) -> str:
+    return str(part.get("refusal") or "")
+
+
+def _text(part: dict[str, Any]) -> str:
+    return str(part.get("text") or "")
+
+
+def _chat_file(part: dict[str, Any]) -> str:
+    inner = part.get("file")
+    return _file(inner if isinstance(inner, dict) else part)
+
+
+_PARTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    **dict.fromkeys(_TEXT_PARTS, _text),
+    "refusal": _refusal,
+    "input_image": _image, "image_url": _image, "image": _image,
+    "input_file": _file, "file": _chat_file,
+    "input_audio": _audio, "audio": _audio,
+}
+
+
 def part_text(part: Any) -> str:
     """The text of one content part as the scorer should see it."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
         return str(part)
-    kind = part.get("type")
-    if kind in _TEXT_PARTS:
-        return str(part.get("text") or "")
-    if kind == "refusal":
-        return str(part.get("refusal") or "")
-    if kind in ("input_image", "image_url", "image"):
-        return _image(part)
-    if kind in ("input_file", "file"):
-        return _file(part.get("file", part) if kind == "file" else part)
-    if kind in ("input_audio", "audio"):
-        return _audio(part)
+    render = _PARTS.get(str(part.get("type")))
+    if render is not None:
+        return render(part)
     if isinstance(part.get("text"), str):
         return str(part["text"])
-    return f"[{kind or 'content'}]"
+    return f"[{part.get('type') or 'content'}]"
 
 
 def content_text(content: Any) -> str:

@@ -164,9 +164,13 @@ def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> 
     if kind == FIND_IN_PAGE:
         arguments["pattern"] = action.get("pattern")
         focus = (str(action.get("pattern") or ""),)
-    cites = [c for c in citations_of(_group(ctx)[1] or {}) if url_key(c.url) == url_key(url)] if url else []
-    refs = _refs(cites, [url]) if url else ()
-    if not url:
+    refs: tuple[WebRef, ...] = ()
+    if url:
+        cites = [c for c in citations_of(_group(ctx)[1] or {}) if url_key(c.url) == url_key(url)]
+        title = next((c.title for c in cites if c.title), None)
+        spans = tuple(dict.fromkeys(c.sentence for c in cites if c.sentence))
+        refs = (WebRef(url=url, title=title, cited=spans),)
+    else:
         ctx.warn(f"web_search_call {kind} has no URL")
     return [
         ToolCall(name=kind, arguments=arguments, call_id=call_id, server=True),

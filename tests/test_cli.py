@@ -1,0 +1,90 @@
+"""The `tlmscore` command: rows for every record, output formats, exit codes, summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tlmscore.cli import main
+
+ROWS_IN_DEMO = 17
+ERRORS_IN_DEMO = 3
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_prepare_writes_one_row_per_record_in_order(tmp_path: Path, demo_path: Path, suffix: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / f"out{suffix}"
+    code, err = run(["prepare", str(demo_path), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c"),
+                     "--pages", str(demo_path.parent / "pages.jsonl")], capsys)
+    assert code == 0
+    if suffix == ".parquet":
+        df = pd.read_parquet(out)
+    elif suffix == ".csv":
+        df = pd.read_csv(out)
+    else:
+        df = pd.read_json(out, lines=True)
+    assert len(df) == ROWS_IN_DEMO
+    assert list(df.line) == sorted(df.line)
+    assert df.error.notna().sum() == ERRORS_IN_DEMO
+    assert df.prompt.isna().sum() == ERRORS_IN_DEMO
+    assert list(df.columns[:13]) == ["id", "source", "line", "model", "response_id", "prompt", "response",
+                                     "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error"]
+    assert f"{ROWS_IN_DEMO} records" in err and f"{ERRORS_IN_DEMO} errors" in err
+    assert "demo.jsonl:9: invalid JSON" in err
+
+
+def test_offline_without_pages_marks_urls_unavailable(tmp_path: Path, demo_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.jsonl"
+    code, _ = run(["prepare", str(demo_path), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")],
+                  capsys)
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    web = [r for r in rows if r["n_urls"]]
+    assert web and all(r["n_urls_ok"] == 0 and r["n_urls_failed"] == r["n_urls"] for r in web)
+    assert all("offline_miss" in r["prompt"] for r in web)
+
+
+def test_usage_errors_exit_2(tmp_path: Path, demo_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run(["prepare", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o.parquet")], capsys)
+    assert code == 2 and "missing.jsonl: no such file" in err
+    code, err = run(["prepare", str(demo_path), "-o", str(tmp_path / "o.xlsx")], capsys)
+    assert code == 2 and "must end in one of .jsonl, .csv, .parquet" in err
+    code, err = run(["prepare", str(demo_path), "-o", str(tmp_path / "o.csv"), "--concurrency", "0"], capsys)
+    assert code == 2 and "concurrency" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare", str(demo_path)])
+    assert exc.value.code == 2
+
+
+def test_settings_reach_the_pipeline(tmp_path: Path, demo_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cited, every = tmp_path / "cited.jsonl", tmp_path / "all.jsonl"
+    base = [str(demo_path), "--offline", "--cache-dir", str(tmp_path / "c")]
+    assert run(["prepare", *base, "-o", str(cited)], capsys)[0] == 0
+    assert run(["prepare", *base, "-o", str(every), "--urls", "all", "--reasoning", "summary"], capsys)[0] == 0
+    a = {r["id"]: r for r in map(json.loads, cited.read_text(encoding="utf-8").splitlines())}
+    b = {r["id"]: r for r in map(json.loads, every.read_text(encoding="utf-8").splitlines())}
+    assert b["web-search-jwst-sources"]["n_urls"] > a["web-search-jwst-sources"]["n_urls"]
+    assert "(reasoning summary)" in b["reasoning-summary-train"]["prompt"]
+    assert "(reasoning summary)" not in a["reasoning-summary-train"]["prompt"]
+
+
+def test_console_script_runs_as_a_module(tmp_path: Path, demo_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    proc = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(demo_path), "-o", str(out),
+                           "--offline", "--cache-dir", str(tmp_path / "c")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(out)) == ROWS_IN_DEMO
+    assert "\r" not in proc.stderr  # no progress bars when stderr is not a terminal

@@ -1,0 +1,193 @@
+"""Convert + render: web evidence, content parts, budgets and deviations from the reference."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tlmscore import MemoryPages, Page, Settings, read_transcripts
+from tlmscore.convert import convert_items, convert_transcript
+from tlmscore.model import WebResult
+from tlmscore.prompt import render_prompt, render_response
+
+WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
+BRIT = "https://www.britannica.com/topic/Eiffel-Tower"
+SITE = "https://www.toureiffel.paris/en"
+ANSWER = "The tower is 330 m tall. It opened in 1889 for the World's Fair."
+
+
+def cite(url: str, start: int, end: int, title: str = "T") -> dict[str, Any]:
+    return {"type": "url_citation", "url": url + "?utm_source=openai", "title": title,
+            "start_index": start, "end_index": end}
+
+
+def message(text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": annotations}]}
+
+
+def search(call_id: str, sources: list[str] | None, query: str = "eiffel tower height") -> dict[str, Any]:
+    action: dict[str, Any] = {"type": "search", "query": query}
+    action["sources"] = None if sources is None else [{"type": "url", "url": u} for u in sources]
+    return {"type": "web_search_call", "id": call_id, "status": "completed", "action": action}
+
+
+def web_refs(items: list[dict[str, Any]], urls: str = "cited") -> list[list[str]]:
+    conv = convert_items(items, answer_start=len(items) - 1, settings=Settings(urls=urls))  # type: ignore[arg-type]
+    return [[r.url for r in t.refs] for t in conv.turns if isinstance(t, WebResult)]
+
+
+USER = {"role": "user", "content": "How tall is the Eiffel Tower?"}
+CITED = message(ANSWER, [cite(BRIT, 0, 24), cite(WIKI, 25, 64), cite(BRIT, 0, 24)])
+
+
+def test_cited_policy_takes_citations_of_the_following_message_in_order() -> None:
+    items = [USER, search("ws_1", [WIKI, SITE, BRIT]), {"type": "reasoning", "id": "rs"}, CITED]
+    assert web_refs(items) == [[BRIT + "?utm_source=openai", WIKI + "?utm_source=openai"]]
+
+
+def test_cited_policy_falls_back_to_sources_when_nothing_is_cited() -> None:
+    items = [USER, search("ws_1", [WIKI, SITE]), message("No citations here.", [])]
+    assert web_refs(items) == [[WIKI, SITE]]
+
+
+def test_sources_and_all_policies() -> None:
+    items = [USER, search("ws_1", [WIKI, SITE]), CITED]
+    assert web_refs(items, "sources") == [[WIKI, SITE]]
+    assert web_refs(items, "all") == [[BRIT + "?utm_source=openai", WIKI + "?utm_source=openai", SITE]]
+
+
+def test_citations_are_shared_among_consecutive_searches_by_their_sources() -> None:
+    items = [USER, search("ws_1", [WIKI]), search("ws_2", [SITE]), search("ws_3", None), CITED]
+    assert web_refs(items) == [[WIKI + "?utm_source=openai"], [SITE], [BRIT + "?utm_source=openai"]]
+
+
+def test_open_page_and_find_in_page_use_their_own_url_and_are_declared() -> None:
+    items = [USER, {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                    "action": {"type": "open_page", "url": WIKI}},
+             {"type": "web_search_call", "id": "ws_2", "status": "completed",
+              "action": {"type": "find_in_page", "url": WIKI, "pattern": "330"}}, CITED]
+    conv = convert_items(items, answer_start=3, tools=[{"type": "web_search"}])
+    assert [[r.url for r in t.refs] for t in conv.turns if isinstance(t, WebResult)] == [[WIKI], [WIKI]]
+    assert [d["name"] for d in conv.tools] == ["web_search_call", "open_page", "find_in_page"]
+    prompt = render_prompt(conv, {WIKI: Page(url=WIKI, status="ok", text="It is 330 m tall.")})
+    assert '"name": "find_in_page",\n  "arguments": {\n    "url": "' + WIKI + '",\n    "pattern": "330"' in prompt
+
+
+def test_pages_render_in_stable_order_with_unicode_and_failures_stated() -> None:
+    items = [USER, search("ws_1", [WIKI, BRIT]), CITED]
+    pages = MemoryPages([Page(url=WIKI, status="ok", title="Eiffel Tower", text="Tour Eiffel — 330 m, “Dame de fer”."),
+                         Page(url=BRIT, status="timeout", error="timed out after 20 s")])
+    prompt = render_prompt(convert_items(items, answer_start=2), {u: pages.get(u) for u in (WIKI, BRIT)})
+    assert "Tour Eiffel — 330 m, “Dame de fer”." in prompt
+    assert prompt.index(BRIT) < prompt.index(WIKI)
+    assert "This page could not be retrieved (timeout: timed out after 20 s)" in prompt
+    assert "Assume" not in prompt and "true" not in prompt.split("<tool_response>")[1]
+
+
+def test_a_page_that_was_never_fetched_is_unavailable_not_invented() -> None:
+    prompt = render_prompt(convert_items([USER, search("ws_1", [WIKI]), message("x", [])], answer_start=2), {})
+    entry = json.loads(prompt.split("<tool_response>\n")[1].split("\n</tool_response>")[0])
+    assert entry["output"] == [{"url": WIKI, "content": "This page could not be retrieved (offline_miss: no page "
+                                "was available). Its content is unknown; nothing here confirms or refutes what "
+                                "the answer says about it."}]
+
+
+def test_long_pages_keep_the_cited_passage_within_the_budget() -> None:
+    filler = "\n\n".join(f"Paragraph {i} talks about Paris cafés and the river Seine at length." for i in range(400))
+    text = filler + "\n\nThe tower is 330 m tall since the antenna was added.\n\n" + filler
+    items = [USER, search("ws_1", [WIKI]), message(ANSWER, [cite(WIKI, 0, 24)])]
+    settings = Settings(page_chars=2000)
+    prompt = render_prompt(convert_items(items, answer_start=2), {WIKI: Page(url=WIKI, status="ok", text=text)},
+                           settings)
+    content = json.loads(prompt.split("<tool_response>\n")[1].split("\n</tool_response>")[0])["output"][0]["content"]
+    assert len(content) <= 2000
+    assert "The tower is 330 m tall since the antenna was added." in content
+    assert "[…]" in content
+
+
+def test_total_evidence_budget_is_shared_between_pages() -> None:
+    long_text = "word " * 5000
+    items = [USER, search("ws_1", [WIKI, BRIT, SITE]), message("x", [])]
+    pages = {u: Page(url=u, status="ok", text=long_text) for u in (WIKI, BRIT, SITE)}
+    prompt = render_prompt(convert_items(items, answer_start=2), pages, Settings(evidence_chars=3000))
+    output = json.loads(prompt.split("<tool_response>\n")[1].split("\n</tool_response>")[0])["output"]
+    assert sum(len(o["content"]) for o in output) <= 3000
+    assert all(len(o["content"]) > 900 for o in output)
+
+
+def test_images_and_files_become_placeholders_without_base64() -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100).decode()
+    pdf = base64.b64encode(b"%PDF-1.4 tiny").decode()
+    items = [{"role": "user", "content": [
+        {"type": "input_text", "text": "What is in these?"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{png}", "detail": "auto"},
+        {"type": "input_image", "image_url": "https://example.org/cat.jpg"},
+        {"type": "input_file", "filename": "invoice.pdf", "file_data": f"data:application/pdf;base64,{pdf}"},
+        {"type": "input_file", "file_id": "file-abc"}]}, {"role": "assistant", "content": "ok"}]
+    prompt = render_prompt(convert_items(items, answer_start=1))
+    digest = hashlib.sha256(base64.b64decode(png)).hexdigest()[:12]
+    assert prompt.startswith("What is in these?\n[image: image/png, 108 bytes, sha256:" + digest + "]")
+    assert "[image: https://example.org/cat.jpg]" in prompt
+    assert "[file: invoice.pdf, application/pdf, 13 bytes, sha256:" in prompt
+    assert "[file: file file-abc]" in prompt
+    assert png[:20] not in prompt and pdf[:10] not in prompt
+
+
+def test_refusal_and_answer_runs() -> None:
+    refusal = {"type": "message", "id": "m", "role": "assistant", "status": "completed",
+               "content": [{"type": "refusal", "refusal": "I can't help with that."}]}
+    conv = convert_items([USER, refusal], answer_start=1)
+    assert render_response(conv) == "I can't help with that."
+    calls = [{"type": "function_call", "name": "a", "arguments": "{}", "call_id": "1"},
+             {"type": "function_call", "name": "b", "arguments": "not json", "call_id": "2"}]
+    conv = convert_items([USER, *calls], answer_start=1)
+    response = render_response(conv)
+    assert '"name": "a"' in response and '"arguments": "not json"' in response
+    assert any("not valid JSON" in w for w in conv.warnings)
+
+
+def test_unknown_item_types_render_generically_with_a_warning() -> None:
+    item = {"type": "hologram_call", "id": "h1", "status": "completed", "prompt": "a cube", "result": "ok"}
+    conv = convert_items([USER, item, message("done", [])], answer_start=2)
+    prompt = render_prompt(conv)
+    assert '"name": "hologram_call"' in prompt and '"prompt": "a cube"' in prompt and '"result": "ok"' in prompt
+    assert conv.warnings == ("unhandled item type 'hologram_call': rendered as a generic tool call",)
+
+
+def test_demo_fixture_prompt_bytes_are_the_same_in_every_process(demo_path: Path) -> None:
+    script = (
+        "import hashlib, sys\n"
+        "from tlmscore import prepare, MemoryPages, Settings\n"
+        "from tlmscore.evidence.sources import load_page_records\n"
+        "from pathlib import Path\n"
+        "pages = MemoryPages(load_page_records(Path(sys.argv[2])))\n"
+        "df = prepare(sys.argv[1], Settings(offline=True, urls='all', cache_dir=sys.argv[3]), pages=pages)\n"
+        "h = hashlib.sha256()\n"
+        "for p, r in zip(df.prompt, df.response): h.update(repr((p, r)).encode())\n"
+        "print(h.hexdigest())\n"
+    )
+    digests = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", script, str(demo_path), str(demo_path.parent / "pages.jsonl"),
+                              "/nonexistent-cache-unused"], env=env, capture_output=True, text=True,
+                             check=True, timeout=120)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+
+
+@pytest.mark.parametrize("record_id", ["web-search-jwst-sources", "web-search-browse-asyncio"])
+def test_demo_web_records_render_their_pages(demo_path: Path, record_id: str) -> None:
+    (t,) = [t for t in read_transcripts(demo_path) if t.id == record_id]
+    conv = convert_transcript(t)
+    assert conv.urls, "a web record must refer to pages"
+    assert all(not u.startswith("data:") for u in conv.urls)

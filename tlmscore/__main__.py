@@ -1,0 +1,9 @@
+"""`python -m tlmscore` runs the command line."""
+
+from __future__ import annotations
+
+import sys
+
+from tlmscore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,167 @@
+"""The pipeline over many transcripts: chunk → convert → plan → fetch → render → rows.
+
+Each chunk is handled on its own (no state outside the arguments), so a distributed engine can
+map the same functions over partitions; rows are handed to a sink as each chunk completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from tlmscore.convert import convert_transcript
+from tlmscore.errors import TlmscoreError
+from tlmscore.evidence.page import Page, PageSource
+from tlmscore.evidence.plan import plan_urls
+from tlmscore.model import Conversation, Message, ToolCall, Transcript
+from tlmscore.prompt import render
+from tlmscore.settings import Settings
+from tlmscore.transcripts import Source, read_transcripts
+from tlmscore.urls import url_key
+
+__all__ = ["ROW_COLUMNS", "Progress", "aiter_chunks", "prepare", "prepare_chunk", "run_sync"]
+
+ROW_COLUMNS = (
+    "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
+    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error",
+)
+Progress = Callable[[str, int, int | None], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Converted:
+    transcript: Transcript
+    conversation: Conversation | None
+    error: str | None
+
+
+def _convert(transcript: Transcript, settings: Settings) -> _Converted:
+    if transcript.error is not None:
+        return _Converted(transcript, None, transcript.error)
+    try:
+        return _Converted(transcript, convert_transcript(transcript, settings), None)
+    except TlmscoreError as exc:
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}")
+    except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: "
+                                            f"{type(exc).__name__}: {exc}")
+
+
+def _count_calls(conv: Conversation) -> int:
+    turns = (*conv.turns, *conv.answer)
+    return sum(1 for t in turns if isinstance(t, ToolCall)) + sum(
+        len(t.calls) for t in turns if isinstance(t, Message))
+
+
+def _base_row(t: Transcript) -> dict[str, Any]:
+    return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
+            "response_id": t.response.get("id") if t.response else None}
+
+
+def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> dict[str, Any]:
+    row = _base_row(item.transcript)
+    empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
+             "n_urls_failed": 0, "warnings": [], "error": item.error}
+    conv = item.conversation
+    if conv is None:
+        return row | empty
+    try:
+        scoring = render(conv, pages, settings)
+    except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
+        return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
+                                       f"{type(exc).__name__}: {exc}"}
+    keys = {url_key(u): u for u in conv.urls}
+    ok = sum(1 for u in keys.values() if (p := pages.get(u)) is not None and p.ok)
+    return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
+                  "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
+                  "warnings": list(conv.warnings), "error": None}
+
+
+async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings,
+                        source: PageSource) -> list[dict[str, Any]]:
+    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each."""
+    converted = [_convert(t, settings) for t in transcripts]
+    urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
+    pages = await source.pages(urls) if urls else {}
+    return [_row(c, pages, settings) for c in converted]
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource | None = None,
+                       progress: Progress | None = None) -> AsyncIterator[list[dict[str, Any]]]:
+    """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records."""
+    done = 0
+    async with AsyncExitStack() as stack:
+        if pages is None:
+            from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
+
+            pages = await stack.enter_async_context(open_page_source(settings, progress))
+        page_source = pages
+        for chunk in _chunks(read_transcripts(source), settings.chunk_size):
+            rows = await prepare_chunk(chunk, settings, page_source)
+            done += len(rows)
+            if progress is not None:
+                progress("records", done, None)
+            yield rows
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also inside Jupyter's running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(make))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(_await(make))).result()
+
+
+async def _await(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+async def _collect(source: Source, settings: Settings, pages: PageSource | None,
+                   sink: Callable[[list[dict[str, Any]]], None], progress: Progress | None) -> None:
+    async for rows in aiter_chunks(source, settings, pages=pages, progress=progress):
+        sink(rows)
+
+
+def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str, Any]]], None], *,
+              pages: PageSource | None = None, progress: Progress | None = None) -> None:
+    """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""
+    run_sync(lambda: _collect(source, settings, pages, sink, progress))
+
+
+def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame with the contract's columns first, in order."""
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})
+        return empty
+    rest = [c for c in df.columns if c not in ROW_COLUMNS]
+    ordered: pd.DataFrame = df.loc[:, [*ROW_COLUMNS, *rest]]
+    return ordered
+
+
+def prepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
+            progress: Progress | None = None) -> pd.DataFrame:
+    """One row per input record, in input order, with the rendered prompt and response.
+
+    `pages` replaces the page fetcher (e.g. `MemoryPages` in tests or audits of saved evidence).
+    """
+    collected: list[dict[str, Any]] = []
+    run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress)
+    result: pd.DataFrame = frame(collected)
+    return result

@@ -1,0 +1,59 @@
+"""The page source a run uses: saved page records first, then the cache and the network."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from tlmscore.errors import ConfigError
+from tlmscore.evidence.fetch import Fetcher
+from tlmscore.evidence.page import MemoryPages, Page, PageSource
+from tlmscore.settings import Settings
+
+__all__ = ["LayeredPages", "load_page_records", "open_page_source"]
+
+
+def load_page_records(path: Path) -> list[Page]:
+    """Page records from a JSONL file (one DESIGN §3.3 record per line)."""
+    pages: list[Page] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read page records: {exc.strerror}") from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            pages.append(Page.from_record(record))
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise ConfigError(f"{path}:{number}: not a page record: {exc}") from exc
+    return pages
+
+
+class LayeredPages:
+    """Pages from `first` where it has them (status not `offline_miss`), the rest from `then`."""
+
+    def __init__(self, first: MemoryPages, then: PageSource) -> None:
+        self._first = first
+        self._then = then
+
+    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        """One page per URL."""
+        found = await self._first.pages(urls)
+        missing = [u for u, p in found.items() if p.status == "offline_miss"]
+        if missing:
+            found.update(await self._then.pages(missing))
+        return found
+
+
+@asynccontextmanager
+async def open_page_source(settings: Settings,
+                           progress: Callable[[str, int, int | None], None] | None = None,
+                           ) -> AsyncIterator[PageSource]:
+    """The run's page source: `settings.page_files`, then the cache, then (unless offline) the web."""
+    saved = [page for path in settings.page_files for page in load_page_records(Path(path))]
+    async with Fetcher(settings, progress=progress) as fetcher:
+        yield LayeredPages(MemoryPages(saved), fetcher) if saved else fetcher
