@@ -26,7 +26,7 @@ def test_prepare_writes_one_row_per_record_in_order(tmp_path: Path, demo_path: P
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / f"out{suffix}"
     code, err = run(["prepare", str(demo_path), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c"),
-                     "--pages", str(demo_path.parent / "pages.jsonl")], capsys)
+                     "--pages", str(demo_path.parent / "pages")], capsys)
     assert code == 0
     if suffix == ".parquet":
         df = pd.read_parquet(out)

@@ -178,7 +178,7 @@ def test_demo_fixture_prompt_bytes_are_the_same_in_every_process(demo_path: Path
     digests = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", script, str(demo_path), str(demo_path.parent / "pages.jsonl"),
+        out = subprocess.run([sys.executable, "-c", script, str(demo_path), str(demo_path.parent / "pages"),
                               "/nonexistent-cache-unused"], env=env, capture_output=True, text=True,
                              check=True, timeout=120)
         digests.add(out.stdout.strip())

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from tlmscore.batch import ROW_COLUMNS, run_batch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
+from tlmscore.fixtures import check_fixtures, record_fixtures
 from tlmscore.progress import ProgressBars
 from tlmscore.report import RowWriter, output_format
 from tlmscore.settings import Settings, default_cache_dir
@@ -21,13 +22,18 @@ from tlmscore.settings import Settings, default_cache_dir
 __all__ = ["build_parser", "main"]
 
 EXIT_OK = 0
+EXIT_CHANGED = 1
 EXIT_USAGE = 2
 _ERRORS_SHOWN = 10
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def _add_io(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="transcript files (.jsonl, .json)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="OUT.jsonl, OUT.csv or OUT.parquet")
+    _add_common(parser)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="page cache (default: $TLMSCORE_CACHE_DIR or the user cache dir)")
     parser.add_argument("--offline", action="store_true", help="never touch the network; use cached pages only")
@@ -49,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlmscore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     prepare = sub.add_parser("prepare", help="render prompt and response strings for every record")
-    _add_common(prepare)
+    _add_io(prepare)
+    fixtures = sub.add_parser("fixtures", help="record or check golden prompts of a fixture folder")
+    fixtures.add_argument("action", choices=("record", "check"))
+    fixtures.add_argument("folder", type=Path, metavar="DIR")
+    fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
+    _add_common(fixtures)
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)
@@ -118,6 +129,24 @@ def _cache(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _fixtures(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if args.action == "record":
+        count = record_fixtures(args.folder, settings)
+        print(f"tlmscore: recorded {count} transcripts in {args.folder}", file=sys.stderr)
+        return EXIT_OK
+    report = check_fixtures(args.folder, settings, update=args.update)
+    for diff in report.diffs:
+        sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
+    if report.ok:
+        print(f"tlmscore: {report.checked} transcripts match their golden files", file=sys.stderr)
+        return EXIT_OK
+    verb = "updated" if args.update else "changed"
+    print(f"tlmscore: {len(report.changed)} of {report.checked} transcripts {verb}: "
+          + ", ".join(report.changed), file=sys.stderr)
+    return EXIT_OK if args.update else EXIT_CHANGED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
@@ -125,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "prepare":
             return _prepare(args)
+        if args.command == "fixtures":
+            return _fixtures(args)
         return _cache(args)
     except (ConfigError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)

@@ -15,22 +15,22 @@ from tlmscore.settings import Settings
 __all__ = ["LayeredPages", "load_page_records", "open_page_source"]
 
 
-def load_page_records(path: Path) -> list[Page]:
-    """Page records from a JSONL file (one DESIGN §3.3 record per line)."""
-    pages: list[Page] = []
+def _page(text: str, where: str) -> Page:
     try:
+        return Page.from_record(json.loads(text))
+    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{where}: not a page record: {exc}") from exc
+
+
+def load_page_records(path: Path) -> list[Page]:
+    """Page records (DESIGN §3.3) from a JSONL file, one per line, or a folder of `*.json` files."""
+    try:
+        if path.is_dir():
+            return [_page(p.read_text(encoding="utf-8"), str(p)) for p in sorted(path.glob("*.json"))]
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read page records: {exc.strerror}") from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            pages.append(Page.from_record(record))
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise ConfigError(f"{path}:{number}: not a page record: {exc}") from exc
-    return pages
+    return [_page(line, f"{path}:{n}") for n, line in enumerate(lines, start=1) if line.strip()]
 
 
 class LayeredPages:

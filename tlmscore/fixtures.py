@@ -1,0 +1,178 @@
+"""Regression fixtures: golden prompts (and pages) recorded once, checked offline on any machine.
+
+A fixture folder holds transcript files (`*.jsonl`, `*.json`) and, once recorded:
+
+    golden/<file stem>/<record>.prompt.txt     the rendered prompt
+    golden/<file stem>/<record>.response.txt   the rendered response
+    golden/<file stem>/<record>.json           warnings, error and URL counts (and score, when recorded)
+    pages/<key>.json                           every page the prompts used, as a page record
+
+`check` renders again with pages only from `pages/` (no cache, no network) and reports every
+difference as a unified diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlmscore.batch import aiter_chunks, run_sync
+from tlmscore.errors import ConfigError
+from tlmscore.evidence.page import MemoryPages, Page, PageSource
+from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
+from tlmscore.settings import Settings
+from tlmscore.urls import url_key
+
+__all__ = ["FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "record_fixtures"]
+
+GOLDEN = "golden"
+PAGES = "pages"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_META_KEYS = ("warnings", "error", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
+
+
+class RecordingPages:
+    """A page source that remembers every page it handed out, to save them with the fixtures."""
+
+    def __init__(self, inner: PageSource) -> None:
+        self._inner = inner
+        self.seen: dict[str, Page] = {}
+
+    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        """Pages from the inner source, remembered by `url_key`."""
+        found = await self._inner.pages(urls)
+        for page in found.values():
+            self.seen[url_key(page.url)] = page
+        return found
+
+
+@dataclass
+class FixtureReport:
+    """What a check found: the transcripts whose golden files differ, with their diffs."""
+
+    checked: int = 0
+    changed: list[str] = field(default_factory=list)
+    diffs: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing changed."""
+        return not self.changed
+
+
+def _inputs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: not a directory")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json"))
+    if not files:
+        raise ConfigError(f"{folder}: no transcript files (*.jsonl, *.json)")
+    return files
+
+
+def golden_name(row: dict[str, Any]) -> str:
+    """The file name stem of a row's golden files: its id, or its line when the id was made up."""
+    source, line = str(row["source"]), int(row["line"])
+    rid = str(row["id"])
+    name = f"line-{line:05d}" if rid == f"{source}:{line}" else _UNSAFE.sub("_", rid).strip("_")
+    if len(name) > 80:
+        name = name[:60] + "-" + hashlib.sha256(rid.encode()).hexdigest()[:12]
+    return name
+
+
+def _golden_files(folder: Path, row: dict[str, Any]) -> dict[Path, str]:
+    base = folder / GOLDEN / Path(str(row["source"])).stem / golden_name(row)
+    meta = {k: row.get(k) for k in _META_KEYS}
+    for key in ("score", "scorer"):
+        if key in row:
+            meta[key] = row[key]
+    return {
+        base.with_name(base.name + ".prompt.txt"): (row.get("prompt") or "") + "\n",
+        base.with_name(base.name + ".response.txt"): (row.get("response") or "") + "\n",
+        base.with_name(base.name + ".json"): json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True,
+                                                       default=str) + "\n",
+    }
+
+
+def _page_file(folder: Path, page: Page) -> Path:
+    return folder / PAGES / f"{hashlib.sha256(url_key(page.url).encode()).hexdigest()[:24]}.json"
+
+
+def _saved_pages(folder: Path) -> MemoryPages:
+    pages_dir = folder / PAGES
+    return MemoryPages(load_page_records(pages_dir) if pages_dir.is_dir() else [])
+
+
+async def _render(folder: Path, settings: Settings, pages: PageSource) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in _inputs(folder):
+        async for chunk in aiter_chunks(path, settings, pages=pages):
+            rows.extend(chunk)
+    return rows
+
+
+async def _record(folder: Path, settings: Settings, pages: PageSource | None) -> tuple[list[dict[str, Any]],
+                                                                                        list[Page]]:
+    async with AsyncExitStack() as stack:
+        inner = pages if pages is not None else await stack.enter_async_context(open_page_source(settings))
+        recorder = RecordingPages(LayeredPages(_saved_pages(folder), inner))
+        rows = await _render(folder, settings, recorder)
+    return rows, list(recorder.seen.values())
+
+
+def record_fixtures(folder: Path, settings: Settings | None = None,
+                    pages: PageSource | None = None) -> int:
+    """Render every transcript in `folder` and write its golden files and the pages it used.
+
+    Pages already saved in the folder are used first; the rest come from `pages` (default: the
+    cache, then the network unless `settings.offline`). Returns the number of transcripts.
+    """
+    settings = settings or Settings()
+    rows, used = run_sync(lambda: _record(folder, settings, pages))
+    _write(folder, rows, used)
+    return len(rows)
+
+
+def _write(folder: Path, rows: list[dict[str, Any]], pages: Iterable[Page]) -> None:
+    for page in pages:
+        target = _page_file(folder, page)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(page.to_record(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    for row in rows:
+        for path, text in _golden_files(folder, row).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
+def check_fixtures(folder: Path, settings: Settings | None = None, *, update: bool = False) -> FixtureReport:
+    """Render `folder` offline from its saved pages and compare with its golden files.
+
+    With `update`, changed golden files are rewritten (and the report still lists them).
+    """
+    settings = (settings or Settings()).model_copy(update={"offline": True})
+    saved = _saved_pages(folder)
+    rows = run_sync(lambda: _render(folder, settings, saved))
+    report = FixtureReport(checked=len(rows))
+    for row in rows:
+        for path, text in _golden_files(folder, row).items():
+            old = path.read_text(encoding="utf-8") if path.exists() else ""
+            if old == text:
+                continue
+            label = f"{Path(str(row['source'])).name}:{row['line']} ({row['id']})"
+            if label not in report.changed:
+                report.changed.append(label)
+            rel = path.relative_to(folder)
+            report.diffs.append("".join(difflib.unified_diff(
+                old.splitlines(keepends=True), text.splitlines(keepends=True),
+                fromfile=f"a/{rel}", tofile=f"b/{rel}")))
+            if update:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+    return report
+
