@@ -35,6 +35,7 @@ __all__ = ["FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "
 GOLDEN = "golden"
 PAGES = "pages"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_NAME = 80
 _META_KEYS = ("warnings", "error", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
 
 
@@ -81,8 +82,8 @@ def golden_name(row: dict[str, Any]) -> str:
     source, line = str(row["source"]), int(row["line"])
     rid = str(row["id"])
     name = f"line-{line:05d}" if rid == f"{source}:{line}" else _UNSAFE.sub("_", rid).strip("_")
-    if len(name) > 80:
-        name = name[:60] + "-" + hashlib.sha256(rid.encode()).hexdigest()[:12]
+    if len(name) > _MAX_NAME:
+        name = name[: _MAX_NAME - 20] + "-" + hashlib.sha256(rid.encode()).hexdigest()[:12]
     return name
 
 
