@@ -18,7 +18,7 @@ from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, Turn, WebRef, WebResult
 from tlmscore.urls import url_key
 
-__all__ = ["CONVERTERS", "OPEN_PAGE", "WEB_SEARCH", "Citation", "citations_of"]
+__all__ = ["CONVERTERS", "OPEN_PAGE", "WEB_SEARCH", "Citation", "citations_of", "cited_sentence"]
 
 WEB_SEARCH = "web_search_call"
 OPEN_PAGE = "open_page"
@@ -35,11 +35,21 @@ class Citation:
     sentence: str
 
 
-def _sentence_around(text: str, start: int, end: int) -> str:
-    """The sentence(s) of `text` that contain the span [start, end)."""
+def cited_sentence(text: str, start: int, end: int) -> str:
+    """The claim a citation span supports: the sentence containing it, or, when the span stands
+    right after a sentence (OpenAI puts `([site](url))` after the period), that sentence and the span.
+    """
     if not 0 <= start <= end <= len(text):
         return ""
-    left = max((text.rfind(c, 0, start) for c in _SENTENCE_ENDS), default=-1) + 1
+    anchor = start
+    while anchor > 0 and text[anchor - 1] in " \t":
+        anchor -= 1
+    trailing = anchor > 0 and text[anchor - 1] in _SENTENCE_ENDS
+    if trailing:
+        anchor -= 1
+    left = max((text.rfind(c, 0, anchor) for c in _SENTENCE_ENDS), default=-1) + 1
+    if trailing:
+        return text[left:end].strip()
     right_candidates = [i for i in (text.find(c, max(end - 1, start)) for c in _SENTENCE_ENDS) if i >= 0]
     right = min(right_candidates) + 1 if right_candidates else len(text)
     return text[left:right].strip()
@@ -56,7 +66,7 @@ def citations_of(item: dict[str, Any]) -> list[Citation]:
             if not isinstance(ann, dict) or ann.get("type") != "url_citation" or not ann.get("url"):
                 continue
             start, end = ann.get("start_index"), ann.get("end_index")
-            sentence = _sentence_around(text, start, end) if isinstance(start, int) and isinstance(end, int) else ""
+            sentence = cited_sentence(text, start, end) if isinstance(start, int) and isinstance(end, int) else ""
             title = ann.get("title") if isinstance(ann.get("title"), str) else None
             found.append(Citation(url=str(ann["url"]), title=title, sentence=sentence))
     return found

@@ -1,0 +1,72 @@
+"""Notebook views: escaped HTML, cited spans marked by support, pages with their status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+
+from tlmscore import read_transcripts
+from tlmscore.audit import TranscriptView, plot_fetch_status, plot_scores, results_html
+from tlmscore.evidence.page import MemoryPages, Page
+from tlmscore.evidence.sources import load_page_records
+
+matplotlib.use("Agg")
+
+
+def view_of(demo_path: Path, record_id: str) -> TranscriptView:
+    (t,) = [t for t in read_transcripts(demo_path) if t.id == record_id]
+    pages = MemoryPages(load_page_records(demo_path.parent / "pages"))
+    return TranscriptView(t, pages={u: pages.get(u) for u in t.raw and _urls(t)})
+
+
+def _urls(t: object) -> list[str]:
+    from tlmscore.convert import convert_transcript
+
+    return list(convert_transcript(t).urls)  # type: ignore[arg-type]
+
+
+def test_transcript_view_marks_citations_and_page_status(demo_path: Path) -> None:
+    html = view_of(demo_path, "web-search-jwst-sources")._repr_html_()
+    assert '<mark class="supported"' in html
+    assert '<mark class="unavailable"' in html  # the 404 page
+    assert '<span class="badge failed">http_error</span>' in html
+    assert '<span class="badge ok">ok</span>' in html
+    assert "could not be retrieved" in html
+
+
+def test_a_contradicted_citation_is_marked_unsupported() -> None:
+    record = {"id": "x", "request": {"input": "How tall?", "tools": [{"type": "web_search"}]},
+              "response": {"id": "r", "object": "response", "output": [
+                  {"type": "web_search_call", "id": "ws", "status": "completed",
+                   "action": {"type": "search", "query": "tower height",
+                              "sources": [{"type": "url", "url": "https://a.example/t"}]}},
+                  {"type": "message", "id": "m", "role": "assistant", "status": "completed", "content": [
+                      {"type": "output_text", "text": "Seagulls nest under bridges in winter. (a.example)",
+                       "annotations": [{"type": "url_citation", "url": "https://a.example/t", "title": "T",
+                                        "start_index": 39, "end_index": 50}]}]}]}}
+    (t,) = read_transcripts(record)
+    page = Page(url="https://a.example/t", status="ok", text="The tower is 330 metres tall.")
+    html = TranscriptView(t, pages={page.url: page})._repr_html_()
+    assert '<mark class="unsupported"' in html
+
+
+def test_everything_from_the_log_is_escaped() -> None:
+    record = {"request": {"input": "<script>alert(1)</script>"},
+              "response": {"output": [{"type": "message", "role": "assistant", "content": [
+                  {"type": "output_text", "text": "<img src=x onerror=alert(2)>", "annotations": []}]}]}}
+    (t,) = read_transcripts(record)
+    html = TranscriptView(t)._repr_html_()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=x" not in html
+    table = results_html(pd.DataFrame([{"id": "<b>x</b>", "score": 0.5}]))
+    assert "<b>x</b>" not in table and "&lt;b&gt;x&lt;/b&gt;" in table
+
+
+def test_plots_draw() -> None:
+    ax = plot_scores(pd.DataFrame({"score": [0.1, 0.5, 0.9, float("nan")]}))
+    assert sum(p.get_height() for p in ax.patches) == 3
+    ax = plot_fetch_status([Page(url="a", status="ok", text="t"), Page(url="b", status="timeout"),
+                            Page(url="c", status="timeout")])
+    assert sorted(p.get_height() for p in ax.patches) == [1, 2]
