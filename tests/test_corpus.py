@@ -38,3 +38,14 @@ def test_openai_and_azure_responses_of_covered_types_render_without_error(corpus
     assert df.error.isna().all(), df.error.dropna().tolist()
     assert (df.response.str.len() > 0).all()
     assert not any("unhandled item type" in w for ws in df.warnings for w in ws)
+
+
+def test_every_corpus_response_prepares_without_error_or_unhandled_items(corpus_responses: Path,
+                                                                          tmp_path: Path) -> None:
+    files = sorted(corpus_responses.glob("*.json"))
+    df = prepare(files, Settings(offline=True, cache_dir=tmp_path), pages=MemoryPages())
+    names = df.source.map(lambda s: Path(s).name)
+    assert set(names[df.error.notna()]) == NOT_RESPONSES, df.error.dropna().tolist()
+    unhandled = {n: w for n, ws in zip(names, df.warnings, strict=True) for w in ws if "unhandled item type" in w}
+    assert not unhandled
+    assert df.prompt.notna().sum() == len(files) - len(NOT_RESPONSES)

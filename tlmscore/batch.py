@@ -11,11 +11,13 @@ import concurrent.futures
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
 
+from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PageSource
@@ -23,14 +25,14 @@ from tlmscore.evidence.plan import plan_urls
 from tlmscore.model import Conversation, Message, ToolCall, Transcript
 from tlmscore.prompt import render
 from tlmscore.settings import Settings
-from tlmscore.transcripts import Source, read_transcripts
+from tlmscore.transcripts import BatchInputs, Source, read_transcripts
 from tlmscore.urls import url_key
 
 __all__ = ["ROW_COLUMNS", "Progress", "aiter_chunks", "prepare", "prepare_chunk", "run_sync"]
 
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
-    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error",
+    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete",
 )
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")
@@ -41,13 +43,19 @@ class _Converted:
     transcript: Transcript
     conversation: Conversation | None
     error: str | None
+    history_complete: bool | None = None
 
 
-def _convert(transcript: Transcript, settings: Settings) -> _Converted:
+def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None) -> _Converted:
     if transcript.error is not None:
         return _Converted(transcript, None, transcript.error)
     try:
-        return _Converted(transcript, convert_transcript(transcript, settings), None)
+        if chains is None:
+            return _Converted(transcript, convert_transcript(transcript, settings), None, True)
+        history = chains.history(transcript)
+        conv = convert_transcript(with_history(transcript, history), settings)
+        conv = replace(conv, warnings=(*history.warnings, *conv.warnings))
+        return _Converted(transcript, conv, None, history.complete)
     except TlmscoreError as exc:
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}")
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
@@ -69,7 +77,7 @@ def _base_row(t: Transcript) -> dict[str, Any]:
 def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> dict[str, Any]:
     row = _base_row(item.transcript)
     empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
-             "n_urls_failed": 0, "warnings": [], "error": item.error}
+             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None}
     conv = item.conversation
     if conv is None:
         return row | empty
@@ -82,13 +90,16 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> dict[s
     ok = sum(1 for u in keys.values() if (p := pages.get(u)) is not None and p.ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
-                  "warnings": list(conv.warnings), "error": None}
+                  "warnings": list(conv.warnings), "error": None, "history_complete": item.history_complete}
 
 
 async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings,
-                        source: PageSource) -> list[dict[str, Any]]:
-    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each."""
-    converted = [_convert(t, settings) for t in transcripts]
+                        source: PageSource, chains: ChainIndex | None = None) -> list[dict[str, Any]]:
+    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each.
+
+    With `chains`, a follow-up call is converted with the history it continues.
+    """
+    converted = [_convert(t, settings, chains) for t in transcripts]
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
     pages = await source.pages(urls) if urls else {}
     return [_row(c, pages, settings) for c in converted]
@@ -110,12 +121,21 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
 
             pages = await stack.enter_async_context(open_page_source(settings, progress))
         page_source = pages
-        for chunk in _chunks(read_transcripts(source), settings.chunk_size):
-            rows = await prepare_chunk(chunk, settings, page_source)
+        batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else ()
+        chains = await asyncio.to_thread(_chain_index, source, batch)
+        for chunk in _chunks(read_transcripts(source, batch_inputs=batch), settings.chunk_size):
+            rows = await prepare_chunk(chunk, settings, page_source, chains)
             done += len(rows)
             if progress is not None:
                 progress("records", done, None)
             yield rows
+
+
+def _chain_index(source: Source, batch: BatchInputs | tuple[()]) -> ChainIndex | None:
+    """The chain index of a source that can be read twice (paths, records, lists); else None."""
+    if isinstance(source, (str, Path, dict, list, tuple)) or hasattr(source, "model_dump"):
+        return ChainIndex.build(source, batch_inputs=batch)
+    return None
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

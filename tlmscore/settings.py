@@ -37,6 +37,8 @@ class Settings(BaseModel):
     allow_hosts: frozenset[str] = frozenset()
     page_files: tuple[Path, ...] = Field(
         default=(), description="JSONL files of page records served before the cache and the network")
+    batch_inputs: tuple[Path, ...] = Field(
+        default=(), description="OpenAI Batch API input files joined to output lines by custom_id")
 
     concurrency: int = Field(default=32, ge=1, le=1024)
     per_host: int = Field(default=6, ge=1, le=256)

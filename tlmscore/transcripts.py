@@ -8,16 +8,72 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Transcript
 
-__all__ = ["Source", "normalize_record", "read_transcripts"]
+__all__ = ["BatchInputs", "Source", "is_jsonl", "normalize_record", "open_log", "read_path", "read_transcripts"]
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+class BatchInputs:
+    """The request bodies of OpenAI Batch API input files, found by `custom_id` and read on demand.
+
+    Input lines are `{"custom_id", "method", "url", "body"}`; only each line's place is kept in
+    memory (custom_id → file and byte offset), so input files of any size can be joined.
+    """
+
+    def __init__(self, paths: Sequence[str | Path] = ()) -> None:
+        self.paths = tuple(Path(p) for p in paths)
+        self._where: dict[str, tuple[int, int]] = {}
+        for index, path in enumerate(self.paths):
+            if not path.is_file():
+                raise TranscriptError(f"{path}: no such batch input file")
+            self._scan(index, path)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def _scan(self, index: int, path: Path) -> None:
+        offset = 0
+        with open_log(path) as handle:
+            for raw in handle:
+                custom_id = self._custom_id(raw)
+                if custom_id is not None:
+                    self._where.setdefault(custom_id, (index, offset))
+                offset += len(raw)
+
+    @staticmethod
+    def _custom_id(raw: bytes) -> str | None:
+        match = _CUSTOM_ID.search(raw)
+        try:
+            if match is not None:
+                return str(json.loads(match.group(1)))
+            obj = json.loads(raw) if raw.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return str(obj["custom_id"]) if isinstance(obj, dict) and "custom_id" in obj else None
+
+    def request(self, custom_id: str) -> dict[str, Any] | None:
+        """The request body sent under `custom_id`, or None when no input line has it."""
+        where = self._where.get(custom_id)
+        if where is None:
+            return None
+        index, offset = where
+        with open_log(self.paths[index]) as handle:
+            handle.seek(offset)
+            try:
+                line = json.loads(handle.readline())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return None
+        body = line.get("body") if isinstance(line, dict) else None
+        return body if isinstance(body, dict) else None
 
 
 def _plain(obj: Any) -> Any:
@@ -60,8 +116,12 @@ def _check_response(response: dict[str, Any], kind: str) -> None:
             raise TranscriptError(f"response.output[{i}] has no 'type'")
 
 
-def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(request, response, metadata) from any supported record shape."""
+def _unwrap(record: dict[str, Any],
+            inputs: BatchInputs | None = None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(request, response, metadata) from any supported record shape.
+
+    A Batch API output line gets its request from the batch input files when they are given.
+    """
     message = _api_error(record)
     if message:
         raise TranscriptError(message)
@@ -70,7 +130,9 @@ def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dic
         if batch.get("status_code") not in (None, 200) or record.get("error"):
             detail = record.get("error") or (batch.get("body") or {}).get("error") or batch.get("status_code")
             raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
-        return {}, batch.get("body") or {}, {"custom_id": record["custom_id"]}
+        custom_id = str(record["custom_id"])
+        request = inputs.request(custom_id) if inputs is not None else None
+        return request or {}, batch.get("body") or {}, {"custom_id": custom_id}
     if "response" in record or "request" in record:
         request, response = record.get("request", {}), _plain(record.get("response"))
         if not isinstance(request, dict):
@@ -82,7 +144,7 @@ def _unwrap(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dic
     return {}, record, {}
 
 
-def normalize_record(obj: Any, *, source: str, line: int) -> Transcript:
+def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
     """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
     record = _plain(obj)
     rid = f"{source}:{line}"
@@ -92,7 +154,7 @@ def normalize_record(obj: Any, *, source: str, line: int) -> Transcript:
     if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
         rid = str(record["id"])
     try:
-        request, response, metadata = _unwrap(record)
+        request, response, metadata = _unwrap(record, batch)
         response = _plain(response)
         kind = _response_kind(response)
         _check_response(response, kind)
@@ -103,14 +165,15 @@ def normalize_record(obj: Any, *, source: str, line: int) -> Transcript:
                       metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_log(path: Path) -> IO[bytes]:
+    """A log file opened for binary reading, gzip-decompressed when it ends in `.gz`."""
     if path.suffix == ".gz":
         return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
     return path.open("rb")
 
 
-def _read_jsonl(path: Path, name: str) -> Iterator[Transcript]:
-    with _open(path) as handle:
+def _read_jsonl(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
+    with open_log(path) as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
@@ -121,11 +184,11 @@ def _read_jsonl(path: Path, name: str) -> Iterator[Transcript]:
             except json.JSONDecodeError as exc:
                 yield _failed(name, number, f"invalid JSON: {exc.msg} at column {exc.colno}")
             else:
-                yield normalize_record(obj, source=name, line=number)
+                yield normalize_record(obj, source=name, line=number, batch=batch)
 
 
-def _read_json(path: Path, name: str) -> Iterator[Transcript]:
-    with _open(path) as handle:
+def _read_json(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
+    with open_log(path) as handle:
         data = handle.read()
     try:
         obj = json.loads(data.decode("utf-8"))
@@ -135,42 +198,48 @@ def _read_json(path: Path, name: str) -> Iterator[Transcript]:
         return
     items = obj if isinstance(obj, list) else [obj]
     for number, item in enumerate(items, start=1):
-        yield normalize_record(item, source=name, line=number)
+        yield normalize_record(item, source=name, line=number, batch=batch)
 
 
 def _failed(source: str, line: int, message: str) -> Transcript:
     return Transcript(id=f"{source}:{line}", source=source, line=line, error=f"{source}:{line}: {message}")
 
 
-def _is_jsonl(path: Path) -> bool:
+def is_jsonl(path: Path) -> bool:
+    """Whether a file holds one record per line (`.jsonl`, `.ndjson`, optionally gzipped)."""
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
     return bool(suffixes) and suffixes[-1] in (".jsonl", ".ndjson")
 
 
-def read_path(path: str | Path) -> Iterator[Transcript]:
+def read_path(path: str | Path, batch: BatchInputs | None = None) -> Iterator[Transcript]:
     """Transcripts of one file: `.jsonl`/`.ndjson` line by line, `.json` as an array or one object."""
     p = Path(path)
     if not p.is_file():
         raise TranscriptError(f"{p}: no such file")
-    reader = _read_jsonl if _is_jsonl(p) else _read_json
-    yield from reader(p, str(path))
+    reader = _read_jsonl if is_jsonl(p) else _read_json
+    yield from reader(p, str(path), batch)
 
 
-def read_transcripts(source: Source) -> Iterator[Transcript]:
+def read_transcripts(source: Source, *,
+                     batch_inputs: Sequence[str | Path] | BatchInputs = ()) -> Iterator[Transcript]:
     """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
 
     `source` is a path, a list of paths, a record dict, an SDK `Response`, or an iterable of those.
+    `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
+    line with the same `custom_id`.
     """
+    batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
+        BatchInputs(batch_inputs) if batch_inputs else None)
     if isinstance(source, (str, Path)):
-        yield from read_path(source)
+        yield from read_path(source, batch)
         return
     if isinstance(source, dict) or hasattr(source, "model_dump"):
-        yield normalize_record(source, source="<records>", line=1)
+        yield normalize_record(source, source="<records>", line=1, batch=batch)
         return
     for number, item in enumerate(source, start=1):
         if isinstance(item, (str, Path)):
-            yield from read_path(item)
+            yield from read_path(item, batch)
         else:
-            yield normalize_record(item, source="<records>", line=number)
+            yield normalize_record(item, source="<records>", line=number, batch=batch)

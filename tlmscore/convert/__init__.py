@@ -9,7 +9,9 @@ from tlmscore.convert.content import content_text
 from tlmscore.convert.context import Context
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
+from tlmscore.convert.providers import chat_search_items, chat_search_sources, chat_tools_as_responses
 from tlmscore.convert.registry import REGISTRY, item_type
+from tlmscore.convert.structured import apply_structured_output, json_schema_format
 from tlmscore.convert.tools import declare_chat_tool, declare_tools
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn
@@ -138,8 +140,16 @@ def convert_chat(
 
 
 def convert_transcript(transcript: Transcript, settings: Settings | None = None) -> Conversation:
-    """A whole transcript: request history plus the response's output, answer split off."""
+    """A whole transcript: request history plus the response's output, answer split off.
+
+    A search-augmented chat answer (with `search_results` or `citations`) is rendered in the
+    Responses format, which has a place for its search; other chat records keep the chat format.
+    """
     request, response = transcript.request, transcript.response
+    if transcript.fmt == "chat" and chat_search_sources(response):
+        items, start = chat_search_items(request.get("messages") or [], response)
+        return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
+                             settings=settings)
     if transcript.fmt == "chat":
         choices = response.get("choices") or [{}]
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
@@ -151,5 +161,6 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None)
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
     instructions = request.get("instructions", response.get("instructions"))
-    return convert_items(history + output, answer_start=len(history) + split_answer(output), tools=tools,
+    conv = convert_items(history + output, answer_start=len(history) + split_answer(output), tools=tools,
                          instructions=instructions, settings=settings)
+    return apply_structured_output(conv, json_schema_format(request, response, history), output)

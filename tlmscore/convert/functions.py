@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from tlmscore.convert.context import Context, ItemConverter
+from tlmscore.convert.outputs import tool_output
 from tlmscore.model import ToolCall, ToolResult, Turn
 
 __all__ = ["CONVERTERS", "parse_arguments"]
@@ -33,13 +34,17 @@ def convert_function_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
 
 
 def convert_function_call_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
-    """A `function_call_output` returned by the client, named after the call it answers."""
+    """A `function_call_output` returned by the client, named after the call it answers.
+
+    A string output is shown as it is (as the reference shows it); a list of content parts as
+    text, with images and files as placeholders.
+    """
     call_id = str(item.get("call_id") or "")
     name = ctx.call_names.get(call_id)
     if name is None:
         ctx.warn(f"output for call {call_id!r} has no matching call; named 'function'")
         name = "function"
-    return [ToolResult(name=name, call_id=call_id, output=item.get("output"))]
+    return [ToolResult(name=name, call_id=call_id, output=tool_output(item.get("output")))]
 
 
 CONVERTERS: dict[str, ItemConverter] = {

@@ -73,6 +73,135 @@ def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
     }]
 
 
+def _decl(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "name": name, "description": description, "parameters": parameters}
+
+
+def _string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _strings(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+def _code_interpreter(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    code = _string("Python code to run in the sandboxed container.")
+    return [_decl("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
+                  _params({"code": code}, ["code"]))]
+
+
+def _through_use(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """Nothing for the tool itself: it is declared through what it made available.
+
+    An MCP server through the tools it listed (`mcp_list_tools`), xAI's x_search through the
+    functions its calls name.
+    """
+    return []
+
+
+def _mcp_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
+    label = tool.get("server_label")
+    description = str(tool.get("description") or "").strip()
+    decl["description"] = f"{description} (MCP server {label!r})".strip() if label else description
+    decl["parameters"] = tool.get("input_schema") or {"type": _OBJECT, "properties": {}}
+    return [decl]
+
+
+def _image_generation(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    prompt = _string("What the image should show.")
+    return [_decl("image_generation", "Generate or edit an image from a text prompt.",
+                  _params({"prompt": prompt}, ["prompt"]))]
+
+
+def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    screen = ""
+    if tool.get("display_width") and tool.get("display_height"):
+        screen = f" The display is {tool['display_width']}x{tool['display_height']} pixels"
+        screen += f" ({tool['environment']})." if tool.get("environment") else "."
+    actions = ["click", "double_click", "drag", "keypress", "move", "screenshot", "scroll", "type", "wait"]
+    props = {"type": {"type": "string", "enum": actions, "description": "The action to perform."},
+             "x": {"type": "integer"}, "y": {"type": "integer"}, "button": {"type": "string"},
+             "keys": _strings("Keys to press."), "text": _string("Text to type."),
+             "scroll_x": {"type": "integer"}, "scroll_y": {"type": "integer"},
+             "path": {"type": "array", "items": {"type": "object"}, "description": "Drag path points."}}
+    return [_decl("computer", "Control a computer: act on the screen and receive a screenshot." + screen,
+                  _params(props, ["type"]))]
+
+
+def _local_shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    props = {"command": _strings("The command and its arguments."),
+             "env": {"type": "object", "description": "Environment variables."},
+             "working_directory": _string("Where to run the command."),
+             "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}
+    return [_decl("local_shell", "Run a command in the user's local shell.", _params(props, ["command"]))]
+
+
+def _shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    props = {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
+             "max_output_length": {"type": "integer"}}
+    return [_decl("shell", "Run shell commands and read their stdout, stderr and exit codes.",
+                  _params(props, ["commands"]))]
+
+
+def _apply_patch(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    kinds = {"type": "string", "enum": ["create_file", "update_file", "delete_file"]}
+    props = {"type": kinds, "path": _string("The file to change."),
+             "diff": _string("The unified diff to apply (not for delete_file).")}
+    return [_decl("apply_patch", "Create, update or delete a file with a unified diff.",
+                  _params(props, ["type", "path"]))]
+
+
+def _custom(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    description = str(tool.get("description") or "")
+    fmt = tool.get("format")
+    hint = "Free-form text input."
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+        hint = f"Input that matches this {fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
+    return [_decl(str(tool.get("name")), f"{description}\n{hint}".strip(),
+                  _params({"input": _string(hint)}, ["input"]))]
+
+
+def _namespace(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    declared: list[dict[str, Any]] = []
+    for inner in tool.get("tools") or []:
+        if isinstance(inner, dict):
+            declarer = DECLARATIONS.get(str(inner.get("type", "function")))
+            declared.extend(declarer(inner) if declarer is not None else [])
+    return declared
+
+
+def _tool_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    description = tool.get("description") or "Search the deferred tools and load the ones needed."
+    parameters = tool.get("parameters") or _params({"paths": _strings("Names of the tools to load.")}, [])
+    return [_decl("tool_search", str(description), parameters)]
+
+
+def _program(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    code = _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports with text().")
+    return [_decl("program", "Write a program that calls the available tools and returns its result.",
+                  _params({"code": code}, ["code"]))]
+
+
+def _structured_output(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The schema of a `json_schema` text format, as the function the final answer must call."""
+    name = tool.get("name")
+    description = str(tool.get("description") or "")
+    lead = f"Give the final answer as JSON that follows the schema {name!r}." if name else \
+        "Give the final answer as JSON that follows this schema."
+    decl = _decl("structured_output", f"{lead} {description}".strip(),
+                 tool.get("schema") or {"type": _OBJECT, "properties": {}})
+    if tool.get("strict") is not None:
+        decl["strict"] = bool(tool["strict"])
+    return [decl]
+
+
+def _server_function(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """A provider-side function known only by the calls made to it (xAI's x_search functions)."""
+    return [_decl(str(tool.get("name")), str(tool.get("description") or ""), {"type": _OBJECT})]
+
+
 Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 DECLARATIONS: dict[str, Declarer] = {
@@ -81,9 +210,26 @@ DECLARATIONS: dict[str, Declarer] = {
     "web_search": _web_search,
     "web_search.open_page": _open_page,
     "web_search.find_in_page": _find_in_page,
+    "code_interpreter": _code_interpreter,
+    "mcp": _through_use,
+    "mcp.tool": _mcp_tool,
+    "image_generation": _image_generation,
+    "computer": _computer,
+    "computer_use_preview": _computer,
+    "local_shell": _local_shell,
+    "shell": _shell,
+    "apply_patch": _apply_patch,
+    "custom": _custom,
+    "namespace": _namespace,
+    "tool_search": _tool_search,
+    "programmatic_tool_calling": _program,
+    "program": _program,
+    "structured_output": _structured_output,
+    "x_search": _through_use,
+    "server_function": _server_function,
 }
 
-_IMPLICIT = "web_search"
+_LISTED_ONLY = frozenset({"file_search"})
 _FAMILIES = {
     "web_search_preview": "web_search",
     "web_search_2025_08_26": "web_search",
@@ -97,10 +243,12 @@ def tool_family(tool_type: str) -> str:
 
 
 def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Declarations for the request's tools, then for web tools used but not declared.
+    """Declarations for the request's tools, then for built-in tools used but not declared.
 
-    Tool types without a declaration are left out, as the reference leaves them out; other
-    built-in tools that ran are declared only when the request lists them, as the reference does.
+    Tool types without a declaration are left out, as the reference leaves them out. A file search
+    that ran is declared only when the request lists it, as the reference does; every other tool
+    that ran is declared even when the request does not list it (e.g. in replayed history), so
+    that each call in the prompt has a declaration, and no name is declared twice by this rule.
     """
     declared: list[dict[str, Any]] = []
     families: set[str] = set()
@@ -110,10 +258,15 @@ def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any
         declarer = DECLARATIONS.get(family)
         if declarer is not None:
             declared.extend(declarer(tool))
-    for family, tool in used.items():
-        declarer = DECLARATIONS.get(family)
-        if family not in families and declarer is not None and family.startswith(_IMPLICIT):
-            declared.extend(declarer(tool))
+    names = {d.get("name") for d in declared}
+    for key, tool in used.items():
+        declarer = DECLARATIONS.get(tool_family(str(tool.get("type", key))))
+        if key in families or key in _LISTED_ONLY or declarer is None:
+            continue
+        for decl in declarer(tool):
+            if decl.get("name") not in names:
+                names.add(decl.get("name"))
+                declared.append(decl)
     return declared
 
 

@@ -5,6 +5,10 @@ Which URLs a search result holds follows `Settings.urls`:
 sources, or any unclaimed citation for the last search before that message), falling back to the
 search's sources when it has no citation; `sources` — the search's `action.sources`; `all` — both.
 `open_page` and `find_in_page` always refer to their own URL.
+
+xAI logs its searches with `arguments` instead of an `action` (a call with a `url` and no `query`
+opens that page), and its X search as `x_search_call` items named after the function that ran;
+their results are the posts the answer cites.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, Turn, WebRef, WebResult
 from tlmscore.urls import url_key
 
-__all__ = ["CONVERTERS", "OPEN_PAGE", "WEB_SEARCH", "Citation", "citations_of", "cited_sentence"]
+__all__ = ["CONVERTERS", "OPEN_PAGE", "WEB_SEARCH", "X_SEARCH", "Citation", "citations_of", "cited_sentence"]
 
 WEB_SEARCH = "web_search_call"
+X_SEARCH = "x_search_call"
+_SEARCHES = (WEB_SEARCH, X_SEARCH)
 OPEN_PAGE = "open_page"
 FIND_IN_PAGE = "find_in_page"
 _SENTENCE_ENDS = ".!?\n"
@@ -36,8 +42,10 @@ class Citation:
 
 
 def cited_sentence(text: str, start: int, end: int) -> str:
-    """The claim a citation span supports: the sentence containing it, or, when the span stands
-    right after a sentence (OpenAI puts `([site](url))` after the period), that sentence and the span.
+    """The claim a citation span supports.
+
+    That is the sentence containing the span or, when the span stands right after a sentence
+    (OpenAI puts `([site](url))` after the period), that sentence and the span.
     """
     if not 0 <= start <= end <= len(text):
         return ""
@@ -82,7 +90,11 @@ def _action(item: dict[str, Any]) -> dict[str, Any]:
         args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
     except json.JSONDecodeError:
         args = {"query": raw}
-    return {"type": "search", **args} if isinstance(args, dict) else {"type": "search", "query": str(args)}
+    if not isinstance(args, dict):
+        return {"type": "search", "query": str(args)}
+    if args.get("url") and not args.get("query"):
+        return {**args, "type": OPEN_PAGE}
+    return {"type": "search", **args}
 
 
 def _source_urls(action: dict[str, Any]) -> list[str]:
@@ -110,7 +122,7 @@ def _group(ctx: Context) -> tuple[list[int], dict[str, Any] | None]:
         if kind == "message" and j > ctx.index:
             following = items[j]
             break
-        if kind == WEB_SEARCH:
+        if kind in _SEARCHES:
             members.append(j)
     return members, following
 
@@ -122,7 +134,8 @@ def _cited_for_this_call(ctx: Context) -> list[Citation]:
     cites = citations_of(following)
     own = {url_key(u) for u in _own_urls(ctx.items[ctx.index])}
     claimed = {url_key(u) for j in members for u in _own_urls(ctx.items[j])}
-    is_last = bool(members) and members[-1] == ctx.index
+    searches = [j for j in members if _action(ctx.items[j]).get("type") not in (OPEN_PAGE, FIND_IN_PAGE)]
+    is_last = bool(searches) and searches[-1] == ctx.index
     return [c for c in cites if url_key(c.url) in own or (is_last and url_key(c.url) not in claimed)]
 
 
@@ -143,11 +156,8 @@ def _refs(cited: Iterable[Citation], sources: Iterable[str]) -> tuple[WebRef, ..
     return tuple(WebRef(url=urls[k], title=titles[k], cited=tuple(spans[k])) for k in order)
 
 
-def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
-    call_id = str(item.get("id") or "")
-    query = action.get("query")
-    if query is None and action.get("queries"):
-        query = " | ".join(str(q) for q in action["queries"])
+def _search_refs(action: dict[str, Any], ctx: Context) -> tuple[WebRef, ...]:
+    """The pages a search result refers to, following the URL policy."""
     sources = _source_urls(action)
     cited = _cited_for_this_call(ctx) if ctx.urls in ("cited", "all") else []
     if ctx.urls == "sources" or (ctx.urls == "cited" and not cited):
@@ -156,8 +166,19 @@ def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[
         refs = _refs(cited, sources)
     else:
         refs = _refs(cited, [])
-    if action.get("sources") is None and not refs:
+    return refs
+
+
+def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
+    call_id = str(item.get("id") or "")
+    query = action.get("query")
+    if query is None and action.get("queries"):
+        query = " | ".join(str(q) for q in action["queries"])
+    refs = _search_refs(action, ctx)
+    if action.get("sources") is None and not refs and isinstance(item.get("action"), dict):
         ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
+    elif not refs:
+        ctx.warn("web_search_call has no results in the log and the answer cites no page")
     return [
         ToolCall(name=WEB_SEARCH, arguments={"query": query}, call_id=call_id, server=True),
         WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs),
@@ -199,6 +220,19 @@ def convert_web_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
     return _search(item, action, ctx)
 
 
+def convert_x_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """An xAI X search: the function it ran with its arguments; the cited posts as its result."""
+    name = str(item.get("name") or "x_search")
+    call_id = str(item.get("id") or item.get("call_id") or "")
+    ctx.use_tool(f"server_function:{name}", {"type": "server_function", "name": name,
+                                             "description": "Search posts on X (xAI's x_search tool)."})
+    action = _action(item)
+    arguments = {k: v for k, v in action.items() if k != "type"}
+    return [ToolCall(name=name, arguments=arguments, call_id=call_id, server=True),
+            WebResult(name=name, call_id=call_id, refs=_search_refs(action, ctx))]
+
+
 CONVERTERS: dict[str, ItemConverter] = {
     WEB_SEARCH: ItemConverter(convert_web_search),
+    X_SEARCH: ItemConverter(convert_x_search),
 }

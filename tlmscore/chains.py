@@ -1,0 +1,360 @@
+"""Chains: a follow-up call rendered with the history the model saw, found across all inputs of a run.
+
+A Responses API call with `previous_response_id` continues an earlier response: the model saw that
+response's whole context (its own history, its input, its output) before the new input. A call in a
+`conversation` saw the inputs and outputs of the earlier calls of that conversation. An
+`item_reference` stands for an earlier item by id. `ChainIndex` finds those records in any file, in
+any order, without holding the logs in memory:
+
+1. a first scan notes which response ids, conversation ids and item ids are referenced at all
+   (lines are parsed only when a quick byte check says they refer to something);
+2. a second scan, only when something is referenced, notes where each referenced record is
+   (file, line, byte offset);
+3. `history()` loads just those records on demand, keeping a bounded number in a cache.
+
+A link that is not in the set gives a warning and `complete=False`, never an error. Instructions
+are not inherited: a follow-up is rendered with its own `instructions` only, as the API does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from tlmscore.convert.outputs import is_item_reference
+from tlmscore.errors import TranscriptError
+from tlmscore.model import Transcript
+from tlmscore.transcripts import BatchInputs, Source, is_jsonl, normalize_record, open_log
+
+__all__ = ["ChainIndex", "History", "Location", "conversation_id", "previous_response_id", "with_history"]
+
+_PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*"')
+_CONVERSATION = re.compile(rb'"conversation"\s*:\s*[{"]')
+_REFERENCE = b'"item_reference"'
+_ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+K = TypeVar("K")
+V = TypeVar("V")
+Look = Callable[[bytes], bool]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a record is: a file and line (with the line's byte offset), or a record held in memory."""
+
+    source: str
+    line: int
+    offset: int = -1
+    record: Any = None
+
+
+@dataclass(frozen=True)
+class History:
+    """The items a transcript's input continues, whether all of them were found, and why not."""
+
+    items: tuple[dict[str, Any], ...] = ()
+    complete: bool = True
+    warnings: tuple[str, ...] = ()
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class _Lru(Generic[K, V]):
+    """A small least-recently-used cache."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self._size:
+            self._data.popitem(last=False)
+
+
+def previous_response_id(t: Transcript) -> str | None:
+    """The response a call continues, from the request or the Response's echo of it."""
+    value = t.request.get("previous_response_id") or t.response.get("previous_response_id")
+    return str(value) if value else None
+
+
+def conversation_id(t: Transcript) -> str | None:
+    """The conversation a call belongs to (`conversation` is an id or `{"id": ...}`)."""
+    for given in (t.request.get("conversation"), t.response.get("conversation")):
+        value = given.get("id") if isinstance(given, dict) else given
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _input(t: Transcript) -> list[dict[str, Any]]:
+    value = t.request.get("input")
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
+
+
+def _own_items(t: Transcript) -> list[dict[str, Any]]:
+    """What a call added to the context: its input, then its output."""
+    output = t.response.get("output")
+    return _input(t) + ([i for i in output if isinstance(i, dict)] if isinstance(output, list) else [])
+
+
+def _reference_ids(items: Sequence[dict[str, Any]]) -> list[str]:
+    return [str(i["id"]) for i in items if is_item_reference(i) and i.get("id")]
+
+
+def with_history(transcript: Transcript, history: History) -> Transcript:
+    """The transcript with the history prepended to its input and item references filled in."""
+    items = [*history.items, *_input(transcript)]
+    if not history.items and not history.references:
+        return transcript
+    shown: set[str] = set()
+    resolved: list[dict[str, Any]] = []
+    for item in items:
+        ref = item.get("id") if is_item_reference(item) else None
+        target = history.references.get(str(ref)) if ref is not None and ref not in shown else None
+        resolved.append(target if target is not None else item)
+        if item.get("id") is not None:
+            shown.add(str(item["id"]))
+    return replace(transcript, request={**transcript.request, "input": resolved})
+
+
+class _Wanted:
+    """What the first scan found referenced, and where the conversations' calls are."""
+
+    def __init__(self) -> None:
+        self.responses: set[str] = set()
+        self.items: set[str] = set()
+        self.conversations: dict[str, list[tuple[float, int, Location]]] = {}
+
+    def note(self, t: Transcript, location: Location, order: int) -> None:
+        prev = previous_response_id(t)
+        if prev:
+            self.responses.add(prev)
+        self.items.update(_reference_ids(_input(t)))
+        conv = conversation_id(t)
+        if conv:
+            created = t.response.get("created_at")
+            key = float(created) if isinstance(created, (int, float)) else float("inf")
+            self.conversations.setdefault(conv, []).append((key, order, location))
+
+
+class ChainIndex:
+    """Where the referenced records of a run are, and the histories built from them."""
+
+    def __init__(self, *, responses: dict[str, Location] | None = None, items: dict[str, Location] | None = None,
+                 conversations: dict[str, list[Location]] | None = None, batch: BatchInputs | None = None,
+                 cache_size: int = 256) -> None:
+        self._responses = responses or {}
+        self._items = items or {}
+        self._conversations = conversations or {}
+        self._batch = batch
+        self._records: _Lru[tuple[str, int], Transcript] = _Lru(cache_size)
+        self._contexts: _Lru[str, History] = _Lru(cache_size)
+
+    def __len__(self) -> int:
+        return len(self._responses) + len(self._items) + sum(len(v) for v in self._conversations.values())
+
+    @classmethod
+    def build(cls, source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+              cache_size: int = 256) -> ChainIndex:
+        """Index `source` (paths, records, or a list of those; it is read twice, so not a generator)."""
+        batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
+            BatchInputs(batch_inputs) if batch_inputs else None)
+        wanted = _Wanted()
+        for order, (location, t) in enumerate(_records(source, batch, _needs_first_look)):
+            wanted.note(t, location, order)
+        responses: dict[str, Location] = {}
+        items: dict[str, Location] = {}
+        if wanted.responses or wanted.items:
+            look = _mentions(wanted.responses | wanted.items)
+            for location, t in _records(source, batch, look):
+                _place(t, location, wanted, responses, items)
+        conversations = {conv: [loc for _, _, loc in sorted(calls, key=lambda c: (c[0], c[1]))]
+                         for conv, calls in wanted.conversations.items() if len(calls) > 1}
+        return cls(responses=responses, items=items, conversations=conversations, batch=batch,
+                   cache_size=cache_size)
+
+    def history(self, transcript: Transcript) -> History:
+        """The items `transcript` continues (oldest first), with references and completeness."""
+        if transcript.error is not None or transcript.fmt != "responses":
+            return History()
+        prev = previous_response_id(transcript)
+        if prev:
+            found = self._context(prev)
+        else:
+            conv = conversation_id(transcript)
+            found = self._conversation(conv, transcript) if conv else History()
+        return self._with_references(found, transcript)
+
+    def _load(self, location: Location) -> Transcript | None:
+        key = (location.source, location.line)
+        cached = self._records.get(key)
+        if cached is None:
+            cached = _load(location, self._batch)
+            if cached is not None:
+                self._records.put(key, cached)
+        return cached
+
+    def _context(self, response_id: str) -> History:
+        """Everything the model had seen once `response_id` was done: history, input, output."""
+        chain: list[tuple[str, Transcript]] = []
+        base, rid, problem = History(), response_id, None
+        while rid:
+            cached = self._contexts.get(rid)
+            if cached is not None:
+                base = cached
+                break
+            if any(rid == done for done, _ in chain):
+                problem = f"previous_response_id chain loops at {rid!r}"
+                break
+            location = self._responses.get(rid)
+            earlier = self._load(location) if location is not None else None
+            if earlier is None:
+                problem = f"previous response {rid!r} is not in the set: the history before it is missing"
+                break
+            chain.append((rid, earlier))
+            rid = previous_response_id(earlier) or ""
+        history = base if problem is None else History(base.items, False, (*base.warnings, problem))
+        for rid, earlier in reversed(chain):
+            history = History((*history.items, *_own_items(earlier)), history.complete, history.warnings)
+            self._contexts.put(rid, history)
+        return history
+
+    def _conversation(self, conv: str, transcript: Transcript) -> History:
+        """The calls of the conversation before this one, each with its input and output."""
+        items: list[dict[str, Any]] = []
+        for location in self._conversations.get(conv, []):
+            if (location.source, location.line) == (transcript.source, transcript.line):
+                return History(tuple(items))
+            earlier = self._load(location)
+            if earlier is not None:
+                items.extend(_own_items(earlier))
+        return History()
+
+    def _with_references(self, found: History, transcript: Transcript) -> History:
+        known = {str(i["id"]) for i in found.items if i.get("id") is not None}
+        references: dict[str, dict[str, Any]] = {}
+        warnings = list(found.warnings)
+        for ref in _reference_ids([*found.items, *_input(transcript)]):
+            if ref in known or ref in references:
+                continue
+            location = self._items.get(ref)
+            holder = self._load(location) if location is not None else None
+            item = next((i for i in _own_items(holder) if i.get("id") == ref), None) if holder else None
+            if item is None:
+                warnings.append(f"item_reference {ref!r} is not in the set: that item is missing")
+            else:
+                references[ref] = item
+        complete = found.complete and len(warnings) == len(found.warnings)
+        return History(found.items, complete, tuple(warnings), references)
+
+
+def _needs_first_look(raw: bytes) -> bool:
+    """Whether a raw line may refer to an earlier response, conversation or item (a quick check)."""
+    return bool(_PREVIOUS.search(raw) or _CONVERSATION.search(raw)) or _REFERENCE in raw
+
+
+def _mentions(ids: set[str]) -> Look:
+    """A quick check of a raw line: does it hold an `"id"` that is one of `ids`."""
+
+    def look(raw: bytes) -> bool:
+        return any(m.decode("utf-8", "replace") in ids for m in _ID.findall(raw))
+
+    return look
+
+
+def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[str, Location],
+           items: dict[str, Location]) -> None:
+    """Note where a referenced response, or a referenced item, is."""
+    rid = t.response.get("id")
+    if isinstance(rid, str) and rid in wanted.responses:
+        responses.setdefault(rid, location)
+    for item in _own_items(t):
+        item_id = item.get("id")
+        if isinstance(item_id, str) and item_id in wanted.items and not is_item_reference(item):
+            items.setdefault(item_id, location)
+
+
+def _records(source: Source, batch: BatchInputs | None, look: Look) -> Iterator[tuple[Location, Transcript]]:
+    """Every usable record of `source` whose raw line passes `look` (records in memory always do)."""
+    if isinstance(source, (str, Path)):
+        yield from _file_records(source, batch, look)
+        return
+    if isinstance(source, dict) or hasattr(source, "model_dump"):
+        source = [source]
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, (str, Path)):
+            yield from _file_records(item, batch, look)
+            continue
+        t = normalize_record(item, source="<records>", line=number, batch=batch)
+        if t.error is None:
+            yield Location("<records>", number, record=item), t
+
+
+def _file_records(given: str | Path, batch: BatchInputs | None, look: Look) -> Iterator[tuple[Location, Transcript]]:
+    """The records of one file; named as the reader names them, so locations match transcripts."""
+    path, name = Path(given), str(given)
+    if not path.is_file():
+        raise TranscriptError(f"{path}: no such file")
+    if not is_jsonl(path):
+        for number, obj in enumerate(_json_file(path), start=1):
+            t = normalize_record(obj, source=name, line=number, batch=batch)
+            if t.error is None:
+                yield Location(name, number), t
+        return
+    with open_log(path) as handle:
+        offset = 0
+        for number, raw in enumerate(handle, start=1):
+            parsed = _parse(raw, name, number, batch) if raw.strip() and look(raw) else None
+            if parsed is not None:
+                yield Location(name, number, offset), parsed
+            offset += len(raw)
+
+
+def _parse(raw: bytes, source: str, line: int, batch: BatchInputs | None) -> Transcript | None:
+    """A raw JSONL line as a usable transcript, or None."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    t = normalize_record(obj, source=source, line=line, batch=batch)
+    return t if t.error is None else None
+
+
+def _json_file(path: Path) -> list[Any]:
+    """The records of a `.json` file (an array or one object); none when it is not JSON."""
+    try:
+        with open_log(path) as handle:
+            data = json.loads(handle.read())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return []
+    return data if isinstance(data, list) else [data]
+
+
+def _load(location: Location, batch: BatchInputs | None) -> Transcript | None:
+    """The record at `location`, read again from its file (or taken from memory)."""
+    if location.record is not None:
+        t = normalize_record(location.record, source=location.source, line=location.line, batch=batch)
+        return t if t.error is None else None
+    path = Path(location.source)
+    if location.offset < 0:
+        records = _json_file(path)
+        if not 0 < location.line <= len(records):
+            return None
+        t = normalize_record(records[location.line - 1], source=location.source, line=location.line, batch=batch)
+        return t if t.error is None else None
+    with open_log(path) as handle:
+        handle.seek(location.offset)
+        return _parse(handle.readline(), location.source, location.line, batch)
