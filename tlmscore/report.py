@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import csv
+import heapq
 import json
 import math
+import os
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -14,9 +18,11 @@ import pyarrow.parquet as pq
 
 from tlmscore.errors import ConfigError
 
-__all__ = ["FORMATS", "RowWriter", "output_format"]
+__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "checkpoint_path", "output_format"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
+_ERRORS_SHOWN = 10
+_LOWEST_SHOWN = 5
 _TYPES: dict[str, pa.DataType] = {
     "line": pa.int64(), "n_tool_calls": pa.int64(), "n_urls": pa.int64(), "n_urls_ok": pa.int64(),
     "n_urls_failed": pa.int64(), "warnings": pa.list_(pa.string()), "score": pa.float64(),
@@ -127,3 +133,125 @@ class RowWriter:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+def checkpoint_path(output: Path) -> Path:
+    """The sidecar file rows go to while a run is in progress."""
+    return output.with_name(output.name + ".partial.jsonl")
+
+
+class Checkpoint:
+    """Rows appended (and flushed) as chunks complete, so a killed run loses at most one chunk.
+
+    `done` holds the `(source, line)` of every row already written; `finish` writes the output in
+    its format and removes the sidecar.
+    """
+
+    def __init__(self, output: Path, *, resume: bool) -> None:
+        self.output = output
+        self.path = checkpoint_path(output)
+        self.done: set[tuple[str, int]] = set()
+        if resume and not self.path.exists() and output.suffix == ".jsonl" and output.exists():
+            output.replace(self.path)
+        if resume and self.path.exists():
+            self._load()
+        elif self.path.exists():
+            self.path.unlink()
+        self._handle: IO[str] | None = None
+
+    def _load(self) -> None:
+        """Read the rows written so far; a last line cut off by a kill is dropped."""
+        kept: list[str] = []
+        with self.path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                self.done.add((str(row["source"]), int(row["line"])))
+                kept.append(line if line.endswith("\n") else line + "\n")
+        self.path.write_text("".join(kept), encoding="utf-8")
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows and flush them to disk."""
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = self.path.open("a", encoding="utf-8")
+        for row in rows:
+            self._handle.write(json.dumps({k: _json_safe(v) for k, v in row.items()}, ensure_ascii=False,
+                                          default=str) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def finish(self, chunk_size: int = 1000) -> int:
+        """Write the output file from the checkpoint, chunk by chunk; returns the row count."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if not self.path.exists():
+            self.path.write_text("", encoding="utf-8")
+        if self.output.suffix == ".jsonl":
+            rows = sum(1 for _ in self.path.open(encoding="utf-8"))
+            self.path.replace(self.output)
+            return rows
+        with RowWriter(self.output) as writer, self.path.open(encoding="utf-8") as handle:
+            batch: list[dict[str, Any]] = []
+            for line in handle:
+                batch.append(json.loads(line))
+                if len(batch) >= chunk_size:
+                    writer.write(batch)
+                    batch = []
+            writer.write(batch)
+            count = writer.rows
+        self.path.unlink()
+        return count
+
+
+@dataclass
+class Summary:
+    """Running totals for the end-of-run summary, kept small however many rows pass."""
+
+    rows: int = 0
+    errors: int = 0
+    warned: int = 0
+    urls: int = 0
+    urls_failed: int = 0
+    scores: list[float] = field(default_factory=list)
+    lowest: list[tuple[float, str]] = field(default_factory=list)
+    first_errors: list[str] = field(default_factory=list)
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Count a chunk of rows."""
+        for row in rows:
+            self.rows += 1
+            self.warned += bool(row.get("warnings"))
+            self.urls += int(row.get("n_urls") or 0)
+            self.urls_failed += int(row.get("n_urls_failed") or 0)
+            if row.get("error"):
+                self.errors += 1
+                if len(self.first_errors) < _ERRORS_SHOWN:
+                    self.first_errors.append(str(row["error"]))
+            score = row.get("score")
+            if isinstance(score, (int, float)) and not math.isnan(score):
+                self.scores.append(float(score))
+                heapq.heappush(self.lowest, (-float(score), str(row.get("id"))))
+                if len(self.lowest) > _LOWEST_SHOWN:
+                    heapq.heappop(self.lowest)
+
+    def text(self, output: Path, *, scored: bool) -> str:
+        """The summary printed on stderr."""
+        lines = [f"tlmscore: {self.rows} records → {output}: {self.rows - self.errors} prepared, "
+                 f"{self.errors} errors, {self.warned} with warnings; evidence pages: "
+                 f"{self.urls - self.urls_failed} ok, {self.urls_failed} unavailable"]
+        if scored:
+            lines.append(f"  scored: {len(self.scores)} of {self.rows}")
+            if self.scores:
+                qs = statistics.quantiles(self.scores, n=4) if len(self.scores) > 1 else [self.scores[0]] * 3
+                lines.append(f"  score min {min(self.scores):.3f}  q1 {qs[0]:.3f}  median {qs[1]:.3f}  "
+                             f"q3 {qs[2]:.3f}  max {max(self.scores):.3f}")
+                low = sorted((-s, rid) for s, rid in self.lowest)
+                lines.append("  lowest: " + ", ".join(f"{rid} ({s:.3f})" for s, rid in low))
+        lines += [f"  error: {e}" for e in self.first_errors]
+        if self.errors > len(self.first_errors):
+            lines.append(f"  … and {self.errors - len(self.first_errors)} more errors (see the 'error' column)")
+        return "\n".join(lines)
