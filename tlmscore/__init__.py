@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tlmscore.batch import prepare
+from tlmscore.batch import prepare, score
 from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
 from tlmscore.evidence.page import MemoryPages, Page, PageSource
 from tlmscore.model import Conversation, ScoringInput, Transcript
@@ -27,6 +27,7 @@ __all__ = [
     "prepare",
     "read_transcripts",
     "render",
+    "score",
 ]
 
 __version__ = "0.1.0"

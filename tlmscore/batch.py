@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,18 +23,21 @@ from tlmscore.convert import convert_transcript
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PageSource
 from tlmscore.evidence.plan import plan_urls
-from tlmscore.model import Conversation, Message, ToolCall, Transcript
+from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.prompt import render
+from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 from tlmscore.transcripts import BatchInputs, Source, read_transcripts
 from tlmscore.urls import url_key
 
-__all__ = ["ROW_COLUMNS", "Progress", "aiter_chunks", "prepare", "prepare_chunk", "run_sync"]
+__all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Progress", "aiter_chunks", "frame", "prepare", "prepare_chunk",
+           "run_batch", "run_sync", "score"]
 
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete",
 )
+SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")
 
@@ -74,35 +78,56 @@ def _base_row(t: Transcript) -> dict[str, Any]:
             "response_id": t.response.get("id") if t.response else None}
 
 
-def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> dict[str, Any]:
+def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
+                                                                                ScoringInput | None]:
+    """The row of one record, and what a scorer needs of it (None for an error row)."""
     row = _base_row(item.transcript)
     empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
-             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None}
+                             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None}
     conv = item.conversation
     if conv is None:
-        return row | empty
+        return row | empty, None
     try:
         scoring = render(conv, pages, settings)
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
-                                       f"{type(exc).__name__}: {exc}"}
+                                       f"{type(exc).__name__}: {exc}"}, None
     keys = {url_key(u): u for u in conv.urls}
     ok = sum(1 for u in keys.values() if (p := pages.get(u)) is not None and p.ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
-                  "warnings": list(conv.warnings), "error": None, "history_complete": item.history_complete}
+                  "warnings": list(conv.warnings), "error": None,
+                  "history_complete": item.history_complete}, scoring
 
 
-async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings,
-                        source: PageSource, chains: ChainIndex | None = None) -> list[dict[str, Any]]:
-    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each.
+async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
+    """Add the score columns to `rows` in place; a scorer failure becomes that row's error."""
+    todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
+    scores = await scorer.score_many([x for _, x in todo])
+    by_row = {i: s for (i, _), s in zip(todo, scores, strict=True)}
+    for i, row in enumerate(rows):
+        score = by_row.get(i)
+        row.update({"scorer": scorer.name, "score": score.score if score else math.nan,
+                    "explanation": score.explanation if score else "", "details": score.details if score else {}})
+        if score is not None and score.error and not row["error"]:
+            row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
 
-    With `chains`, a follow-up call is converted with the history it continues.
+
+async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
+                        chains: ChainIndex | None = None, scorer: Scorer | None = None) -> list[dict[str, Any]]:
+    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
+
+    With `chains`, a follow-up call is converted with the history it continues; with `scorer`,
+    the rows get the score columns.
     """
     converted = [_convert(t, settings, chains) for t in transcripts]
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
     pages = await source.pages(urls) if urls else {}
-    return [_row(c, pages, settings) for c in converted]
+    rendered = [_row(c, pages, settings) for c in converted]
+    rows = [row for row, _ in rendered]
+    if scorer is not None:
+        await _score(rows, [x for _, x in rendered], scorer)
+    return rows
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -112,8 +137,12 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 
 async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource | None = None,
-                       progress: Progress | None = None) -> AsyncIterator[list[dict[str, Any]]]:
-    """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records."""
+                       progress: Progress | None = None, scorer: Scorer | None = None,
+                       skip: Container[tuple[str, int]] = ()) -> AsyncIterator[list[dict[str, Any]]]:
+    """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records.
+
+    Records whose `(source, line)` is in `skip` (done by an earlier, interrupted run) are passed over.
+    """
     done = 0
     async with AsyncExitStack() as stack:
         if pages is None:
@@ -123,8 +152,9 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
         page_source = pages
         batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else ()
         chains = await asyncio.to_thread(_chain_index, source, batch)
-        for chunk in _chunks(read_transcripts(source, batch_inputs=batch), settings.chunk_size):
-            rows = await prepare_chunk(chunk, settings, page_source, chains)
+        records = (t for t in read_transcripts(source, batch_inputs=batch) if (t.source, t.line) not in skip)
+        for chunk in _chunks(records, settings.chunk_size):
+            rows = await prepare_chunk(chunk, settings, page_source, chains, scorer)
             done += len(rows)
             if progress is not None:
                 progress("records", done, None)
@@ -152,16 +182,16 @@ async def _await(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-async def _collect(source: Source, settings: Settings, pages: PageSource | None,
-                   sink: Callable[[list[dict[str, Any]]], None], progress: Progress | None) -> None:
-    async for rows in aiter_chunks(source, settings, pages=pages, progress=progress):
-        sink(rows)
-
-
 def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str, Any]]], None], *,
-              pages: PageSource | None = None, progress: Progress | None = None) -> None:
+              pages: PageSource | None = None, progress: Progress | None = None, scorer: Scorer | None = None,
+              skip: Container[tuple[str, int]] = ()) -> None:
     """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""
-    run_sync(lambda: _collect(source, settings, pages, sink, progress))
+    async def collect() -> None:
+        async for rows in aiter_chunks(source, settings, pages=pages, progress=progress, scorer=scorer,
+                                       skip=skip):
+            sink(rows)
+
+    run_sync(collect)
 
 
 def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -170,8 +200,9 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     if df.empty:
         empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})
         return empty
-    rest = [c for c in df.columns if c not in ROW_COLUMNS]
-    ordered: pd.DataFrame = df.loc[:, [*ROW_COLUMNS, *rest]]
+    first = [c for c in (*ROW_COLUMNS, *SCORE_COLUMNS) if c in df.columns or c in ROW_COLUMNS]
+    rest = [c for c in df.columns if c not in first]
+    ordered: pd.DataFrame = df.reindex(columns=[*first, *rest])
     return ordered
 
 
@@ -183,5 +214,21 @@ def prepare(source: Source, settings: Settings | None = None, *, pages: PageSour
     """
     collected: list[dict[str, Any]] = []
     run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress)
+    result: pd.DataFrame = frame(collected)
+    return result
+
+
+def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
+          options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
+          progress: Progress | None = None) -> pd.DataFrame:
+    """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.
+
+    `scorer` is a registered name (`grounding`, `tlm`, `judge`) set up with `options`, or a
+    `Scorer` object. Problems a scorer can see before work starts (a missing key) raise
+    `ScorerError` at once; failures on single rows become those rows' errors.
+    """
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    collected: list[dict[str, Any]] = []
+    run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress, scorer=chosen)
     result: pd.DataFrame = frame(collected)
     return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,12 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.batch import ROW_COLUMNS, run_batch
-from tlmscore.errors import ConfigError, TlmscoreError
+from tlmscore.batch import run_batch
+from tlmscore.errors import ConfigError, ScorerError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
 from tlmscore.progress import ProgressBars
-from tlmscore.report import RowWriter, output_format
+from tlmscore.report import Checkpoint, Summary, output_format
+from tlmscore.scoring.base import get_scorer, scorer_names
 from tlmscore.settings import Settings, default_cache_dir
 
 __all__ = ["build_parser", "main"]
@@ -24,12 +26,15 @@ __all__ = ["build_parser", "main"]
 EXIT_OK = 0
 EXIT_CHANGED = 1
 EXIT_USAGE = 2
-_ERRORS_SHOWN = 10
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="transcript files (.jsonl, .json)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="OUT.jsonl, OUT.csv or OUT.parquet")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run: skip records already in OUT's checkpoint")
+    parser.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
+                        help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
     _add_common(parser)
 
 
@@ -45,6 +50,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="page records (JSONL) to use before the cache and the network")
     parser.add_argument("--concurrency", type=int, default=None, help="parallel fetches (default 32)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per fetch (default 20)")
+    parser.add_argument("--chunk-size", type=int, default=None,
+                        help="records handled (fetched, scored, written) together (default 1000)")
     parser.add_argument("--reasoning", choices=("skip", "summary"), default="skip",
                         help="show reasoning summaries in the prompt (default: skip, as cleanlab-tlm)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -56,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     prepare = sub.add_parser("prepare", help="render prompt and response strings for every record")
     _add_io(prepare)
+    score = sub.add_parser("score", help="prepare, then score every answer")
+    _add_io(score)
+    score.add_argument("--scorer", default="grounding", choices=scorer_names(),
+                       help="grounding (offline, default), tlm (Cleanlab TLM) or judge (an OpenAI-compatible model)")
+    score.add_argument("--base-url", help="judge: the OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1")
+    score.add_argument("--model", help="judge: the model name at the endpoint")
+    score.add_argument("--api-key-env", help="judge/tlm: environment variable holding the API key")
+    score.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
+    score.add_argument("--option", action="append", metavar="KEY=VALUE",
+                       help="any other scorer option (VALUE is JSON when it parses as JSON)")
     fixtures = sub.add_parser("fixtures", help="record or check golden prompts of a fixture folder")
     fixtures.add_argument("action", choices=("record", "check"))
     fixtures.add_argument("folder", type=Path, metavar="DIR")
@@ -70,13 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The one Settings object a command runs with."""
     values: dict[str, Any] = {"offline": args.offline, "urls": args.urls, "allow_hosts": args.allow_host,
-                              "page_files": tuple(args.pages), "reasoning": args.reasoning}
+                              "page_files": tuple(args.pages), "reasoning": args.reasoning,
+                              "batch_inputs": tuple(getattr(args, "batch_input", ()))}
     if args.cache_dir is not None:
         values["cache_dir"] = args.cache_dir
     if args.concurrency is not None:
         values["concurrency"] = args.concurrency
     if args.timeout is not None:
         values["timeout"] = args.timeout
+    if args.chunk_size is not None:
+        values["chunk_size"] = args.chunk_size
     if args.quiet:
         values["progress"] = False
     return Settings(**values)
@@ -88,32 +108,45 @@ def _check_inputs(paths: Sequence[Path]) -> None:
             raise ConfigError(f"{path}: no such file")
 
 
-def _summary(rows: list[dict[str, Any]], out: Path) -> str:
-    errors = sum(1 for r in rows if r.get("error"))
-    warned = sum(1 for r in rows if r.get("warnings"))
-    urls = sum(int(r.get("n_urls") or 0) for r in rows)
-    failed = sum(int(r.get("n_urls_failed") or 0) for r in rows)
-    lines = [f"tlmscore: {len(rows)} records → {out}: {len(rows) - errors} prepared, {errors} errors, "
-             f"{warned} with warnings; evidence pages: {urls - failed} ok, {failed} unavailable"]
-    lines += [f"  error: {r['error']}" for r in rows if r.get("error")][:_ERRORS_SHOWN]
-    if errors > _ERRORS_SHOWN:
-        lines.append(f"  … and {errors - _ERRORS_SHOWN} more errors (see the 'error' column)")
-    return "\n".join(lines)
+def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The scorer's options from its flags and every `--option KEY=VALUE` (VALUE read as JSON if it is)."""
+    options: dict[str, Any] = {}
+    for flag in ("base_url", "model", "api_key_env", "quality_preset"):
+        if getattr(args, flag, None) is not None:
+            options[flag] = getattr(args, flag)
+    for item in args.option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
-def _prepare(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, *, scoring: bool) -> int:
+    """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     output_format(args.output)
-    _check_inputs(args.inputs)
+    _check_inputs([*args.inputs, *args.batch_input])
     settings = settings_from_args(args)
-    seen: list[dict[str, Any]] = []
-    bars = ProgressBars(enabled=settings.progress)
-    with RowWriter(args.output) as writer, bars:
-        def sink(rows: list[dict[str, Any]]) -> None:
-            writer.write(rows)
-            seen.extend({k: r.get(k) for k in ROW_COLUMNS if k not in ("prompt", "response")} for r in rows)
+    scorer = get_scorer(args.scorer, _scorer_options(args)) if scoring else None
+    checkpoint = Checkpoint(args.output, resume=args.resume)
+    summary = Summary()
+    if checkpoint.done:
+        print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
 
-        run_batch(list(args.inputs), settings, sink, progress=bars.update)
-    print(_summary(seen, args.output), file=sys.stderr)
+    def sink(rows: list[dict[str, Any]]) -> None:
+        checkpoint.write(rows)
+        summary.add(rows)
+
+    with ProgressBars(enabled=settings.progress) as bars:
+        run_batch(list(args.inputs), settings, sink, progress=bars.update, scorer=scorer, skip=checkpoint.done)
+    total = checkpoint.finish(settings.chunk_size)
+    print(summary.text(args.output, scored=scoring), file=sys.stderr)
+    if checkpoint.done:
+        print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -152,12 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "prepare":
-            return _prepare(args)
+        if args.command in ("prepare", "score"):
+            return _run(args, scoring=args.command == "score")
         if args.command == "fixtures":
             return _fixtures(args)
         return _cache(args)
-    except (ConfigError, ValidationError) as exc:
+    except (ConfigError, ScorerError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except TlmscoreError as exc:

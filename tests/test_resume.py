@@ -1,0 +1,116 @@
+"""Scoring runs: the score command's columns, and a killed run resumed without lost or doubled rows."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.evidence_server import EvidenceServer, Reply, html_page
+from tlmscore.cli import main
+from tlmscore.report import checkpoint_path
+
+RECORDS = 2000
+CHUNK = 100
+
+
+def record(i: int, url: str) -> str:
+    text = f"Station {i} reported {i % 7 + 10} degrees at noon."
+    return json.dumps({
+        "id": f"rec-{i:05d}",
+        "request": {"input": f"What did station {i} report?", "tools": [{"type": "web_search"}]},
+        "response": {"id": f"resp_{i}", "object": "response", "model": "gpt-4.1", "output": [
+            {"type": "web_search_call", "id": f"ws_{i}", "status": "completed",
+             "action": {"type": "search", "query": f"station {i}", "sources": [{"type": "url", "url": url}]}},
+            {"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": text, "annotations": [
+                 {"type": "url_citation", "url": url, "title": "Report", "start_index": 0,
+                  "end_index": len(text)}]}]}]}})
+
+
+@pytest.fixture
+def server() -> EvidenceServer:
+    with EvidenceServer() as srv:
+        for block in range(RECORDS // CHUNK):
+            paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
+                          range(block * CHUNK, (block + 1) * CHUNK)]
+            srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=0.3))
+        yield srv
+
+
+def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, server: EvidenceServer) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(record(i, server.url(f"/report/{i // CHUNK}")) for i in range(RECORDS)) + "\n",
+                   encoding="utf-8")
+    out = tmp_path / "scores.parquet"
+    args = [sys.executable, "-m", "tlmscore", "score", str(log), "-o", str(out), "--cache-dir", str(tmp_path / "c"),
+            "--allow-host", "127.0.0.1", "--chunk-size", str(CHUNK)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = checkpoint_path(out)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if partial.exists() and partial.read_text(encoding="utf-8").count("\n") >= 3 * CHUNK:
+            break
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    written = partial.read_text(encoding="utf-8").count("\n")
+    assert 3 * CHUNK <= written < RECORDS
+    assert not out.exists()
+
+    done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr
+    df = pd.read_parquet(out)
+    assert len(df) == RECORDS
+    assert df.id.is_unique
+    assert sorted(df.id) == [f"rec-{i:05d}" for i in range(RECORDS)]
+    assert list(df.line) == sorted(df.line)
+    assert df.score.notna().all() and df.error.isna().all()
+    assert not partial.exists()
+
+
+def test_score_command_adds_score_columns(tmp_path: Path, demo_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.jsonl"
+    code = main(["score", str(demo_path), "-o", str(out), "--offline", "--pages", str(demo_path.parent / "pages"),
+                 "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 17
+    assert all(r["scorer"] == "grounding" for r in rows)
+    scored = [r for r in rows if r["score"] is not None]
+    assert scored and all(0 <= r["score"] <= 1 for r in scored)
+    assert all(r["score"] is None for r in rows if r["error"])
+    assert "scored:" in err and "lowest:" in err and "median" in err
+
+
+def test_unknown_scorer_and_missing_key_are_usage_errors(tmp_path: Path, demo_path: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit):
+        main(["score", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--scorer", "nope"])
+    monkeypatch.delenv("CLEANLAB_API_KEY", raising=False)
+    code = main(["score", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--scorer", "tlm", "--offline"])
+    assert code == 2
+    assert "CLEANLAB_API_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_score_api_returns_nan_for_unscorable_rows(demo_path: Path, tmp_path: Path) -> None:
+    import tlmscore
+    from tlmscore import MemoryPages, Settings
+
+    df = tlmscore.score(demo_path, settings=Settings(offline=True, cache_dir=tmp_path), pages=MemoryPages())
+    assert list(df.columns[14:18]) == ["scorer", "score", "explanation", "details"]
+    plain = df[df.id == "support-password-reset"].iloc[0]
+    assert math.isnan(plain.score) and plain.explanation
