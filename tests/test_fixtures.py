@@ -106,3 +106,11 @@ def test_snapshot_fixture_in_a_user_suite(folder: Path, tmp_path: Path, capsys: 
                              cwd=tmp_path)
     assert updated.returncode == 0, updated.stdout
     assert golden.read_text(encoding="utf-8") != "something else\n"
+
+
+def test_the_repository_fixtures_match_their_golden_files() -> None:
+    from tests.conftest import FIXTURES
+
+    report = check_fixtures(FIXTURES)
+    assert report.checked >= 50
+    assert report.ok, "\n".join(report.diffs)

@@ -7,6 +7,10 @@ A fixture folder holds transcript files (`*.jsonl`, `*.json`) and, once recorded
     golden/<file stem>/<record>.json           warnings, error and URL counts (and score, when recorded)
     pages/<key>.json                           every page the prompts used, as a page record
 
+Files named `*batch_input.jsonl` are OpenAI Batch API input files: they are joined to the batch
+output lines by `custom_id` instead of being read as transcripts. All files are rendered in one
+run, so a chain split across files resolves.
+
 `check` renders again with pages only from `pages/` (no cache, no network) and reports every
 difference as a unified diff.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
@@ -30,8 +35,9 @@ from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page
 from tlmscore.settings import Settings
 from tlmscore.urls import url_key
 
-__all__ = ["FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "record_fixtures"]
+__all__ = ["BATCH_INPUT_SUFFIX", "FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "record_fixtures"]
 
+BATCH_INPUT_SUFFIX = "batch_input.jsonl"
 GOLDEN = "golden"
 PAGES = "pages"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -68,13 +74,16 @@ class FixtureReport:
         return not self.changed
 
 
-def _inputs(folder: Path) -> list[Path]:
+def _inputs(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(transcript files, Batch API input files) of a fixture folder."""
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a directory")
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json"))
-    if not files:
+    batch = [p for p in files if p.name.endswith(BATCH_INPUT_SUFFIX)]
+    transcripts = [p for p in files if p not in batch]
+    if not transcripts:
         raise ConfigError(f"{folder}: no transcript files (*.jsonl, *.json)")
-    return files
+    return transcripts, batch
 
 
 def golden_name(row: dict[str, Any]) -> str:
@@ -111,11 +120,23 @@ def _saved_pages(folder: Path) -> MemoryPages:
 
 
 async def _render(folder: Path, settings: Settings, pages: PageSource) -> list[dict[str, Any]]:
+    """Every transcript of the folder in one run, so chains across its files resolve."""
+    transcripts, batch = _inputs(folder)
+    settings = settings.model_copy(update={"batch_inputs": (*settings.batch_inputs, *batch)})
     rows: list[dict[str, Any]] = []
-    for path in _inputs(folder):
-        async for chunk in aiter_chunks(path, settings, pages=pages):
-            rows.extend(chunk)
+    async for chunk in aiter_chunks(transcripts, settings, pages=pages):
+        rows.extend(_portable(row, folder) for row in chunk)
     return rows
+
+
+def _portable(row: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The row with the folder's own path taken out of messages, so golden files move with it."""
+    prefix = f"{folder}{os.sep}"
+    row = dict(row)
+    if isinstance(row.get("error"), str):
+        row["error"] = row["error"].replace(prefix, "")
+    row["warnings"] = [str(w).replace(prefix, "") for w in row.get("warnings") or []]
+    return row
 
 
 async def _record(folder: Path, settings: Settings, pages: PageSource | None) -> tuple[list[dict[str, Any]],
