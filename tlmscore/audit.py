@@ -15,12 +15,16 @@ from typing import Any
 
 import pandas as pd
 
+from tlmscore.batch import run_sync
 from tlmscore.convert import convert_transcript
 from tlmscore.convert.web import cited_sentence
+from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page
+from tlmscore.evidence.sources import open_page_source
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.prompt import unavailable_text
 from tlmscore.settings import Settings
+from tlmscore.transcripts import read_transcripts
 from tlmscore.urls import url_key
 
 __all__ = ["CSS", "TranscriptView", "plot_fetch_status", "plot_score_by", "plot_scores", "results_html"]
@@ -141,6 +145,22 @@ class TranscriptView:
         out.append(_e(text[pos:]))
         return "".join(out)
 
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], settings: Settings | None = None) -> TranscriptView:
+        """The view of a result row, for drilling into it.
+
+        The record is read again from its file; its pages come from the saved page files and the
+        cache, never the network.
+        """
+        settings = (settings or Settings()).model_copy(update={"offline": True})
+        source, line = str(row["source"]), int(row["line"])
+        transcript = next((t for t in read_transcripts(source) if t.line == line), None)
+        if transcript is None:
+            raise ConfigError(f"{source}:{line}: no such record")
+        urls = list(convert_transcript(transcript, settings).urls) if transcript.error is None else []
+        pages = run_sync(lambda: _offline_pages(urls, settings)) if urls else {}
+        return cls(transcript, pages=pages, row=dict(row), settings=settings)
+
     def _repr_html_(self) -> str:
         conv = self.conversation
         score = self.row.get("score")
@@ -158,6 +178,11 @@ class TranscriptView:
         parts += [self._turn(t) for t in conv.turns]
         parts += ['<span class="role">answer</span>', self._answer_html(), "</div>"]
         return "".join(parts)
+
+
+async def _offline_pages(urls: Sequence[str], settings: Settings) -> dict[str, Page]:
+    async with open_page_source(settings) as source:
+        return await source.pages(urls)
 
 
 def results_html(df: pd.DataFrame, columns: Sequence[str] = ("id", "model", "score", "n_urls", "n_urls_ok",
