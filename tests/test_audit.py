@@ -70,3 +70,19 @@ def test_plots_draw() -> None:
     ax = plot_fetch_status([Page(url="a", status="ok", text="t"), Page(url="b", status="timeout"),
                             Page(url="c", status="timeout")])
     assert sorted(p.get_height() for p in ax.patches) == [1, 2]
+
+
+def test_the_scorers_verdict_on_a_citation_is_shown(tmp_path: Path) -> None:
+    import tlmscore
+    from tests.conftest import FIXTURES
+    from tlmscore import Settings
+
+    settings = Settings(offline=True, page_files=(FIXTURES / "labelled" / "pages",), cache_dir=tmp_path,
+                        progress=False)
+    df = tlmscore.score([FIXTURES / "labelled" / "labelled.jsonl"], settings=settings)
+    row = df[df.id == "python-3.12-contradicted-5"].iloc[0]
+    html = TranscriptView.from_row(row, settings)._repr_html_()
+    marks = html.split("<mark class=")[1:]
+    assert len(marks) == 3
+    assert marks[0].startswith('"supported"') and marks[1].startswith('"unsupported"')
+    assert marks[2].startswith('"unsupported"')

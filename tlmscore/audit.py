@@ -9,6 +9,7 @@ import hashlib
 import html
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,10 @@ CSS = """
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"\w+", text)}
 
 
 def _lexical_support(sentence: str, text: str) -> bool:
@@ -134,10 +139,7 @@ class TranscriptView:
             start, end = ann["start_index"], ann["end_index"]
             if start < pos or end > len(text):
                 continue
-            page = self._page(str(ann["url"]))
-            sentence = cited_sentence(text, start, end)
-            kind = "unavailable" if not page.ok else (
-                "supported" if self.support(sentence, page.text or "") else "unsupported")
+            kind = self._citation_status(str(ann["url"]), cited_sentence(text, start, end))
             out.append(_e(text[pos:start]))
             out.append(f'<a href="#{self._page_anchor(str(ann["url"]))}"><mark class="{kind}" title="{kind}">'
                        f"{_e(text[start:end])}</mark></a>")
@@ -160,6 +162,32 @@ class TranscriptView:
         urls = list(convert_transcript(transcript, settings).urls) if transcript.error is None else []
         pages = run_sync(lambda: _offline_pages(urls, settings)) if urls else {}
         return cls(transcript, pages=pages, row=dict(row), settings=settings)
+
+    def _scored_citations(self) -> list[dict[str, Any]] | None:
+        """The citations a scorer judged (from the row's `details`), or None when it has none."""
+        details = self.row.get("details")
+        if isinstance(details, str):
+            try:
+                details = json.loads(details)
+            except json.JSONDecodeError:
+                return None
+        listed = details.get("citations") if isinstance(details, dict) else None
+        return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else None
+
+    def _citation_status(self, url: str, sentence: str) -> str:
+        """`unavailable`, `unsupported` or `supported`: the scorer's verdict when it gave one."""
+        page = self._page(url)
+        if not page.ok:
+            return "unavailable"
+        judged = self._scored_citations()
+        if judged is None:
+            return "supported" if self.support(sentence, page.text or "") else "unsupported"
+        words = _words(sentence)
+        for entry in judged:
+            claim = _words(str(entry.get("claim") or ""))
+            if url_key(str(entry.get("url"))) == url_key(url) and claim and len(claim & words) >= 0.8 * len(claim):
+                return "supported" if entry.get("status") == "supported" else "unsupported"
+        return "supported"
 
     def _repr_html_(self) -> str:
         conv = self.conversation
