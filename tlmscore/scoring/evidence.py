@@ -1,0 +1,179 @@
+"""The evidence a prompt holds, as documents the grounding scorer can search.
+
+Tool results are read from the rendered prompt's `<tool_response>` blocks, which is exactly what a
+scorer sees (pages already cut to the evidence budget, failed pages stated as such) and keeps this
+independent of the fetcher. Web results list pages (`url`, `title`, `content`), file search lists
+results (`filename`, `text`), any other tool output is flattened to `key: value` lines. Messages
+that count as evidence (instructions and system/developer messages, unless `messages="none"`;
+user and assistant messages too with `messages="all"`) come from the
+`Conversation` when the input has one, otherwise from the prompt's role-prefixed sections.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tlmscore.convert.files import FILE_SEARCH_NOT_LOGGED
+from tlmscore.model import Conversation, Message, ScoringInput, WebResult
+from tlmscore.prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
+from tlmscore.urls import url_key
+
+__all__ = [
+    "UNAVAILABLE_PREFIX",
+    "Document",
+    "MessagePolicy",
+    "cited_urls",
+    "documents",
+    "strip_blocks",
+]
+
+UNAVAILABLE_PREFIX = "This page could not be retrieved ("
+MessagePolicy = Literal["none", "context", "system", "all"]
+_BLOCK = re.compile(r"<(tool_response|tool_call)>\n(.*?)\n</\1>", re.DOTALL)
+_ROLE = re.compile(r"(?m)^(System|User|Assistant|Tool): ?")
+_TOOLS_SECTION = re.compile(re.escape(TOOL_DEFINITIONS_PREFIX) + r".*?" + re.escape(TOOL_CALL_SCHEMA), re.DOTALL)
+_SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One piece of evidence: a page, a file search result, a tool output or a message.
+
+    `source` names it for people (URL, file name, tool name, role); `key` matches citations
+    (`url_key` of a page's URL, else empty). An unavailable document has no text and a `reason`.
+    """
+
+    kind: Literal["page", "file", "tool", "message"]
+    source: str
+    text: str
+    key: str = ""
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        """True when the document has text to check against."""
+        return self.reason is None and bool(self.text.strip())
+
+
+def strip_blocks(text: str) -> str:
+    """`text` without its `<tool_call>` and `<tool_response>` blocks."""
+    return _BLOCK.sub(" ", text)
+
+
+def _flatten(value: Any, path: str = "") -> Iterator[str]:
+    """A JSON value as `key: value` lines, so its facts read like sentences."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in "{[" and stripped:
+            try:
+                yield from _flatten(json.loads(stripped), path)
+            except json.JSONDecodeError:
+                pass
+            else:
+                return
+        yield f"{path}: {value}" if path else value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _flatten(item, f"{path} {key}".strip().replace("_", " "))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _flatten(item, path)
+    elif value is not None:
+        yield f"{path}: {value}" if path else str(value)
+
+
+def _page(entry: dict[str, Any]) -> Document:
+    url = str(entry.get("url") or "")
+    content = str(entry.get("content") or "")
+    title = str(entry.get("title") or "")
+    if content.startswith(UNAVAILABLE_PREFIX):
+        reason = content[len(UNAVAILABLE_PREFIX):].split(")", 1)[0]
+        return Document("page", url, "", url_key(url), reason or "could not be retrieved")
+    text = f"{title}\n{content}" if title else content
+    return Document("page", url, text, url_key(url), None if content.strip() else "empty page")
+
+
+def _file(entry: dict[str, Any]) -> Document:
+    name = str(entry.get("filename") or entry.get("file_id") or "file")
+    return Document("file", name, str(entry.get("text") or ""))
+
+
+def _tool_documents(body: Any) -> list[Document]:
+    """Documents of one parsed `<tool_response>` body."""
+    if not isinstance(body, dict):
+        return [Document("tool", "tool", "\n".join(_flatten(body)))]
+    name = str(body.get("name") or "tool")
+    output = body.get("output")
+    entries = output if isinstance(output, list) else []
+    dicts = [e for e in entries if isinstance(e, dict)]
+    if entries and len(dicts) == len(entries) and all("url" in e for e in dicts):
+        return [_page(e) for e in dicts]
+    if entries and len(dicts) == len(entries) and all("text" in e for e in dicts):
+        return [_file(e) for e in dicts]
+    if output == FILE_SEARCH_NOT_LOGGED:
+        return [Document("file", name, "", reason="file search results were not logged")]
+    return [Document("tool", name, "\n".join(_flatten(output)))]
+
+
+def _tool_responses(prompt: str) -> list[Document]:
+    docs: list[Document] = []
+    for match in _BLOCK.finditer(prompt):
+        if match.group(1) != "tool_response":
+            continue
+        try:
+            body = json.loads(match.group(2))
+        except json.JSONDecodeError:
+            docs.append(Document("tool", "tool", match.group(2)))
+            continue
+        docs.extend(_tool_documents(body))
+    return docs
+
+
+def _conversation_messages(conv: Conversation, policy: MessagePolicy) -> list[Document]:
+    docs = [Document("message", "instructions", conv.instructions)] if conv.instructions else []
+    for turn in conv.turns:
+        if isinstance(turn, Message) and (policy == "all" or turn.role in _SYSTEM_ROLES):
+            docs.append(Document("message", turn.role, turn.text))
+    return docs
+
+
+def _prompt_messages(prompt: str, policy: MessagePolicy) -> list[Document]:
+    text = strip_blocks(_TOOLS_SECTION.sub(" ", prompt))
+    pieces = _ROLE.split(text)
+    sections = [("User", pieces[0])] if pieces[0].strip() else []
+    sections += list(zip(pieces[1::2], pieces[2::2], strict=True))
+    wanted = ("System", "User", "Assistant") if policy == "all" else ("System",)
+    return [Document("message", role.lower(), body.strip()) for role, body in sections
+            if role in wanted and body.strip()]
+
+
+def documents(item: ScoringInput, messages: MessagePolicy = "system") -> list[Document]:
+    """Every evidence document of one input: tool results first, then the messages `messages` selects.
+
+    `context` and `system` select the same messages; they differ in whether messages alone make an
+    input scorable, which is the grounding scorer's decision.
+    """
+    docs = _tool_responses(item.prompt)
+    if messages != "none":
+        if item.conversation is not None:
+            docs += _conversation_messages(item.conversation, messages)
+        else:
+            docs += _prompt_messages(item.prompt, messages)
+    return [d for d in docs if d.available or d.reason is not None]
+
+
+def cited_urls(item: ScoringInput) -> dict[str, tuple[str, ...]]:
+    """Citation spans recorded in the conversation: `url_key` → the answer spans citing that page."""
+    found: dict[str, tuple[str, ...]] = {}
+    if item.conversation is None:
+        return found
+    for turn in item.conversation.turns:
+        if isinstance(turn, WebResult):
+            for ref in turn.refs:
+                key = url_key(ref.url)
+                found[key] = tuple(dict.fromkeys((*found.get(key, ()), *ref.cited)))
+    return found

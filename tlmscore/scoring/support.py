@@ -1,0 +1,183 @@
+"""How well evidence passages support one claim: lexical overlap times agreement of exact facts.
+
+`EvidenceIndex` splits evidence documents into sentences and passages (runs of one to three
+adjacent sentences; a short tool output also as a whole) and answers `support(claim)`:
+
+- `lexical`: the share of the claim's content words found in the passage, each weighted by its
+  BM25 inverse document frequency over the evidence sentences. A passage's words include its
+  document's topic (a page's title and the words of at least a fifth of its sentences), which a
+  sentence about the topic need not repeat.
+- `agreement`: a penalty for each exact fact that does not match — a number or date missing from
+  the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
+  document has it elsewhere, else *`NAME_MISSING` — and *`NEGATION_MISMATCH` when the claim says
+  "not" where the closest evidence clause does not, or the other way round. Polarity is judged
+  against all the evidence searched, so a passage cannot support a claim by leaving out the
+  sentence that contradicts it.
+
+Support is `lexical * agreement` of the best of the passages with the most lexical overlap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tlmscore.scoring.evidence import Document
+from tlmscore.scoring.text import STOPWORDS, Analysis, analyse, clean_markdown, sentences
+
+__all__ = [
+    "NAME_ELSEWHERE",
+    "NAME_MISSING",
+    "NEGATION_MISMATCH",
+    "NUMBER_MISSING",
+    "EvidenceIndex",
+    "Support",
+]
+
+NUMBER_MISSING = 0.2
+NAME_ELSEWHERE = 0.6
+NAME_MISSING = 0.25
+NEGATION_MISMATCH = 0.2
+_CANDIDATES = 25
+_WIDTHS = (1, 2, 3)
+_CLAUSE_WORDS = 2
+_WHOLE_TOOL_OUTPUT = 40
+
+
+@dataclass(frozen=True)
+class Support:
+    """A claim's support: the value in [0, 1], the document it came from, and what did not match."""
+
+    value: float
+    source: str | None = None
+    missing: tuple[str, ...] = ()
+
+
+class EvidenceIndex:
+    """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
+
+    def __init__(self, docs: Sequence[Document]) -> None:
+        self.docs = list(docs)
+        self.sentences: list[Analysis] = []
+        self.sentence_doc: list[int] = []
+        self.passages: list[tuple[int, tuple[int, ...]]] = []
+        self.doc_words: list[frozenset[str]] = []
+        self.words: list[frozenset[str]] = []
+        for d, doc in enumerate(self.docs):
+            self._add(d, doc)
+        self.numbers = [frozenset(n for i in ids for n in self.sentences[i].numbers) for _, ids in self.passages]
+        self.postings = _postings(self.words)
+        self.sentence_postings = _postings([s.words for s in self.sentences])
+        n = len(self.sentences)
+        self.idf = {w: math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
+                    for w, ids in self.sentence_postings.items()}
+        self.unseen = math.log(1 + (n - 0.5) / 1.5)
+
+    def _add(self, d: int, doc: Document) -> None:
+        """Split one document into sentences and passages; a passage's words include the document's topic."""
+        first = len(self.sentences)
+        self.sentences += [analyse(clean_markdown(s)) for s in sentences(doc.text)] if doc.available else []
+        ids = range(first, len(self.sentences))
+        self.sentence_doc += [d] * len(ids)
+        spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
+        if doc.kind == "tool" and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
+            spans.append(tuple(ids))
+        topic = self._topic(doc, ids)
+        self.passages += [(d, span) for span in spans]
+        self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
+        self.doc_words.append(frozenset().union(*(self.sentences[i].words for i in ids)))
+
+    def _topic(self, doc: Document, ids: range) -> frozenset[str]:
+        """What a document is about: its title (a page's first line) and its frequent words."""
+        counts: dict[str, int] = {}
+        for i in ids:
+            for word in self.sentences[i].words:
+                counts[word] = counts.get(word, 0) + 1
+        floor = max(3, math.ceil(len(ids) / 5))
+        frequent = {w for w, k in counts.items() if k >= floor}
+        title = self.sentences[ids.start].words if doc.kind == "page" and len(ids) else frozenset()
+        return frozenset(frequent | (title - STOPWORDS))
+
+    def weight(self, word: str) -> float:
+        """The BM25 inverse document frequency of `word` over the evidence sentences.
+
+        A word the evidence never uses weighs as much as one it uses once: rarity in the evidence
+        is what makes a word informative, and a paraphrase's filler words should not outweigh it.
+        """
+        return self.idf.get(word, self.unseen)
+
+    def support(self, claim: Analysis, docs: Iterable[int] | None = None) -> Support:
+        """The claim's best support by one passage (of the documents `docs`, when given)."""
+        allowed = None if docs is None else frozenset(docs)
+        overlap, total = self._overlap(claim, allowed)
+        negation = self._polarity_differs(claim, allowed)
+        best = Support(0.0)
+        for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
+            factor, missing = self._agreement(claim, p)
+            if negation:
+                factor *= NEGATION_MISMATCH
+                missing += ("negation differs",)
+            value = overlap[p] / total * factor
+            if value > best.value:
+                best = Support(value, self.docs[self.passages[p][0]].source, missing)
+        return best
+
+    def _overlap(self, claim: Analysis, allowed: frozenset[int] | None) -> tuple[dict[int, float], float]:
+        """Weighted content-word overlap of every passage sharing a word with the claim, and the claim's weight."""
+        overlap: dict[int, float] = {}
+        for word in claim.content:
+            for p in self.postings.get(word, ()):
+                if allowed is None or self.passages[p][0] in allowed:
+                    overlap[p] = overlap.get(p, 0.0) + self.weight(word)
+        if claim.content:
+            return overlap, sum(self.weight(w) for w in claim.content)
+        wanted = set(claim.numbers)
+        return {p: 1.0 for p, nums in enumerate(self.numbers)
+                if wanted & nums and (allowed is None or self.passages[p][0] in allowed)}, 1.0
+
+    def _agreement(self, claim: Analysis, p: int) -> tuple[float, tuple[str, ...]]:
+        doc = self.passages[p][0]
+        factor = 1.0
+        missing: list[str] = []
+        for number in claim.numbers:
+            if number not in self.numbers[p]:
+                factor *= NUMBER_MISSING
+                missing.append(f"number {number}")
+        for name in claim.names:
+            if name not in self.words[p]:
+                elsewhere = name in self.doc_words[doc]
+                factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
+                missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
+        return factor, tuple(missing)
+
+    def _polarity_differs(self, claim: Analysis, allowed: frozenset[int] | None) -> bool:
+        """True when a claim clause and the evidence clauses closest to it disagree on "not".
+
+        A negated claim clause needs a negated evidence clause sharing most of its words; a
+        positive one disagrees when the evidence clauses sharing most words are all negated.
+        """
+        for words, negated in claim.clauses:
+            if len(words) < _CLAUSE_WORDS:
+                continue
+            need = max(_CLAUSE_WORDS, len(words) // 2)
+            ids = sorted({i for w in words for i in self.sentence_postings.get(w, ())
+                          if allowed is None or self.sentence_doc[i] in allowed})
+            scored = [(len(words & w), n) for i in ids for w, n in self.sentences[i].clauses]
+            close = [(k, n) for k, n in scored if k >= need]
+            if negated and not any(n for _, n in close):
+                return True
+            if not negated and close:
+                top = max(k for k, _ in close)
+                if all(n for k, n in close if k == top):
+                    return True
+        return False
+
+
+def _postings(word_sets: Sequence[frozenset[str]]) -> dict[str, list[int]]:
+    """Word → the positions of the sets that contain it, in order."""
+    found: dict[str, list[int]] = {}
+    for position, words in enumerate(word_sets):
+        for word in words:
+            found.setdefault(word, []).append(position)
+    return found

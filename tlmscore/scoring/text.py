@@ -1,0 +1,282 @@
+"""Text analysis for the grounding scorer: sentences, word stems, numbers, names, dates, negation.
+
+Deliberately simple and deterministic (regular expressions and small word lists, no model): the
+same text gives the same analysis in every process. What matters for grounding is which content
+words a sentence uses and which facts must agree exactly with the evidence — numbers, dates and
+names — and whether it is negated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = [
+    "MONTHS",
+    "NEGATIONS",
+    "STOPWORDS",
+    "Analysis",
+    "analyse",
+    "clauses",
+    "clean_markdown",
+    "expand_dates",
+    "is_negated",
+    "sentences",
+    "split_paragraphs",
+    "stem",
+]
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _words("""
+a about above across after afterwards again against all almost alone along already also although always am
+among an and another any anyhow anyone anything anyway anywhere are around as at be became because become
+becomes been before being below beside besides between both but by can could did do does doing done down due
+during each either else elsewhere enough etc even ever every everyone everything everywhere few for from
+further get gets getting give given gives go goes going got had has have having he hence her here hers herself
+him himself his how however i ie if in indeed instead into is it its itself just keep kept let like likely
+made make makes many may me meanwhile might mine more moreover most mostly much must my myself namely near
+need needs nevertheless next now of off often on once one only onto or other others otherwise our ours
+ourselves out over own per perhaps please put quite rather really same say says see seem seemed seems several
+shall she should since so some somehow someone something sometime sometimes somewhere still such than that the
+their theirs them themselves then there thereby therefore these they this those though through throughout thus
+to together too toward towards under until up upon us usual usually very via was we well were what whatever
+when whenever where whereas wherever whether which while who whoever whole whom whose why will with within
+would yes yet you your yours yourself yourselves
+""")
+NEGATIONS = _words("not no never none nothing nobody neither nor cannot nowhere")
+MONTHS: Mapping[str, str] = MappingProxyType({
+    "january": "january", "jan": "january", "february": "february", "feb": "february", "march": "march",
+    "april": "april", "apr": "april", "may": "may", "june": "june", "jun": "june", "july": "july",
+    "jul": "july", "august": "august", "aug": "august", "september": "september", "sep": "september",
+    "sept": "september", "october": "october", "oct": "october", "november": "november", "nov": "november",
+    "december": "december", "dec": "december",
+})
+_WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday")
+_NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
+    "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
+    "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30",
+    "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+})
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+                "october", "november", "december")
+_PLURALS = (("ies", "y", 5), ("s", "", 4))
+_SUFFIXES = (("ing", 6), ("ed", 5), ("ly", 6))
+_FINAL_E = 5
+_SHORTEST_WORD = 2
+_ABBREVIATIONS = _words("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
+
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019][^\W\d_]+)?")
+_BOUNDARY = re.compile(r"[.!?]+[\"\u201d\u2019)\]]*\s+")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})"
+                       r"(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)")
+_THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+_CITATION_LINK = re.compile(r"\(\s*\[[^\]]*\]\((?:https?://)[^)\s]*\)\s*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\((https?://[^)\s]+)\)")
+_BARE_URL = re.compile(r"https?://\S+")
+_DOMAIN_LABEL = re.compile(r"^[\w.-]+\.[a-z]{2,}$|^\d+$", re.IGNORECASE)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•>]+|\d+[.)]|#{1,6})\s+")
+_CLAUSE = re.compile(r";|:(?!\d)|,(?!\d)|\s[-\u2013\u2014]\s|\b(?:but|whereas|while|although|though|however|except)\b",
+                     re.IGNORECASE)
+_NOT_NEGATION = re.compile(
+    r"\b(?:no|not)\s+(?:more|less|fewer|later|earlier|sooner|greater|higher|lower|longer)\s+than\b|\bnot\s+only\b",
+    re.IGNORECASE)
+
+
+def clean_markdown(text: str) -> str:
+    """Text without link targets, emphasis, code ticks and list or heading markers.
+
+    A link whose label is a domain or a number (a citation such as `([example.com](https://…))`) is
+    removed entirely; any other link keeps its label.
+    """
+    text = _CITATION_LINK.sub(" ", text)
+    text = _LINK.sub(lambda m: "" if _DOMAIN_LABEL.match(m.group(1).strip()) else m.group(1), text)
+    text = _BARE_URL.sub(" ", text)
+    text = _LIST_MARKER.sub("", text)
+    text = re.sub(r"`|\*{1,3}|(?<!\w)_{1,3}|_{1,3}(?!\w)", "", text)
+    return text.strip()
+
+
+def split_paragraphs(text: str) -> list[str]:
+    """Non-empty lines: paragraphs, list items and headings each stand alone."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _is_boundary(line: str, match: re.Match[str]) -> bool:
+    before = line[:match.start()].rsplit(None, 1)
+    word = before[-1].lower() if before else ""
+    if word.rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+        return False
+    following = line[match.end():match.end() + 1]
+    return not following.islower()
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, split at line breaks and at sentence-ending punctuation.
+
+    Abbreviations (`e.g.`, `Dr.`), initials and decimals do not end a sentence, nor does a full stop
+    followed by a lower-case word.
+    """
+    found: list[str] = []
+    for line in split_paragraphs(text):
+        start = 0
+        for match in _BOUNDARY.finditer(line):
+            if _is_boundary(line, match):
+                found.append(line[start:match.end()].strip())
+                start = match.end()
+        if line[start:].strip():
+            found.append(line[start:].strip())
+    return found
+
+
+def stem(word: str) -> str:
+    """A crude, symmetric suffix stripper: `launched`, `launches`, `launching` → `launch`."""
+    w = word.lower().replace("\u2019", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    for suffix, replacement, minimum in _PLURALS:
+        if len(w) >= minimum and w.endswith(suffix) and not w.endswith(("ss", "us", "is")):
+            w = w[: -len(suffix)] + replacement
+            break
+    for suffix, minimum in _SUFFIXES:
+        if len(w) >= minimum and w.endswith(suffix):
+            w = w[: -len(suffix)]
+            break
+    return w[:-1] if len(w) >= _FINAL_E and w.endswith("e") else w
+
+
+def _number(token: str) -> str | None:
+    """The canonical form of a numeric token (`10,000` → `10000`, `1.50` → `1.5`, `25th` → `25`)."""
+    ordinal = _ORDINAL.match(token)
+    if ordinal:
+        token = ordinal.group(1)
+    if _THOUSANDS.match(token):
+        token = token.replace(",", "")
+    if not re.fullmatch(r"\d+(?:\.\d+)?", token):
+        return None
+    if "." in token:
+        token = token.rstrip("0").rstrip(".")
+    return token.lstrip("0") or "0"
+
+
+def expand_dates(text: str) -> str:
+    """ISO dates and times written as people write them, so both forms match.
+
+    `2026-02-03T13:05:00+01:00` becomes `3 February 2026, 13:05`; the time zone is dropped.
+    """
+    def spell(m: re.Match[str]) -> str:
+        month = int(m.group(2))
+        if not 1 <= month <= len(_MONTH_NAMES):
+            return m.group(0)
+        date = f"{int(m.group(3))} {_MONTH_NAMES[month - 1].capitalize()} {m.group(1)}"
+        return f"{date}, {m.group(4)}:{m.group(5)}" if m.group(4) else date
+    return _ISO_DATE.sub(spell, text)
+
+
+def is_negated(text: str) -> bool:
+    """Whether `text` says "not": a negation word or an n't contraction, but not "no more than"."""
+    plain = _NOT_NEGATION.sub(" ", text.replace("\u2019", "'"))
+    words = [w.lower() for w in _TOKEN.findall(plain)]
+    return any(w in NEGATIONS or w.endswith("n't") for w in words)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the grounding scorer needs of one piece of text.
+
+    `words`: every word stem, stop words included (for matching names); `content`: stems of the
+    content words, in order of first use; `numbers`: canonical numbers; `names`: stems of words that
+    must be matched exactly (names, months, weekdays, codes such as `L2`); `clauses`: the content
+    stems of each clause with whether it says "not", so polarity is compared clause by clause.
+    """
+
+    words: frozenset[str]
+    content: tuple[str, ...]
+    numbers: tuple[str, ...]
+    names: tuple[str, ...]
+    clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+
+    @property
+    def negated(self) -> bool:
+        """Whether any clause says "not"."""
+        return any(negated for _, negated in self.clauses)
+
+
+def _initial_positions(text: str) -> set[int]:
+    """Offsets of tokens that start the text or follow a colon, semicolon or quote: capitals there prove nothing."""
+    starts = {0}
+    for m in re.finditer(r"[:;\"“(]\s*", text):
+        starts.add(m.end())
+    return starts
+
+
+def _kind(raw: str, start: int, initial: set[int]) -> tuple[str, str]:
+    """Classify one token: ("number" | "name" | "content" | "stop", normalised form)."""
+    lower = raw.lower()
+    number = _number(raw) if raw[0].isdigit() else _NUMBER_WORDS.get(lower)
+    if number is not None:
+        return "number", number
+    if lower in MONTHS and (lower != "may" or raw[0].isupper()):
+        return "name", MONTHS[lower]
+    if lower in _WEEKDAYS:
+        return "name", lower
+    return _word_kind(raw, lower, start not in initial), stem(raw)
+
+
+def _word_kind(raw: str, lower: str, mid_sentence: bool) -> str:
+    """A word's kind: a name (capitalised mid-sentence, an acronym, or with digits), a stop word, or content."""
+    head = re.split(r"['\u2019]", lower, maxsplit=1)[0]
+    if head != lower and (head in STOPWORDS or lower.endswith(("n't", "n\u2019t"))):
+        return "stop"
+    acronym = len(raw) > 1 and raw.isupper()
+    if any(c.isdigit() for c in raw) or acronym or (raw[0].isupper() and mid_sentence and lower not in STOPWORDS):
+        return "name"
+    if lower in STOPWORDS or lower in NEGATIONS or len(lower) < _SHORTEST_WORD:
+        return "stop"
+    return "content"
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of a sentence.
+
+    Split at semicolons, colons, commas between words, dashes and contrasting conjunctions (but,
+    while, although, …).
+    """
+    return [part.strip() for part in _CLAUSE.split(text) if part.strip()]
+
+
+def _clauses(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
+    found = []
+    for part in _CLAUSE.split(_NOT_NEGATION.sub(" ", text)):
+        words = frozenset(stem(w) for w in _TOKEN.findall(part)
+                          if w.lower() not in STOPWORDS and w.lower() not in NEGATIONS and not w[0].isdigit())
+        if words:
+            found.append((words, is_negated(part)))
+    return tuple(found)
+
+
+def analyse(text: str) -> Analysis:
+    """Tokenise and classify `text` (already cleaned of markdown)."""
+    text = expand_dates(text)
+    initial = _initial_positions(text)
+    words: list[str] = []
+    kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}}
+    for m in _TOKEN.finditer(text):
+        kind, form = _kind(m.group(0), m.start(), initial)
+        if kind == "number":
+            kinds["number"][form] = None
+            continue
+        words.append(form)
+        if kind == "name":
+            kinds["name"][form] = None
+            kinds["content"][form] = None
+        elif kind == "content":
+            kinds["content"][form] = None
+    return Analysis(words=frozenset(words), content=tuple(kinds["content"]), numbers=tuple(kinds["number"]),
+                    names=tuple(kinds["name"]), clauses=_clauses(text))
