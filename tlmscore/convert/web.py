@@ -14,6 +14,7 @@ their results are the posts the answer cites.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ X_SEARCH = "x_search_call"
 _SEARCHES = (WEB_SEARCH, X_SEARCH)
 OPEN_PAGE = "open_page"
 FIND_IN_PAGE = "find_in_page"
-_SENTENCE_ENDS = ".!?\n"
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
 @dataclass(frozen=True)
@@ -41,25 +42,29 @@ class Citation:
     sentence: str
 
 
+def _sentence_ends(text: str) -> list[int]:
+    """Positions just after each sentence end: `.!?` before white space or the end, or a newline."""
+    return [m.end() for m in _SENTENCE_END.finditer(text)]
+
+
 def cited_sentence(text: str, start: int, end: int) -> str:
     """The claim a citation span supports.
 
     That is the sentence containing the span or, when the span stands right after a sentence
-    (OpenAI puts `([site](url))` after the period), that sentence and the span.
+    (OpenAI puts `([site](url))` after the period), that sentence and the span. A period inside a
+    number, a version or a URL does not end a sentence.
     """
     if not 0 <= start <= end <= len(text):
         return ""
+    ends = _sentence_ends(text)
     anchor = start
     while anchor > 0 and text[anchor - 1] in " \t":
         anchor -= 1
-    trailing = anchor > 0 and text[anchor - 1] in _SENTENCE_ENDS
-    if trailing:
-        anchor -= 1
-    left = max((text.rfind(c, 0, anchor) for c in _SENTENCE_ENDS), default=-1) + 1
-    if trailing:
+    if anchor > 0 and anchor in ends:
+        left = max((b for b in ends if b < anchor), default=0)
         return text[left:end].strip()
-    right_candidates = [i for i in (text.find(c, max(end - 1, start)) for c in _SENTENCE_ENDS) if i >= 0]
-    right = min(right_candidates) + 1 if right_candidates else len(text)
+    left = max((b for b in ends if b <= start), default=0)
+    right = min((b for b in ends if b >= end), default=len(text))
     return text[left:right].strip()
 
 
