@@ -31,6 +31,7 @@ explanation when the prompt holds no evidence or the response makes no claim.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ __all__ = [
     "GroundingScorer",
     "create",
 ]
+
+_ANALYSIS_CACHE = 20_000
 
 _SHORTEST_SPAN = 4
 _LINK_URL = re.compile(r"\[[^\]]*\]\((https?://[^)\s]+)\)")
@@ -196,6 +199,8 @@ class GroundingScorer:
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
+        # Pages cited by many answers are analysed once per scorer, not once per answer.
+        self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input; CPU-bound, so the event loop gets a turn between rows."""
@@ -220,7 +225,7 @@ class GroundingScorer:
                   for claim in _claims(sentence, opts.min_words)]
         if not claims:
             return Score.unscorable("the response makes no statement to check", {"evidence": summary})
-        index = EvidenceIndex(docs)
+        index = EvidenceIndex(docs, self._analyse)
         result = _Result()
         for claim in claims:
             found = index.support(claim.analysis)

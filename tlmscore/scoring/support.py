@@ -20,7 +20,7 @@ Support is `lexical * agreement` of the best of the passages with the most lexic
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlmscore.scoring.evidence import Document
@@ -57,8 +57,9 @@ class Support:
 class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
-    def __init__(self, docs: Sequence[Document]) -> None:
+    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse) -> None:
         self.docs = list(docs)
+        self._analyse = analyser
         self.sentences: list[Analysis] = []
         self.sentence_doc: list[int] = []
         self.passages: list[tuple[int, tuple[int, ...]]] = []
@@ -77,7 +78,7 @@ class EvidenceIndex:
     def _add(self, d: int, doc: Document) -> None:
         """Split one document into sentences and passages; a passage's words include the document's topic."""
         first = len(self.sentences)
-        self.sentences += [analyse(clean_markdown(s)) for s in sentences(doc.text)] if doc.available else []
+        self.sentences += [self._analyse(clean_markdown(s)) for s in sentences(doc.text)] if doc.available else []
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
