@@ -1,0 +1,361 @@
+"""Evidence fetching, tlmscore against cleanlab-tlm, on a local web with real latency.
+
+A server process on 127.0.0.x serves real article pages (`../shared/corpus/pages/` beside the repo,
+else generated HTML) with a fixed latency per request and optional faults, and counts every request.
+A batch of N transcripts citing K URLs each, drawn from U unique URLs, is written as JSONL. Then, in
+one run of this script:
+
+- cleanlab-tlm 1.1.39: `form_prompt_string(messages, tools, response=Response)` for every transcript
+  (it fetches the web_search_call sources with `requests.get`), in a child process;
+- tlmscore: `tlmscore prepare BATCH -o OUT.parquet --cache-dir TMP --allow-host ...` cold, then warm
+  in a new process (or, with `--direct`, `Fetcher.pages` over the planned URLs in a child process).
+
+It prints wall times, their ratio, the requests each run made (counted at the server), and the
+physical limit max(U * latency / concurrency, extraction CPU / cores) + start-up.
+
+    python benchmarks/fetch_bench.py                      # 500 x 5 citations, 300 unique, 200 ms
+    python benchmarks/fetch_bench.py --direct --skip-cleanlab
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
+PER_HOST = 6  # Settings.per_host default
+WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
+         "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river"]
+
+
+# --------------------------------------------------------------------------------------------- pages
+
+def load_bodies() -> tuple[list[bytes], str]:
+    """The HTML bodies to serve: the shared corpus when present, else generated articles."""
+    folder = CORPUS / "html"
+    if folder.is_dir():
+        files = sorted(folder.glob("*.html.gz"))
+        if files:
+            return [gzip.decompress(f.read_bytes()) for f in files], f"{len(files)} real pages from {CORPUS}"
+    rng = random.Random(7)
+    bodies = []
+    for n in range(40):
+        paragraphs = "".join(
+            "<p>" + " ".join(rng.choice(WORDS) for _ in range(60)) + ".</p>" for _ in range(25)
+        )
+        bodies.append(
+            f"<html><head><title>Article {n}</title></head><body><nav>Home News</nav>"
+            f"<article><h1>Article {n}</h1>{paragraphs}</article><footer>(c)</footer></body></html>".encode()
+        )
+    return bodies, "40 generated pages (shared corpus not found)"
+
+
+def url_for(index: int, port: int, hosts: int) -> str:
+    return f"http://127.0.0.{1 + index % hosts}:{port}/{index}/article-{index}.html"
+
+
+def fault_for(index: int, rate: float) -> str | None:
+    """A deterministic fault for some URLs: 404, one 503 before success, or an image."""
+    if rate <= 0 or random.Random(index).random() >= rate:
+        return None
+    return ("404", "503once", "png")[index % 3]
+
+
+# -------------------------------------------------------------------------------------------- server
+
+def serve(port_out, counter, ready, options: dict) -> None:
+    """Child process: an asyncio HTTP/1.1 server on 127.0.0.1..hosts, one port, counting requests."""
+    latency, hosts, fault_rate = options["latency"], options["hosts"], options["fault_rate"]
+    bodies, _ = load_bodies()
+    failed_once: set[str] = set()
+
+    def reply(path: str) -> tuple[int, str, bytes]:
+        parts = path.split("/")
+        if len(parts) < 3 or not parts[1].isdigit():
+            return 404, "text/plain", b"not found"
+        index = int(parts[1])
+        fault = fault_for(index, fault_rate)
+        if fault == "404":
+            return 404, "text/plain", b"not found"
+        if fault == "png":
+            return 200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 2000
+        if fault == "503once" and path not in failed_once:
+            failed_once.add(path)
+            return 503, "text/plain", b"busy"
+        return 200, "text/html; charset=utf-8", bodies[index % len(bodies)]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                close = False
+                while True:
+                    header = await reader.readline()
+                    if header in (b"\r\n", b"\n", b""):
+                        break
+                    if header.lower().startswith(b"connection:") and b"close" in header.lower():
+                        close = True
+                with counter.get_lock():
+                    counter.value += 1
+                await asyncio.sleep(latency)
+                status, ctype, body = reply(line.split()[1].decode())
+                head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
+                        f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                        f"{'Connection: close' if close else 'Connection: keep-alive'}\r\n\r\n")
+                writer.write(head.encode() + body)
+                await writer.drain()
+                if close:
+                    break
+        except (ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        first = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+        port = first.sockets[0].getsockname()[1]
+        servers = [first] + [
+            await asyncio.start_server(handle, f"127.0.0.{n}", port, backlog=1024) for n in range(2, hosts + 1)
+        ]
+        port_out.value = port
+        ready.set()
+        await asyncio.gather(*(s.serve_forever() for s in servers))
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------------------------- batch
+
+def build_batch(path: Path, port: int, *, n: int, k: int, unique: int, hosts: int) -> list[list[str]]:
+    """Write N transcripts, each citing K distinct URLs drawn at random from U (seeded, repeatable)."""
+    rng = random.Random(42)
+    cited_lists = []
+    with path.open("w", encoding="utf-8") as out:
+        for t in range(n):
+            urls = [url_for(i, port, hosts) for i in rng.sample(range(unique), min(k, unique))]
+            cited_lists.append(urls)
+            out.write(json.dumps(transcript(t, urls)) + "\n")
+    return cited_lists
+
+
+def transcript(t: int, urls: list[str]) -> dict:
+    text = " ".join(f"Claim {j} [{j + 1}]." for j in range(len(urls)))
+    annotations = [
+        {"type": "url_citation", "url": u, "title": f"Source {j}", "start_index": 0, "end_index": 10}
+        for j, u in enumerate(urls)
+    ]
+    return {
+        "id": f"t{t}",
+        "request": {"model": "gpt-4.1", "input": f"Question {t}: what happened?", "tools": [{"type": "web_search"}]},
+        "response": {
+            "id": f"resp_{t}", "object": "response", "model": "gpt-4.1", "created_at": 1_700_000_000,
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [{"type": "web_search"}],
+            "output": [
+                {"type": "web_search_call", "id": f"ws_{t}", "status": "completed",
+                 "action": {"type": "search", "query": f"question {t}",
+                            "sources": [{"type": "url", "url": u} for u in urls]}},
+                {"type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
+                 "content": [{"type": "output_text", "text": text, "annotations": annotations}]},
+            ],
+        },
+    }
+
+
+# ------------------------------------------------------------------------------------ child processes
+
+def child_cleanlab(batch: Path) -> None:
+    """Run cleanlab-tlm's form_prompt_string over the batch; print the timing as JSON."""
+    import warnings
+
+    from cleanlab_tlm.utils.chat import form_prompt_string
+    from openai.types.responses import Response
+
+    warnings.simplefilter("ignore")
+    records = [json.loads(line) for line in batch.read_text().splitlines()]
+    responses = [Response.model_validate(r["response"]) for r in records]
+    start = time.perf_counter()
+    chars = 0
+    for record, response in zip(records, responses, strict=True):
+        messages = [{"role": "user", "content": record["request"]["input"]}]
+        chars += len(form_prompt_string(messages, record["request"]["tools"], use_responses=True, response=response))
+    print(json.dumps({"seconds": time.perf_counter() - start, "chars": chars}))
+
+
+def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int) -> None:
+    """Fetch the batch's planned URLs with `Fetcher.pages`; print the timing and statuses as JSON."""
+    from tlmscore.evidence.fetch import Fetcher
+    from tlmscore.evidence.plan import plan_urls
+    from tlmscore.settings import Settings
+
+    records = [json.loads(line) for line in batch.read_text().splitlines()]
+    cited = [
+        [a["url"] for item in r["response"]["output"] if item["type"] == "message"
+         for part in item["content"] for a in part.get("annotations", [])]
+        for r in records
+    ]
+    settings = Settings(cache_dir=cache, concurrency=concurrency,
+                        allow_hosts={f"127.0.0.{n}" for n in range(1, hosts + 1)})
+
+    async def run() -> dict:
+        start = time.perf_counter()
+        async with Fetcher(settings) as fetcher:
+            pages = await fetcher.pages(plan_urls(cited))
+        statuses: dict[str, int] = {}
+        for page in pages.values():
+            statuses[page.status] = statuses.get(page.status, 0) + 1
+        return {"seconds": time.perf_counter() - start, "statuses": statuses}
+
+    print(json.dumps(asyncio.run(run())))
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+def run_child(args: list[str], counter) -> tuple[float, int, str]:
+    """Run a command; return its wall time, the requests it made, and its stdout."""
+    before = counter.value
+    start = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        print(f"  ! exit {done.returncode}: {' '.join(args[:4])}...\n{done.stderr[-2000:]}")
+    return wall, counter.value - before, done.stdout
+
+
+def extraction_cpu(unique: int, hosts: int, port: int) -> float:
+    """CPU seconds that extracting the U unique pages costs, measured serially in this process."""
+    from tlmscore.evidence.extract import extract
+
+    bodies, _ = load_bodies()
+    per_body = []
+    for body in bodies:
+        extract(body, "text/html; charset=utf-8", "http://example.com/")
+    for body in bodies:
+        start = time.process_time()
+        extract(body, "text/html; charset=utf-8", "http://example.com/")
+        per_body.append(time.process_time() - start)
+    return sum(per_body[i % len(bodies)] for i in range(unique))
+
+
+def startup_seconds(module: str) -> float:
+    """Best of three: a new interpreter importing `module`."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def tlmscore_cli() -> list[str] | None:
+    exe = shutil.which("tlmscore", path=str(Path(sys.executable).parent))
+    return [exe] if exe else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--transcripts", type=int, default=500)
+    parser.add_argument("--citations", type=int, default=5)
+    parser.add_argument("--unique", type=int, default=300)
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per request at the server")
+    parser.add_argument("--hosts", type=int, default=8, help="serve on 127.0.0.1..N (per-host limit is 6)")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of URLs with 404/503/png faults")
+    parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
+    parser.add_argument("--skip-cleanlab", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
+    args = parser.parse_args()
+
+    _, source = load_bodies()
+    ctx = multiprocessing.get_context("spawn")
+    counter, port_value, ready = ctx.Value("q", 0), ctx.Value("i", 0), ctx.Event()
+    options = {"latency": args.latency, "hosts": args.hosts, "fault_rate": args.fault_rate}
+    server = ctx.Process(target=serve, args=(port_value, counter, ready, options), daemon=True)
+    server.start()
+    if not ready.wait(20):
+        sys.exit("the page server did not start")
+    port = port_value.value
+    work = args.keep or Path(tempfile.mkdtemp(prefix="fetch-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    batch = work / "batch.jsonl"
+    cited = build_batch(batch, port, n=args.transcripts, k=args.citations, unique=args.unique, hosts=args.hosts)
+    args.unique = len({url for urls in cited for url in urls})
+    print(f"pages: {source}; batch: {args.transcripts} transcripts x {args.citations} citations, "
+          f"{args.unique} unique URLs on {args.hosts} host(s), latency {args.latency * 1000:.0f} ms, "
+          f"fault rate {args.fault_rate:g}, {cores()} cores")
+
+    try:
+        results = measure(args, batch, work, port, counter)
+    finally:
+        server.terminate()
+        server.join(5)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    report(args, results, port)
+
+
+def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
+    me = [sys.executable, str(Path(__file__).resolve())]
+    results: dict = {}
+    if not args.skip_cleanlab:
+        wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter)
+        inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
+        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s")
+    cli = None if args.direct else tlmscore_cli()
+    if cli is None and not args.direct:
+        print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
+    cache = work / "cache"
+    for label in ("tlmscore cold", "tlmscore warm"):
+        if cli is not None:
+            hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+            command = [*cli, "prepare", str(batch), "-o", str(work / "out.parquet"), "--cache-dir", str(cache),
+                       "--concurrency", str(args.concurrency), "--quiet", *hosts]
+        else:
+            command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
+        wall, requests, out = run_child(command, counter)
+        detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
+        results[label] = (wall, requests, detail)
+    return results
+
+
+def report(args, results: dict, port: int) -> None:
+    effective = min(args.concurrency, args.hosts * PER_HOST)
+    network = args.unique * args.latency / effective
+    cpu = extraction_cpu(args.unique, args.hosts, port)
+    startup = startup_seconds("tlmscore.cli" if tlmscore_cli() and not args.direct else "tlmscore.evidence.fetch")
+    limit = max(network, cpu / cores()) + startup
+    print(f"\nphysical limit: max(network {network:.2f} s = {args.unique} x {args.latency:g} s / {effective}, "
+          f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
+          f"= {limit:.2f} s\n")
+    print(f"{'run':<16}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
+    for label, (wall, requests, detail) in results.items():
+        print(f"{label:<16}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
+    if "cleanlab-tlm" in results and "tlmscore cold" in results:
+        ratio = results["cleanlab-tlm"][0] / results["tlmscore cold"][0]
+        print(f"\ncleanlab-tlm / tlmscore cold = {ratio:.1f}x")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_cleanlab":
+        child_cleanlab(Path(sys.argv[2]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_direct":
+        child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        main()

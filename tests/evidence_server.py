@@ -1,0 +1,162 @@
+"""A real HTTP server on 127.0.0.1 for the evidence tests, with scripted replies and counters.
+
+Each path is given a list of `Reply` values served in turn (the last one repeats), so a test can
+script "503, then 200". The server counts requests per path, keeps the headers it saw and the
+largest number of requests in flight at once (arrived and not yet answered: a client cannot have
+finished such a request), which is how tests check retries, caching and concurrency limits
+without patching anything in the code under test.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted response."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str | None = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drip: float = 0.0
+    chunk: int = 65536
+    send_length: bool = True
+
+
+def html_page(title: str, *paragraphs: str) -> bytes:
+    """An article page trafilatura extracts: a title and paragraphs of text."""
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><nav><a href='/'>Home</a></nav><article><h1>{title}</h1>{body}</article>"
+        "<footer>Footer</footer></body></html>"
+    ).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:
+        reply = self.server.enter(self.path, dict(self.headers.items()))
+        try:
+            self._serve(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _serve(self, reply: Reply) -> None:
+        try:
+            time.sleep(reply.delay)
+        finally:
+            self.server.leave()  # before any byte is sent, so the client still holds its slot
+        self.send_response(reply.status)
+        if reply.content_type is not None:
+            self.send_header("Content-Type", reply.content_type)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.send_length:
+            self.send_header("Content-Length", str(len(reply.body)))
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        for start in range(0, len(reply.body), reply.chunk):
+            self.wfile.write(reply.body[start : start + reply.chunk])
+            self.wfile.flush()
+            if reply.drip:
+                time.sleep(reply.drip)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- the stdlib's name
+        """Keep test output clean."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.routes: dict[str, list[Reply]] = {}
+        self.counts: Counter[str] = Counter()
+        self.arrivals: list[tuple[str, float]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def enter(self, path: str, headers: dict[str, str]) -> Reply:
+        """Count a request that has arrived and pick its reply; it is in flight until `leave`."""
+        with self.lock:
+            self.counts[path] += 1
+            self.arrivals.append((path, time.monotonic()))
+            self.headers.append(headers)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            replies = self.routes.get(path)
+            if not replies:
+                return Reply(404, b"not found", "text/plain")
+            return replies.pop(0) if len(replies) > 1 else replies[0]
+
+    def leave(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Connections the client dropped on purpose are not errors here."""
+
+
+class EvidenceServer:
+    """Start with `with EvidenceServer() as server:`; stops (and frees its port) on exit."""
+
+    def __init__(self) -> None:
+        self._server = _Server()
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
+        self.port = self._server.server_address[1]
+
+    def __enter__(self) -> EvidenceServer:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def route(self, path: str, *replies: Reply) -> str:
+        """Serve `replies` in turn at `path`; return its URL on 127.0.0.1."""
+        with self._server.lock:
+            self._server.routes[path] = list(replies)
+        return self.url(path)
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def count(self, path: str | None = None) -> int:
+        """Requests served at `path`, or in total."""
+        with self._server.lock:
+            counts = self._server.counts
+            return counts[path] if path is not None else sum(counts.values())
+
+    def arrivals(self, path: str) -> list[float]:
+        """When requests for `path` arrived (`time.monotonic()`), in order."""
+        with self._server.lock:
+            return [when for seen, when in self._server.arrivals if seen == path]
+
+    @property
+    def max_in_flight(self) -> int:
+        with self._server.lock:
+            return self._server.max_in_flight
+
+    @property
+    def seen_headers(self) -> list[dict[str, str]]:
+        with self._server.lock:
+            return list(self._server.headers)

@@ -1,0 +1,191 @@
+"""The page cache: key format, freshness, failures, several processes, stats and clear."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import diskcache
+import pytest
+
+from tests.evidence_server import EvidenceServer, Reply, html_page
+from tlmscore.evidence.cache import CachedPage, PageCache, body_key, cache_key, cache_stats, clear_cache
+from tlmscore.evidence.extract import EXTRACTOR_VERSION
+from tlmscore.evidence.fetch import Fetcher
+from tlmscore.evidence.page import Page
+from tlmscore.settings import Settings
+
+URL = "https://example.com/article"
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    return Settings(cache_dir=tmp_path / "cache", **overrides)  # type: ignore[arg-type]
+
+
+def ok_page(url: str = URL, text: str = "Body text", fetched_at: float | None = None) -> Page:
+    return Page(url=url, status="ok", final_url=url, http_status=200, content_type="text/html",
+                title="Title", text=text, bytes=9, fetched_at=time.time() if fetched_at is None else fetched_at)
+
+
+async def _store(settings: Settings, *pages: Page, body: bytes | None = None, version: str = EXTRACTOR_VERSION) -> None:
+    async with PageCache(settings, extractor_version=version) as cache:
+        for page in pages:
+            await cache.store(page, body, "text/html" if body else None)
+
+
+async def _lookup(settings: Settings, *urls: str, version: str = EXTRACTOR_VERSION) -> dict[str, CachedPage]:
+    async with PageCache(settings, extractor_version=version) as cache:
+        return await cache.lookup(urls)
+
+
+def store(settings: Settings, *pages: Page, body: bytes | None = None, version: str = EXTRACTOR_VERSION) -> None:
+    asyncio.run(_store(settings, *pages, body=body, version=version))
+
+
+def lookup(settings: Settings, *urls: str, version: str = EXTRACTOR_VERSION) -> dict[str, CachedPage]:
+    return asyncio.run(_lookup(settings, *urls, version=version))
+
+
+def test_key_is_versioned_hash_of_the_url_key() -> None:
+    expected = "v1:" + hashlib.sha256(b"https://example.com/a?id=3").hexdigest()
+    assert cache_key("HTTPS://Example.COM:443/a?id=3&utm_source=openai#part") == expected
+
+
+def test_round_trip_answers_for_any_spelling_of_the_url(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    store(settings, ok_page())
+    spelled = URL + "?utm_source=chatgpt.com"
+    found = lookup(settings, spelled, "https://example.com/other")
+    assert list(found) == [spelled]
+    stored = found[spelled].page
+    assert stored == replace(ok_page(fetched_at=stored.fetched_at), url=spelled)
+    assert found[spelled].body is None
+
+
+def test_old_pages_are_stale_online_but_served_offline(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, cache_max_age=60)
+    store(settings, ok_page(fetched_at=time.time() - 120))
+    assert lookup(settings, URL) == {}
+    offline = make_settings(tmp_path, cache_max_age=60, offline=True)
+    assert lookup(offline, URL)[URL].page.status == "ok"
+
+
+def test_failures_are_remembered_briefly(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, failure_ttl=60)
+    recent, old = "https://example.com/recent", "https://example.com/old"
+    store(
+        settings,
+        Page(url=recent, status="http_error", http_status=503, error="HTTP 503", fetched_at=time.time() - 30),
+        Page(url=old, status="timeout", error="timed out", fetched_at=time.time() - 90),
+    )
+    assert list(lookup(settings, recent, old)) == [recent]
+
+
+def test_failures_expire_from_disk(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, failure_ttl=0.5)
+    store(settings, Page(url=URL, status="http_error", error="HTTP 500", fetched_at=time.time()))
+    time.sleep(0.6)
+    with diskcache.Cache(str(settings.cache_dir)) as raw:
+        assert cache_key(URL) not in raw
+
+
+def test_failures_are_not_stored_when_failure_ttl_is_zero(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, failure_ttl=0)
+    store(settings, Page(url=URL, status="timeout", error="timed out", fetched_at=time.time()))
+    assert lookup(settings, URL) == {}
+
+
+@pytest.mark.parametrize("status", ["blocked", "offline_miss"])
+def test_run_dependent_statuses_are_never_stored(tmp_path: Path, status: str) -> None:
+    settings = make_settings(tmp_path)
+    store(settings, Page(url=URL, status=status, error="no", fetched_at=time.time()))  # type: ignore[arg-type]
+    assert lookup(settings, URL) == {}
+
+
+def test_new_extractor_version_gets_the_stored_body_back(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    store(settings, ok_page(), body=b"<html>raw</html>", version="old")
+    hit = lookup(settings, URL, version="new")[URL]
+    assert hit.body == b"<html>raw</html>"
+    assert hit.content_type == "text/html"
+    assert lookup(settings, URL, version="old")[URL].body is None
+
+
+def test_new_extractor_version_without_a_body_means_fetch_again(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    asyncio.run(_store_with_version_but_no_body(settings))
+    assert lookup(settings, URL, version="new") == {}
+    assert URL in lookup(make_settings(tmp_path, offline=True), URL, version="new")
+
+
+async def _store_with_version_but_no_body(settings: Settings) -> None:
+    async with PageCache(settings, extractor_version="old") as cache:
+        await cache.store(ok_page(), b"x", "text/html")
+    with diskcache.Cache(str(settings.cache_dir)) as raw:  # the body goes missing behind its back
+        assert raw.delete(body_key(URL))
+    async with PageCache(settings, extractor_version="old") as cache:
+        assert (await cache.lookup([URL]))[URL].body is None
+
+
+def test_stats_and_clear(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    assert cache_stats(settings.cache_dir).entries == 0
+    store(settings, ok_page(), ok_page("https://example.com/2"), body=b"<html>body</html>")
+    store(settings, Page(url="https://example.com/3", status="http_error", error="HTTP 404", fetched_at=time.time()))
+    stats = cache_stats(settings.cache_dir)
+    assert (stats.entries, stats.ok, stats.failed) == (3, 2, 1)
+    assert stats.size_bytes > 0
+    assert stats.directory == settings.cache_dir
+    assert clear_cache(settings.cache_dir) == 3
+    assert cache_stats(settings.cache_dir).entries == 0
+    assert clear_cache(tmp_path / "never-made") == 0
+
+
+WRITER = """
+import asyncio, sys, time
+from pathlib import Path
+from tlmscore.evidence.cache import PageCache
+from tlmscore.evidence.page import Page
+from tlmscore.settings import Settings
+
+async def main(directory, name):
+    async with PageCache(Settings(cache_dir=Path(directory)), extractor_version="v") as cache:
+        for n in range(40):
+            url = f"https://example.com/{name}/{n}"
+            page = Page(url=url, status="ok", text="t" * 500, fetched_at=time.time())
+            await cache.store(page, b"<p>" * 2000, "text/html")
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_several_processes_can_write_at_once(tmp_path: Path) -> None:
+    directory = tmp_path / "shared-cache"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(directory), name]) for name in ("a", "b")
+    ]
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    assert cache_stats(directory).entries == 80
+
+
+def test_fetcher_re_extracts_cached_bodies_without_fetching(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, allow_hosts={"127.0.0.1"})
+    with EvidenceServer() as server:
+        url = server.route("/a", Reply(body=b"never served"))
+        body = html_page("Stored", "This paragraph was stored as the raw body of the page in the cache.")
+        store(settings, ok_page(url, text="old extraction"), body=body, version="extractor-0")
+
+        async def run() -> Page:
+            async with Fetcher(settings) as fetcher:
+                return (await fetcher.pages([url]))[url]
+
+        page = asyncio.run(run())
+        assert server.count() == 0
+    assert page.status == "ok"
+    assert "stored as the raw body" in (page.text or "")
+    assert lookup(settings, url)[url].page.text == page.text  # saved under the current version

@@ -1,0 +1,214 @@
+"""The page cache: fetched pages kept on disk, so a URL is fetched once across runs and processes.
+
+Storage is a `diskcache.Cache` (SQLite plus files) at `Settings.cache_dir`, which is safe to share
+between processes running at once. The key format is a contract, so other tools can read it:
+
+- `"v1:" + sha256(url_key(url)).hexdigest()` holds the page record: a dict with `page` (the page
+  record of DESIGN §3.3), `extractor` (the `EXTRACTOR_VERSION` that made its text, or None) and
+  `has_body`.
+- `"v1-body:" + <same hex>` holds the raw response body, zlib-compressed, with its content type.
+
+Keeping the body means a new extractor version re-extracts cached pages without fetching them
+again. Pages with content (`ok`, `empty`, `unsupported_type`) stay fresh for `cache_max_age`;
+failures (`http_error`, `timeout`, ...) are remembered for `failure_ttl` only, then expire. Guard
+decisions (`blocked`) and `offline_miss` are never stored: they depend on the settings of the run.
+An offline run serves whatever the cache holds, however old, which keeps offline runs repeatable.
+
+Disk access runs on one worker thread, so the event loop never waits on SQLite or zlib.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import diskcache
+
+from tlmscore.evidence.page import Page
+from tlmscore.settings import Settings
+from tlmscore.urls import url_key
+
+__all__ = [
+    "CONTENT_STATUSES",
+    "KEY_PREFIX",
+    "CacheStats",
+    "CachedPage",
+    "PageCache",
+    "body_key",
+    "cache_key",
+    "cache_stats",
+    "clear_cache",
+]
+
+_T = TypeVar("_T")
+KEY_PREFIX = "v1:"
+_BODY_PREFIX = "v1-body:"
+CONTENT_STATUSES = frozenset({"ok", "empty", "unsupported_type"})
+"""Statuses that describe the page itself; any other stored status is a failure of the fetch."""
+_NEVER_STORED = frozenset({"blocked", "offline_miss"})
+
+
+def _digest(url: str) -> str:
+    return hashlib.sha256(url_key(url).encode("utf-8")).hexdigest()
+
+
+def cache_key(url: str) -> str:
+    """Return the key of the page record for `url`: `"v1:" + sha256(url_key(url))` in hex."""
+    return KEY_PREFIX + _digest(url)
+
+
+def body_key(url: str) -> str:
+    """Return the key of the compressed body of `url`: `"v1-body:" + sha256(url_key(url))` in hex."""
+    return _BODY_PREFIX + _digest(url)
+
+
+@dataclass(frozen=True)
+class CachedPage:
+    """A page found in the cache.
+
+    `body` and `content_type` are set only when the page's text came from an older extractor and
+    the stored body can be extracted again.
+    """
+
+    page: Page
+    body: bytes | None = None
+    content_type: str | None = None
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What `tlmscore cache stats` shows."""
+
+    directory: Path
+    entries: int
+    ok: int
+    failed: int
+    size_bytes: int
+
+
+def _fresh(record: dict[str, Any], settings: Settings, now: float) -> bool:
+    """Whether a stored record may be served instead of fetching again."""
+    if settings.offline:
+        return True
+    page = record["page"]
+    max_age = settings.cache_max_age if page["status"] in CONTENT_STATUSES else settings.failure_ttl
+    return now - float(page.get("fetched_at") or 0.0) < max_age
+
+
+class PageCache:
+    """Reads and writes page records for one run; open it with `async with`."""
+
+    def __init__(self, settings: Settings, *, extractor_version: str) -> None:
+        self._settings = settings
+        self._extractor = extractor_version
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlmscore-cache")
+        self._cache: diskcache.Cache | None = None
+
+    async def __aenter__(self) -> PageCache:
+        await self._run(self._open)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the cache files and the IO thread."""
+        if self._cache is not None:
+            await self._run(self._cache.close)
+            self._cache = None
+        self._io.shutdown(wait=True)
+
+    def _open(self) -> diskcache.Cache:
+        if self._cache is None:
+            self._settings.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(self._settings.cache_dir))
+        return self._cache
+
+    async def _run(self, func: Callable[..., _T], *args: Any) -> _T:
+        """Run a disk operation on the cache's IO thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, func, *args)
+
+    async def lookup(self, urls: Iterable[str]) -> dict[str, CachedPage]:
+        """Return the fresh cached pages among `urls`, keyed by the URL as given."""
+        return await self._run(self._lookup, list(urls))
+
+    def _lookup(self, urls: list[str]) -> dict[str, CachedPage]:
+        cache = self._open()
+        now = time.time()
+        found: dict[str, CachedPage] = {}
+        for url in urls:
+            record = cache.get(cache_key(url))
+            if not isinstance(record, dict) or not _fresh(record, self._settings, now):
+                continue
+            hit = self._hit(cache, url, record)
+            if hit is not None:
+                found[url] = hit
+        return found
+
+    def _hit(self, cache: diskcache.Cache, url: str, record: dict[str, Any]) -> CachedPage | None:
+        """Return the cached page, with its body when its text must be extracted again (None: unusable)."""
+        page = replace(Page.from_record(record["page"]), url=url)
+        if record.get("extractor") in (None, self._extractor):
+            return CachedPage(page)
+        stored = cache.get(body_key(url)) if record.get("has_body") else None
+        if not isinstance(stored, dict):
+            return CachedPage(page) if self._settings.offline else None
+        return CachedPage(page, zlib.decompress(stored["body"]), stored.get("content_type"))
+
+    async def store(self, page: Page, body: bytes | None = None, content_type: str | None = None) -> None:
+        """Remember `page` (and the body its text was extracted from) under its URL's key."""
+        if page.status in _NEVER_STORED or (
+            page.status not in CONTENT_STATUSES and self._settings.failure_ttl <= 0
+        ):
+            return
+        await self._run(self._store, page, body, content_type)
+
+    def _store(self, page: Page, body: bytes | None, content_type: str | None) -> None:
+        cache = self._open()
+        content = page.status in CONTENT_STATUSES
+        record = {
+            "page": page.to_record(),
+            "extractor": self._extractor if content and body is not None else None,
+            "has_body": body is not None,
+        }
+        expire = None if content else self._settings.failure_ttl
+        with cache.transact():
+            cache.set(cache_key(page.url), record, expire=expire)
+            if body is not None:
+                stored = {"body": zlib.compress(body, 1), "content_type": content_type}
+                cache.set(body_key(page.url), stored, expire=expire)
+            else:
+                cache.delete(body_key(page.url))
+
+
+def cache_stats(directory: Path) -> CacheStats:
+    """Count the page records in the cache at `directory` and measure its size on disk."""
+    if not directory.exists():
+        return CacheStats(directory, 0, 0, 0, 0)
+    with diskcache.Cache(str(directory)) as cache:
+        entries = ok = 0
+        for key in cache.iterkeys():
+            if not (isinstance(key, str) and key.startswith(KEY_PREFIX)):
+                continue
+            record = cache.get(key)
+            if isinstance(record, dict):
+                entries += 1
+                ok += record["page"]["status"] == "ok"
+        return CacheStats(directory, entries, ok, entries - ok, int(cache.volume()))
+
+
+def clear_cache(directory: Path) -> int:
+    """Remove every page record and body from the cache at `directory`; return how many pages."""
+    if not directory.exists():
+        return 0
+    with diskcache.Cache(str(directory)) as cache:
+        pages = sum(1 for key in cache.iterkeys() if isinstance(key, str) and key.startswith(KEY_PREFIX))
+        cache.clear()
+        return pages

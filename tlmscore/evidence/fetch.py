@@ -1,0 +1,401 @@
+"""The fetcher: the only stage that touches the network.
+
+`Fetcher.pages(urls)` gives one `Page` per URL. Each distinct page (by `url_key`) is looked up in
+the cache, and what is missing is fetched in parallel under a global and a per-host concurrency
+limit, with timeouts, bounded retries (connection failures, 429 and 5xx, honouring `Retry-After`)
+and redirects followed by hand so the address guard checks every hop. Bodies are streamed under a
+size cap, then handed to worker processes for extraction while other pages are still downloading.
+
+Every failure is mapped here, at the boundary, to a page status with a short sentence saying what
+happened; nothing raises for a bad URL. Requests go to an address the guard checked, with the
+`Host` header and TLS server name of the URL, so DNS rebinding between check and connect fails;
+connections are not kept alive, so one opened for one name never serves another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from types import TracebackType
+from typing import TypeVar, cast
+
+import httpx
+
+from tlmscore.errors import FetchError
+from tlmscore.evidence.cache import CachedPage, PageCache
+from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type, supported_type
+from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
+from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus
+from tlmscore.evidence.plan import plan_urls
+from tlmscore.settings import Settings
+from tlmscore.urls import canonical_url, url_key
+
+__all__ = ["ACCEPT", "USER_AGENT", "Fetcher", "Progress"]
+
+USER_AGENT = "tlmscore/0.1 (+https://github.com/tlmscore/tlmscore)"
+ACCEPT = (
+    "text/html,application/xhtml+xml,application/pdf;q=0.9,text/plain;q=0.8"
+    ",application/json;q=0.8,*/*;q=0.1"
+)
+_T = TypeVar("_T")
+Progress = Callable[[str, int, int], None]
+"""Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
+_BAD_URL = (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError, UnicodeError)
+_FAILURES = (FetchError, httpx.HTTPError, OSError, asyncio.TimeoutError, *_BAD_URL)
+_FIRST_BACKOFF = 0.5
+_ADDRESSES_TRIED = 3
+_REASONS = {
+    "offline_miss": "not in the cache, and offline mode never fetches",
+    "empty": "no readable text found in the page",
+}
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """What one request brought back: a redirect, an error status, a refusal or a body."""
+
+    url: str
+    http_status: int
+    reason: str
+    content_type: str | None
+    location: str | None = None
+    body: bytes | None = None
+    retry_after: float | None = None
+    failure: tuple[PageStatus, str] | None = None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _describe(exc: Exception, settings: Settings, host: str) -> tuple[PageStatus, str]:
+    """Map an exception raised while fetching to a page status and a short sentence."""
+    if isinstance(exc, FetchError):
+        status = exc.status if exc.status in PAGE_STATUSES else "connect_error"
+        return cast(PageStatus, status), str(exc)
+    detail = str(exc) or type(exc).__name__
+    timeout, connect = _seconds(settings.timeout), _seconds(settings.connect_timeout)
+    rules: tuple[tuple[type[Exception] | tuple[type[Exception], ...], PageStatus, str], ...] = (
+        (httpx.ConnectTimeout, "timeout", f"timed out after {connect} connecting to {host}"),
+        (httpx.TimeoutException, "timeout", f"timed out after {timeout} waiting for {host} to answer"),
+        (asyncio.TimeoutError, "timeout", f"timed out after {timeout} fetching the page from {host}"),
+        (httpx.ConnectError, "connect_error", f"could not connect to {host} ({detail})"),
+        (httpx.DecodingError, "http_error", f"the response from {host} could not be decoded ({detail})"),
+        (_BAD_URL, "blocked", f"not a valid URL ({detail})"),
+    )
+    for types, status, message in rules:
+        if isinstance(exc, types):
+            return status, message
+    return "connect_error", f"the connection to {host} failed ({detail})"
+
+
+def _host_of(url: str) -> str:
+    """Return the host of `url` for limits and messages ("" when it has none)."""
+    try:
+        return httpx.URL(url).host
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        return ""
+
+
+class Fetcher:
+    """A `PageSource` that reads the cache and fetches what is missing.
+
+    Use it as an async context manager (`async with Fetcher(settings) as fetcher:`) so one
+    connection pool, cache handle and extraction pool serve every call; `pages` also works
+    outside one, opening and closing them around the call. `client` and `resolver` are seams: a
+    caller's `httpx.AsyncClient` is used as given and left open; `resolver` maps a host to its
+    addresses (tests use it to point made-up names at a local server).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: httpx.AsyncClient | None = None,
+        resolver: Resolver | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self._settings = settings
+        self._given_client = client
+        self._resolver: Resolver = resolver or system_resolver
+        self._progress = progress
+        self._client: httpx.AsyncClient | None = None
+        self._cache: PageCache | None = None
+        self._extractor: ExtractPool | None = None
+        self._limit: asyncio.Semaphore | None = None
+        self._host_limits: dict[str, asyncio.Semaphore] = {}
+
+    async def __aenter__(self) -> Fetcher:
+        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION).__aenter__()
+        self._extractor = ExtractPool(self._settings.extract_workers)
+        self._limit = asyncio.Semaphore(self._settings.concurrency)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (unless it was given), the cache and the extraction workers."""
+        client, self._client = self._client, None
+        if client is not None and client is not self._given_client:
+            await client.aclose()
+        extractor, self._extractor = self._extractor, None
+        if extractor is not None:
+            await extractor.aclose()
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            await cache.aclose()
+
+    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
+        if not urls:
+            return {}
+        if self._cache is None:
+            async with self:
+                return await self._pages(urls)
+        return await self._pages(urls)
+
+    async def _pages(self, urls: Sequence[str]) -> dict[str, Page]:
+        unique = plan_urls([urls])
+        done = _Counter(self._progress, len(unique))
+        hits = await self._opened(self._cache).lookup(unique)
+        pages = await asyncio.gather(*(self._page(url, hits.get(url), done) for url in unique))
+        found = {url_key(page.url): page for page in pages}
+        return {url: self._as_given(url, found) for url in urls}
+
+    @staticmethod
+    def _as_given(url: str, found: dict[str, Page]) -> Page:
+        page = found.get(url_key(url))
+        if page is None:
+            return Page(url=url, status="blocked", error="not a valid URL (it is blank)")
+        return page if page.url == url else replace(page, url=url)
+
+    @staticmethod
+    def _opened(resource: _T | None) -> _T:
+        if resource is None:
+            raise RuntimeError("the fetcher is closed")
+        return resource
+
+    async def _from_cache(self, hit: CachedPage) -> Page:
+        """Return the cached page, extracted again from its stored body when the extractor changed."""
+        if hit.body is None:
+            return hit.page
+        page = await self._extracted(hit.page, hit.body, hit.content_type)
+        await self._opened(self._cache).store(page, hit.body, hit.content_type)
+        return page
+
+    async def _page(self, url: str, hit: CachedPage | None, done: _Counter) -> Page:
+        """Get the page for `url` from the cache, or fetch and store it (offline: `offline_miss`)."""
+        if hit is not None:
+            page = await self._from_cache(hit)
+        elif self._settings.offline:
+            page = Page(url=url, status="offline_miss", error=_REASONS["offline_miss"])
+        else:
+            page, body, content_type = await self._fetch(url)
+            await self._opened(self._cache).store(page, body, content_type)
+        done.add(1)
+        return page
+
+    async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
+        """Download and extract `url`; every failure becomes a page, never an exception."""
+        try:
+            reply = await self._download(url)
+        except _FAILURES as exc:
+            status, error = _describe(exc, self._settings, _host_of(url) or url)
+            return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
+        page = Page(
+            url=url,
+            status="ok",
+            final_url=reply.url,
+            http_status=reply.http_status,
+            content_type=media_type(reply.content_type) or None,
+            bytes=len(reply.body or b""),
+            fetched_at=time.time(),
+        )
+        if reply.failure is not None:
+            return replace(page, status=reply.failure[0], error=reply.failure[1]), None, None
+        if reply.body is None:
+            error = f"HTTP {reply.http_status} {reply.reason}".rstrip()
+            return replace(page, status="http_error", error=error), None, None
+        return await self._extracted(page, reply.body, reply.content_type), reply.body, reply.content_type
+
+    async def _extracted(self, page: Page, body: bytes, content_type: str | None) -> Page:
+        """`page` with the title, text and status that extraction gives its body."""
+        try:
+            extractor = self._opened(self._extractor)
+            found = await extractor.extract(body, content_type, page.final_url or page.url)
+        except FetchError as exc:
+            return replace(page, status="empty", title=None, text=None, error=str(exc))
+        error = None
+        if found.status == "unsupported_type":
+            error = f"unsupported content type {page.content_type or 'unknown'}"
+        elif found.status == "empty":
+            error = _REASONS["empty"]
+        return replace(page, status=found.status, title=found.title, text=found.text, error=error)
+
+    async def _download(self, url: str) -> _Reply:
+        """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff."""
+        for attempt in range(self._settings.retries + 1):
+            last = attempt == self._settings.retries
+            try:
+                reply = await self._follow(url)
+            except _RETRYABLE:
+                if last:
+                    raise
+                await asyncio.sleep(self._backoff(attempt, None))
+                continue
+            if reply.http_status not in _RETRY_STATUSES or last:
+                return reply
+            await asyncio.sleep(self._backoff(attempt, reply.retry_after))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds before the next try: `Retry-After` if given, else exponential with jitter; capped."""
+        if retry_after is None:
+            jitter = 0.5 + random.random() / 2  # noqa: S311 -- spreads retries, not a secret
+            retry_after = _FIRST_BACKOFF * 2**attempt * jitter
+        return min(retry_after, self._settings.retry_after_cap)
+
+    async def _follow(self, url: str) -> _Reply:
+        """Request `url` and follow redirects by hand, checking every hop with the guard."""
+        seen = {canonical_url(url)}
+        current = url
+        for _ in range(self._settings.max_redirects + 1):
+            reply = await self._hop(current)
+            if reply.location is None:
+                return reply
+            current = str(httpx.URL(current).join(reply.location))
+            if canonical_url(current) in seen:
+                raise FetchError("redirect_loop", f"redirect loop: {current} was already visited")
+            seen.add(canonical_url(current))
+        raise FetchError("redirect_loop", f"more than {self._settings.max_redirects} redirects")
+
+    async def _hop(self, url: str) -> _Reply:
+        """One request under the concurrency limits: check the address, send, read the reply."""
+        async with self._host_limit(_host_of(url)), self._opened(self._limit):
+            return await asyncio.wait_for(self._exchange(url), self._settings.timeout)
+
+    def _host_limit(self, host: str) -> asyncio.Semaphore:
+        limit = self._host_limits.get(host)
+        if limit is None:
+            limit = self._host_limits[host] = asyncio.Semaphore(self._settings.per_host)
+        return limit
+
+    async def _exchange(self, url: str) -> _Reply:
+        """Check `url`, send one GET to a checked address and read the reply within the size cap."""
+        target = await check_url(url, allow_hosts=self._settings.allow_hosts, resolver=self._resolver)
+        self._opened(self._extractor).start()  # workers get ready while the response is on its way
+        response = await self._send(target)
+        try:
+            return await self._reply(str(target.url), response)
+        finally:
+            await response.aclose()
+
+    async def _send(self, target: Target) -> httpx.Response:
+        """Send the request to the first checked address that accepts a connection."""
+        client = self._http()
+        # No keep-alive: the pool would key a connection by the checked address alone, so a TLS
+        # connection opened for one name could serve another name on the same address.
+        headers = {**target.request_headers(), "Connection": "close"}
+        refused: httpx.ConnectError | None = None
+        for address in target.addresses[:_ADDRESSES_TRIED]:
+            request = client.build_request(
+                "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
+            )
+            try:
+                return await client.send(request, stream=True)
+            except httpx.ConnectError as exc:  # e.g. an IPv6 address on a host without IPv6
+                refused = exc
+        assert refused is not None  # noqa: S101 -- a target always has an address
+        raise refused
+
+    async def _reply(self, url: str, response: httpx.Response) -> _Reply:
+        """Turn a response whose body is not read yet into a `_Reply`."""
+        headers = response.headers
+        reply = _Reply(url, response.status_code, response.reason_phrase, headers.get("content-type"))
+        if response.status_code in _REDIRECTS and headers.get("location"):
+            return replace(reply, location=headers["location"])
+        if not 200 <= response.status_code < 300:  # noqa: PLR2004 -- the success range
+            return replace(reply, retry_after=_retry_after(headers.get("retry-after")))
+        if not supported_type(reply.content_type):
+            unsupported = f"unsupported content type {media_type(reply.content_type)}"
+            return replace(reply, failure=("unsupported_type", unsupported))
+        cap = self._settings.max_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            too_large = f"the page is {int(declared):,} bytes, over the limit of {cap:,}"
+            return replace(reply, failure=("too_large", too_large))
+        body = await self._read_capped(response, cap)
+        if body is None:
+            return replace(reply, failure=("too_large", f"the page is over the limit of {cap:,} bytes"))
+        return replace(reply, body=body)
+
+    async def _read_capped(self, response: httpx.Response, cap: int) -> bytes | None:
+        """Read the (decoded) body; return None as soon as it grows past `cap` bytes."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > cap:
+                    return None
+                chunks.append(chunk)
+        except httpx.ReadTimeout:
+            raise FetchError(
+                "timeout", f"timed out after {_seconds(self._settings.timeout)} reading the body"
+            ) from None
+        return b"".join(chunks)
+
+    def _http(self) -> httpx.AsyncClient:
+        """Return the client requests go through: the one given, or one made for this fetcher."""
+        if self._client is None:
+            self._client = self._given_client or httpx.AsyncClient(
+                headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+                timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
+                limits=httpx.Limits(max_connections=self._settings.concurrency, max_keepalive_connections=0),
+                cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        return self._client
+
+
+class _Counter:
+    """Counts finished pages and reports them to a progress callback."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self._progress = progress
+        self._total = total
+        self._done = 0
+        if progress is not None:
+            progress("fetch", 0, total)
+
+    def add(self, count: int) -> None:
+        self._done += count
+        if self._progress is not None and count:
+            self._progress("fetch", self._done, self._total)
