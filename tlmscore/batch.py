@@ -14,9 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Container, Itera
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
@@ -29,6 +27,9 @@ from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 from tlmscore.transcripts import BatchInputs, Source, read_transcripts
 from tlmscore.urls import url_key
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Progress", "aiter_chunks", "frame", "prepare", "prepare_chunk",
            "run_batch", "run_sync", "score"]
@@ -196,6 +197,8 @@ def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str,
 
 def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Rows as a DataFrame with the contract's columns first, in order."""
+    import pandas as pd  # noqa: PLC0415  (the command line never builds a DataFrame; it starts faster)
+
     df = pd.DataFrame(list(rows))
     if df.empty:
         empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})

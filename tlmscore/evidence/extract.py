@@ -28,11 +28,6 @@ from concurrent.futures.process import BrokenProcessPool
 from importlib.metadata import version
 from typing import Literal, NamedTuple
 
-import pypdf
-import trafilatura
-from pypdf.errors import PyPdfError
-from trafilatura.metadata import extract_title
-
 from tlmscore.errors import FetchError
 
 __all__ = [
@@ -163,6 +158,10 @@ def _html(body: bytes, content_type: str | None, url: str) -> tuple[str | None, 
     meta = _META_CHARSET.search(body[:4096])
     charset = _charset(content_type) or (_known_codec(meta.group(1).decode("ascii")) if meta else None)
     document = body.decode(charset, errors="replace") if charset else body
+    # Imported here: only extraction workers need trafilatura, the fetching process never does.
+    import trafilatura  # noqa: PLC0415
+    from trafilatura.metadata import extract_title  # noqa: PLC0415
+
     tree = trafilatura.load_html(document)
     if tree is None:
         return None, None
@@ -173,6 +172,9 @@ def _html(body: bytes, content_type: str | None, url: str) -> tuple[str | None, 
 
 def _pdf(body: bytes) -> tuple[str | None, str | None]:
     """Title and text of a PDF; an unreadable or encrypted PDF has no text."""
+    import pypdf  # noqa: PLC0415  (only extraction workers read PDFs)
+    from pypdf.errors import PyPdfError  # noqa: PLC0415
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(body))
         if reader.is_encrypted:
