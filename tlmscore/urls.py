@@ -7,14 +7,19 @@ with and without `utm_source=openai` is fetched and cached once.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["TRACKING_PARAMS", "canonical_url", "url_key"]
 
 TRACKING_PARAMS = frozenset({"gclid", "fbclid", "msclkid", "mc_cid", "mc_eid", "yclid", "_hsenc", "_hsmi"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Both functions are pure and called for the same URL at every stage (convert, plan, cache,
+# render); a bounded memo keeps that from costing more than parsing each URL once.
+_MEMO = 65_536
 
 
+@functools.lru_cache(maxsize=_MEMO)
 def canonical_url(url: str) -> str:
     """Return `url` with scheme and host lower-cased, the default port and the fragment removed.
 
@@ -46,6 +51,7 @@ def _is_tracking(name: str) -> bool:
     return lowered.startswith("utm_") or lowered in TRACKING_PARAMS
 
 
+@functools.lru_cache(maxsize=_MEMO)
 def url_key(url: str) -> str:
     """Return the identity of the page behind `url`: canonical form without tracking parameters."""
     canonical = canonical_url(url)
