@@ -35,6 +35,14 @@ class Context:
         if message not in self.warnings:
             self.warnings.append(message)
 
+    def answered_call(self, call_id: str, fallback: str, what: str) -> str:
+        """The name of the call an output answers; `fallback`, with a warning, when no call matches."""
+        name = self.call_names.get(call_id)
+        if name is None:
+            self.warn(f"{what} {call_id!r} has no matching call; named {fallback!r}")
+            return fallback
+        return name
+
     def use_tool(self, tool_type: str, tool: dict[str, Any] | None = None) -> None:
         """Note that a built-in tool ran, so its declaration appears even if the request lacked it."""
         self.used_tools.setdefault(tool_type, tool or {"type": tool_type})

@@ -62,10 +62,7 @@ def convert_custom_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
 def convert_custom_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """What the client's custom tool returned: text, or parts with placeholders."""
     call_id = str(item.get("call_id") or "")
-    name = ctx.call_names.get(call_id)
-    if name is None:
-        ctx.warn(f"output for custom tool call {call_id!r} has no matching call; named 'custom_tool'")
-        name = "custom_tool"
+    name = ctx.answered_call(call_id, "custom_tool", "output for custom tool call")
     return [ToolResult(name=name, call_id=call_id, output=tool_output(item.get("output")))]
 
 

@@ -40,10 +40,7 @@ def convert_function_call_output(item: dict[str, Any], ctx: Context) -> list[Tur
     text, with images and files as placeholders.
     """
     call_id = str(item.get("call_id") or "")
-    name = ctx.call_names.get(call_id)
-    if name is None:
-        ctx.warn(f"output for call {call_id!r} has no matching call; named 'function'")
-        name = "function"
+    name = ctx.answered_call(call_id, "function", "output for call")
     return [ToolResult(name=name, call_id=call_id, output=tool_output(item.get("output")))]
 
 

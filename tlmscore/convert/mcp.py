@@ -81,10 +81,7 @@ def convert_approval_request(item: dict[str, Any], ctx: Context) -> list[Turn]:
 def convert_approval_response(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """The client's decision on an approval request, as that call's response."""
     call_id = str(item.get("approval_request_id") or "")
-    name = ctx.call_names.get(call_id)
-    if name is None:
-        ctx.warn(f"approval response for {call_id!r} has no matching request; named 'mcp_approval'")
-        name = "mcp_approval"
+    name = ctx.answered_call(call_id, "mcp_approval", "approval response for")
     approved = bool(item.get("approve"))
     output: dict[str, Any] = {"approved": approved}
     if not approved:
