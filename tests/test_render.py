@@ -191,3 +191,22 @@ def test_demo_web_records_render_their_pages(demo_path: Path, record_id: str) ->
     conv = convert_transcript(t)
     assert conv.urls, "a web record must refer to pages"
     assert all(not u.startswith("data:") for u in conv.urls)
+
+
+def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tmp_path: Path) -> None:
+    from tlmscore import prepare
+
+    def record(i: int, url: str) -> dict[str, Any]:
+        return {"id": f"r{i}", "request": {"input": "How tall?", "tools": [{"type": "web_search"}]},
+                "response": {"output": [search("ws", [url]), message(ANSWER, [])]}}
+
+    class ExactPages:
+        async def pages(self, urls: list[str]) -> dict[str, Page]:
+            return {u: Page(url=u, status="ok", text="The tower is 330 m tall.") for u in urls}
+
+    tracked = WIKI + "?utm_source=openai"
+    df = prepare([record(1, tracked), record(2, WIKI)], Settings(offline=True, cache_dir=tmp_path),
+                 pages=ExactPages())
+    assert list(df.n_urls_ok) == [1, 1] and list(df.n_urls_failed) == [0, 0]
+    assert "could not be retrieved" not in df.prompt[1]
+    assert "The tower is 330 m tall." in df.prompt[1]

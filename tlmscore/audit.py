@@ -20,7 +20,7 @@ from tlmscore.batch import run_sync
 from tlmscore.convert import convert_transcript
 from tlmscore.convert.web import cited_sentence
 from tlmscore.errors import ConfigError
-from tlmscore.evidence.page import Page
+from tlmscore.evidence.page import Page, find_page
 from tlmscore.evidence.sources import open_page_source
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.prompt import unavailable_text
@@ -85,8 +85,7 @@ class TranscriptView:
         return convert_transcript(self.transcript, self.settings)
 
     def _page(self, url: str) -> Page:
-        page = self.pages.get(url) or self.pages.get(url_key(url))
-        return page or Page(url=url, status="offline_miss", error="no page was available")
+        return find_page(self.pages, url)
 
     def _page_anchor(self, url: str) -> str:
         return "p-" + hashlib.sha256(url_key(url).encode()).hexdigest()[:12]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import TlmscoreError
-from tlmscore.evidence.page import Page, PageSource
+from tlmscore.evidence.page import Page, PageSource, find_page, index_pages
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.prompt import render
@@ -94,7 +94,7 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
                                        f"{type(exc).__name__}: {exc}"}, None
     keys = {url_key(u): u for u in conv.urls}
-    ok = sum(1 for u in keys.values() if (p := pages.get(u)) is not None and p.ok)
+    ok = sum(1 for u in keys.values() if find_page(pages, u).ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
@@ -123,7 +123,7 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
     """
     converted = [_convert(t, settings, chains) for t in transcripts]
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
-    pages = await source.pages(urls) if urls else {}
+    pages = index_pages(await source.pages(urls)) if urls else {}
     rendered = [_row(c, pages, settings) for c in converted]
     rows = [row for row, _ in rendered]
     if scorer is not None:

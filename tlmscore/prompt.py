@@ -11,11 +11,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tlmscore.evidence.page import Page
+from tlmscore.evidence.page import Page, find_page
 from tlmscore.excerpt import allocate, excerpt
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, ToolResult, Turn, WebRef, WebResult
 from tlmscore.settings import Settings
-from tlmscore.urls import url_key
 
 __all__ = [
     "TOOL_CALL_SCHEMA",
@@ -77,8 +76,7 @@ class _Evidence:
         self._next = 0
 
     def _page(self, url: str) -> Page:
-        page = self._pages.get(url) or self._pages.get(url_key(url))
-        return page if page is not None else Page(url=url, status="offline_miss", error="no page was available")
+        return find_page(self._pages, url)
 
     def entry(self, ref: WebRef, focus: tuple[str, ...]) -> dict[str, Any]:
         """One page as the web tool's response shows it: url, title when known, content."""

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from tlmscore.urls import url_key
 
-__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus"]
+__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "index_pages"]
 
 PageStatus = Literal[
     "ok",
@@ -58,6 +58,20 @@ class Page:
         """Rebuild a page from `to_record` output, ignoring fields it does not know."""
         names = cls.__dataclass_fields__.keys()
         return cls(**{k: v for k, v in record.items() if k in names})
+
+
+def find_page(pages: Mapping[str, Page], url: str) -> Page:
+    """The page for `url` in a mapping keyed by URLs as given and/or by `url_key`.
+
+    A URL the mapping lacks is a failed page saying so, never invented content.
+    """
+    page = pages.get(url) or pages.get(url_key(url))
+    return page if page is not None else Page(url=url, status="offline_miss", error="no page was available")
+
+
+def index_pages(pages: Mapping[str, Page]) -> dict[str, Page]:
+    """`pages` also keyed by `url_key`, so any spelling of a URL finds the page fetched for another."""
+    return {**{url_key(url): page for url, page in pages.items()}, **pages}
 
 
 class PageSource(Protocol):
