@@ -1,33 +1,39 @@
-"""Report: rows to files (JSONL, CSV, Parquet), written chunk by chunk as the batch goes."""
+"""Report: rows to files (JSONL, CSV, Parquet), written chunk by chunk as the batch goes.
+
+pyarrow is imported only when a Parquet file is written or read, so a run writing JSONL does not
+pay for it at start-up.
+"""
 
 from __future__ import annotations
 
 import csv
 import heapq
+import io
 import json
 import math
 import os
+import shutil
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import IO, TYPE_CHECKING, Any
 
 from tlmscore.errors import ConfigError
 
-__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "checkpoint_path", "output_format"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "arrow_table", "checkpoint_path", "output_format"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
 _LOWEST_SHOWN = 5
-_TYPES: dict[str, pa.DataType] = {
-    "line": pa.int64(), "n_tool_calls": pa.int64(), "n_urls": pa.int64(), "n_urls_ok": pa.int64(),
-    "n_urls_failed": pa.int64(), "warnings": pa.list_(pa.string()), "score": pa.float64(),
-    "history_complete": pa.bool_(),
-}
+_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
+_DICTIONARY = ["source", "model", "scorer"]
+"""Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
+_PART_GLOB = "part-*.parquet"
 
 
 def output_format(path: Path) -> str:
@@ -49,6 +55,46 @@ def _cell(value: Any) -> Any:
     if isinstance(value, (list, dict)):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     return _json_safe(value)
+
+
+def _parquet_options() -> dict[str, Any]:
+    return {"compression": "zstd", "use_dictionary": _DICTIONARY}
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    import pyarrow as pa  # noqa: PLC0415
+
+    if name in _INTEGERS:
+        return pa.int64()
+    special = {"warnings": pa.list_(pa.string()), "score": pa.float64(), "history_complete": pa.bool_()}
+    return special.get(name, pa.string())
+
+
+def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    """Rows as an Arrow table: the contract's types, any other value as a string (JSON for lists and dicts).
+
+    Without `schema`, the columns are the keys of the first row. The rows go through pyarrow's
+    JSON reader: parsing in C++ is faster than building arrays from Python objects, and it does
+    not import pandas (which `pyarrow.array` does on first use, a third of a second).
+    """
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.json as pj  # noqa: PLC0415
+
+    if schema is None:
+        schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
+    strings = {f.name for f in schema if f.type == pa.string()}
+    lines = [
+        json.dumps({name: _cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
+                    else _json_safe(row.get(name)) for name in schema.names},
+                   ensure_ascii=False, default=str).encode("utf-8")
+        for row in rows
+    ]
+    longest = max((len(line) for line in lines), default=0)
+    return pj.read_json(
+        io.BytesIO(b"\n".join(lines)),
+        read_options=pj.ReadOptions(block_size=max(1 << 20, longest + 2)),  # a row never spans two blocks
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+    )
 
 
 class RowWriter:
@@ -103,26 +149,22 @@ class RowWriter:
         self._csv.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
         handle.flush()
 
-    def _schema_for(self, row: dict[str, Any]) -> pa.Schema:
-        return pa.schema([(name, _TYPES.get(name, pa.string())) for name in row])
-
     def _write_parquet(self, rows: list[dict[str, Any]]) -> None:
-        if self._schema is None:
-            self._schema = self._schema_for(rows[0])
+        import pyarrow.parquet as pq  # noqa: PLC0415  (see the module docstring)
+
+        table = arrow_table(rows, self._schema)
+        if self._parquet is None:
+            self._schema = table.schema
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._parquet = pq.ParquetWriter(str(self.path), self._schema)
-        columns: dict[str, list[Any]] = {}
-        for name in self._schema.names:
-            strings = self._schema.field(name).type == pa.string()
-            values = [row.get(name) for row in rows]
-            columns[name] = [_cell(v) if strings and not isinstance(v, str) and v is not None else v
-                             for v in values]
-        assert self._parquet is not None  # noqa: S101  (set together with the schema above)
-        self._parquet.write_table(pa.table(columns, schema=self._schema))
+            self._parquet = pq.ParquetWriter(str(self.path), table.schema, **_parquet_options())
+        self._parquet.write_table(table)
 
     def close(self) -> None:
         """Finish the file; an empty run still leaves a valid empty file."""
         if self.format == ".parquet" and self._parquet is None:
+            import pyarrow as pa  # noqa: PLC0415
+            import pyarrow.parquet as pq  # noqa: PLC0415
+
             self.path.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(pa.table({}), str(self.path))
         if self._parquet is not None:
@@ -136,30 +178,52 @@ class RowWriter:
 
 
 def checkpoint_path(output: Path) -> Path:
-    """The sidecar file rows go to while a run is in progress."""
+    """Where rows go while a run is in progress: a JSONL file, or for Parquet a folder of part files."""
+    if output.suffix.lower() == ".parquet":
+        return output.with_name(output.name + ".partial")
     return output.with_name(output.name + ".partial.jsonl")
 
 
 class Checkpoint:
-    """Rows appended (and flushed) as chunks complete, so a killed run loses at most one chunk.
+    """Rows saved (and synced) as chunks complete, so a killed run loses at most one chunk.
 
-    `done` holds the `(source, line)` of every row already written; `finish` writes the output in
-    its format and removes the sidecar.
+    For a Parquet output every chunk is one complete part file, so finishing is a rename (or a
+    merge of parts, no re-encoding of rows); otherwise rows are appended to a JSONL file. `done`
+    holds the `(source, line)` of every row saved by an earlier run; `finish` writes the output
+    and removes the checkpoint. Resuming a finished run keeps all its rows.
     """
 
     def __init__(self, output: Path, *, resume: bool) -> None:
         self.output = output
         self.path = checkpoint_path(output)
         self.done: set[tuple[str, int]] = set()
-        if resume and not self.path.exists() and output.suffix == ".jsonl" and output.exists():
-            output.replace(self.path)
-        if resume and self.path.exists():
-            self._load()
+        self._parts = self.path.suffix == ".partial"
+        self._handle: IO[str] | None = None
+        if not resume:
+            self._remove()
+            return
+        if not self.path.exists() and output.exists():
+            self._adopt_output()
+        if self.path.exists() and self._parts:
+            self._load_parts()
+        elif self.path.exists():
+            self._load_lines()
+
+    def _remove(self) -> None:
+        if self.path.is_dir():
+            shutil.rmtree(self.path)
         elif self.path.exists():
             self.path.unlink()
-        self._handle: IO[str] | None = None
 
-    def _load(self) -> None:
+    def _adopt_output(self) -> None:
+        """Take a finished output back as the checkpoint, so `--resume` on it redoes nothing."""
+        if self._parts:
+            self.path.mkdir(parents=True)
+            self.output.replace(self.path / "part-000000.parquet")
+        elif self.output.suffix.lower() == ".jsonl":
+            self.output.replace(self.path)
+
+    def _load_lines(self) -> None:
         """Read the rows written so far; a last line cut off by a kill is dropped."""
         kept: list[str] = []
         with self.path.open(encoding="utf-8") as handle:
@@ -172,8 +236,23 @@ class Checkpoint:
                 kept.append(line if line.endswith("\n") else line + "\n")
         self.path.write_text("".join(kept), encoding="utf-8")
 
+    def _load_parts(self) -> None:
+        """Read which records the saved parts hold; a part a kill left half-written is dropped."""
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        for stray in self.path.glob("*.tmp"):
+            stray.unlink()
+        for part in sorted(self.path.glob(_PART_GLOB)):
+            keys = pq.read_table(part, columns=["source", "line"])
+            self.done.update(zip(keys["source"].to_pylist(), keys["line"].to_pylist(), strict=True))
+
     def write(self, rows: list[dict[str, Any]]) -> None:
-        """Append rows and flush them to disk."""
+        """Save one chunk of rows durably."""
+        if not rows:
+            return
+        if self._parts:
+            self._write_part(rows)
+            return
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = self.path.open("a", encoding="utf-8")
@@ -183,14 +262,31 @@ class Checkpoint:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
+    def _write_part(self, rows: list[dict[str, Any]]) -> None:
+        """Write the rows as the next part file: complete and synced before it gets its name."""
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        parts = sorted(self.path.glob(_PART_GLOB))
+        number = int(parts[-1].name[5:11]) + 1 if parts else 1
+        final = self.path / f"part-{number:06d}.parquet"
+        temporary = final.with_suffix(".tmp")
+        with temporary.open("wb") as handle:
+            pq.write_table(arrow_table(rows), handle, **_parquet_options())
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(final)
+
     def finish(self, chunk_size: int = 1000) -> int:
-        """Write the output file from the checkpoint, chunk by chunk; returns the row count."""
+        """Write the output file from the checkpoint; returns the row count."""
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        if self._parts:
+            return self._finish_parts()
         if not self.path.exists():
             self.path.write_text("", encoding="utf-8")
-        if self.output.suffix == ".jsonl":
+        if self.output.suffix.lower() == ".jsonl":
             rows = sum(1 for _ in self.path.open(encoding="utf-8"))
             self.path.replace(self.output)
             return rows
@@ -205,6 +301,35 @@ class Checkpoint:
             count = writer.rows
         self.path.unlink()
         return count
+
+    def _finish_parts(self) -> int:
+        """One part becomes the output as it is; several are merged part by part, in order."""
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        parts = sorted(self.path.glob(_PART_GLOB)) if self.path.exists() else []
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        if not parts:
+            pq.write_table(pa.table({}), str(self.output))
+        elif len(parts) == 1:
+            parts[0].replace(self.output)
+        else:
+            schema = pa.unify_schemas([pq.read_schema(p) for p in parts], promote_options="permissive")
+            with pq.ParquetWriter(str(self.output), schema, **_parquet_options()) as writer:
+                for part in parts:
+                    writer.write_table(_conform(pq.read_table(part), schema))
+        rows = int(pq.ParquetFile(self.output).metadata.num_rows)
+        self._remove()
+        return rows
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with `schema`'s columns in its order; a column it lacks is all nulls."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in schema]
+    return pa.table(columns, schema=schema)
 
 
 @dataclass

@@ -1,0 +1,97 @@
+"""The checkpoint behind `--resume`: chunks saved as they finish, the output made from them at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tlmscore.report import Checkpoint, checkpoint_path
+
+
+def rows(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": f"r{i}", "source": "log.jsonl", "line": i, "prompt": f"prompt {i}", "warnings": [f"w{i}"],
+             "n_urls": i % 3, **extra} for i in range(start, stop)]
+
+
+def test_parquet_chunks_are_part_files_merged_in_order(tmp_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    checkpoint = Checkpoint(out, resume=False)
+    for start in (1, 4, 7):
+        checkpoint.write(rows(start, start + 3))
+    parts = sorted(checkpoint_path(out).glob("part-*.parquet"))
+    assert [p.name for p in parts] == ["part-000001.parquet", "part-000002.parquet", "part-000003.parquet"]
+    assert checkpoint.finish() == 9
+    df = pd.read_parquet(out)
+    assert list(df.line) == list(range(1, 10))
+    assert list(df.warnings.iloc[0]) == ["w1"] and df.n_urls.dtype == "int64"
+    assert not checkpoint_path(out).exists()
+
+
+def test_a_single_part_becomes_the_output_unchanged(tmp_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    checkpoint = Checkpoint(out, resume=False)
+    checkpoint.write(rows(1, 6))
+    part = checkpoint_path(out) / "part-000001.parquet"
+    written = part.read_bytes()
+    assert checkpoint.finish() == 5
+    assert out.read_bytes() == written
+    assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_resume_skips_saved_parts_and_drops_a_half_written_one(tmp_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    first = Checkpoint(out, resume=False)
+    first.write(rows(1, 4))
+    (checkpoint_path(out) / "part-000002.tmp").write_bytes(b"PAR1 cut off by a kill")
+    second = Checkpoint(out, resume=True)
+    assert second.done == {("log.jsonl", i) for i in range(1, 4)}
+    assert not list(checkpoint_path(out).glob("*.tmp"))
+    second.write(rows(4, 6, scorer="grounding", score=0.5))
+    assert second.finish() == 5
+    df = pd.read_parquet(out)
+    assert list(df.line) == [1, 2, 3, 4, 5]
+    assert df.score.isna().tolist() == [True, True, True, False, False]
+    assert df.scorer.tolist()[-1] == "grounding"
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_resuming_a_finished_run_keeps_every_row(tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"o{suffix}"
+    done = Checkpoint(out, resume=False)
+    done.write(rows(1, 4))
+    done.finish()
+    again = Checkpoint(out, resume=True)
+    assert len(again.done) == 3
+    assert again.finish() == 3
+    assert out.exists() and not checkpoint_path(out).exists()
+
+
+def test_without_resume_an_old_checkpoint_is_discarded(tmp_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    Checkpoint(out, resume=False).write(rows(1, 4))
+    fresh = Checkpoint(out, resume=False)
+    assert not fresh.done and not checkpoint_path(out).exists()
+    fresh.write(rows(10, 12))
+    assert fresh.finish() == 2
+
+
+def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
+    out = tmp_path / "o.csv"
+    Checkpoint(out, resume=False).write(rows(1, 3))
+    with checkpoint_path(out).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(rows(3, 4)[0])[:20])
+    resumed = Checkpoint(out, resume=True)
+    assert resumed.done == {("log.jsonl", 1), ("log.jsonl", 2)}
+    assert resumed.finish() == 2
+    assert list(pd.read_csv(out).line) == [1, 2]
+
+
+def test_an_empty_run_leaves_a_readable_file(tmp_path: Path) -> None:
+    out = tmp_path / "o.parquet"
+    assert Checkpoint(out, resume=False).finish() == 0
+    assert len(pd.read_parquet(out)) == 0
