@@ -7,6 +7,7 @@ import hashlib
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -114,6 +115,32 @@ def test_new_extractor_version_gets_the_stored_body_back(tmp_path: Path) -> None
     assert hit.body == b"<html>raw</html>"
     assert hit.content_type == "text/html"
     assert lookup(settings, URL, version="old")[URL].body is None
+
+
+def test_bodies_are_zstd_inside_sqlite_and_older_zlib_bodies_still_read(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    body = b"<html><p>" + b"evidence " * 20_000 + b"</p></html>"  # 180 KB: over diskcache's own file limit
+    store(settings, ok_page(), body=body, version="old")
+    with diskcache.Cache(str(settings.cache_dir)) as raw:
+        stored = raw.get(body_key(URL))
+        assert stored["codec"] == "zstd" and len(stored["body"]) < len(body) // 20
+        assert not list(settings.cache_dir.rglob("*.val"))  # no value spilled to a file of its own
+        raw.set(body_key(URL), {"body": zlib.compress(b"<html>old</html>"), "content_type": "text/html"})
+    assert lookup(settings, URL, version="new")[URL].body == b"<html>old</html>"
+
+
+def test_pages_stored_at_once_all_arrive(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    urls = [f"https://example.com/{n}" for n in range(40)]
+
+    async def store_together() -> None:
+        async with PageCache(settings, extractor_version=EXTRACTOR_VERSION) as cache:
+            await asyncio.gather(*(cache.store(ok_page(u, text=u), u.encode(), "text/plain") for u in urls))
+
+    asyncio.run(store_together())
+    found = lookup(settings, *urls, version="new")
+    assert [found[u].page.text for u in urls] == urls
+    assert [found[u].body for u in urls] == [u.encode() for u in urls]
 
 
 def test_new_extractor_version_without_a_body_means_fetch_again(tmp_path: Path) -> None:

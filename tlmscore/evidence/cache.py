@@ -6,7 +6,9 @@ between processes running at once. The key format is a contract, so other tools 
 - `"v1:" + sha256(url_key(url)).hexdigest()` holds the page record: a dict with `page` (the page
   record of DESIGN §3.3), `extractor` (the `EXTRACTOR_VERSION` that made its text, or None) and
   `has_body`.
-- `"v1-body:" + <same hex>` holds the raw response body, zlib-compressed, with its content type.
+- `"v1-body:" + <same hex>` holds the raw response body, compressed, with its content type: a dict
+  with `body`, `content_type` and `codec` (`"zstd"`; a record without `codec` is zlib, as older
+  versions wrote).
 
 Keeping the body means a new extractor version re-extracts cached pages without fetching them
 again. Pages with content (`ok`, `empty`, `unsupported_type`) stay fresh for `cache_max_age`;
@@ -14,13 +16,17 @@ failures (`http_error`, `timeout`, ...) are remembered for `failure_ttl` only, t
 decisions (`blocked`) and `offline_miss` are never stored: they depend on the settings of the run.
 An offline run serves whatever the cache holds, however old, which keeps offline runs repeatable.
 
-Disk access runs on one worker thread, so the event loop never waits on SQLite or zlib.
+Disk access runs on one worker thread, so the event loop never waits on SQLite or compression.
+Pages stored while that thread is busy are written together in one transaction, and values stay
+inside SQLite rather than in a file each (diskcache's default for values over 32 KB), so a cold
+batch pays little per page for its cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import diskcache
+import zstandard
 
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
@@ -53,6 +60,9 @@ _BODY_PREFIX = "v1-body:"
 CONTENT_STATUSES = frozenset({"ok", "empty", "unsupported_type"})
 """Statuses that describe the page itself; any other stored status is a failure of the fetch."""
 _NEVER_STORED = frozenset({"blocked", "offline_miss"})
+_IN_DATABASE_BELOW = 2**20
+"""Values smaller than this (compressed bodies, page records) are kept in SQLite, not as files."""
+_ZSTD_LEVEL = 1
 
 
 def _digest(url: str) -> str:
@@ -110,6 +120,8 @@ class PageCache:
         self._extractor = extractor_version
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlmscore-cache")
         self._cache: diskcache.Cache | None = None
+        self._pending: list[tuple[Page, bytes | None, str | None]] = []
+        self._pending_lock = threading.Lock()
 
     async def __aenter__(self) -> PageCache:
         await self._run(self._open)
@@ -128,7 +140,7 @@ class PageCache:
     def _open(self) -> diskcache.Cache:
         if self._cache is None:
             self._settings.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self._settings.cache_dir))
+            self._cache = diskcache.Cache(str(self._settings.cache_dir), disk_min_file_size=_IN_DATABASE_BELOW)
         return self._cache
 
     async def _run(self, func: Callable[..., _T], *args: Any) -> _T:
@@ -160,7 +172,7 @@ class PageCache:
         stored = cache.get(body_key(url)) if record.get("has_body") else None
         if not isinstance(stored, dict):
             return CachedPage(page) if self._settings.offline else None
-        return CachedPage(page, zlib.decompress(stored["body"]), stored.get("content_type"))
+        return CachedPage(page, _unpack(stored), stored.get("content_type"))
 
     async def store(self, page: Page, body: bytes | None = None, content_type: str | None = None) -> None:
         """Remember `page` (and the body its text was extracted from) under its URL's key."""
@@ -168,10 +180,29 @@ class PageCache:
             page.status not in CONTENT_STATUSES and self._settings.failure_ttl <= 0
         ):
             return
-        await self._run(self._store, page, body, content_type)
+        with self._pending_lock:
+            self._pending.append((page, body, content_type))
+        await self._run(self._write_pending)
 
-    def _store(self, page: Page, body: bytes | None, content_type: str | None) -> None:
+    def _write_pending(self) -> None:
+        """Write every page waiting to be stored, in one transaction.
+
+        A call finds nothing to do when an earlier call, which has finished by then (there is one
+        IO thread), took its page along.
+        """
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return
+        compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        packed = [(page, None if body is None else compressor.compress(body), content_type)
+                  for page, body, content_type in pending]
         cache = self._open()
+        with cache.transact():
+            for page, body, content_type in packed:
+                self._write(cache, page, body, content_type)
+
+    def _write(self, cache: diskcache.Cache, page: Page, body: bytes | None, content_type: str | None) -> None:
         content = page.status in CONTENT_STATUSES
         record = {
             "page": page.to_record(),
@@ -179,13 +210,19 @@ class PageCache:
             "has_body": body is not None,
         }
         expire = None if content else self._settings.failure_ttl
-        with cache.transact():
-            cache.set(cache_key(page.url), record, expire=expire)
-            if body is not None:
-                stored = {"body": zlib.compress(body, 1), "content_type": content_type}
-                cache.set(body_key(page.url), stored, expire=expire)
-            else:
-                cache.delete(body_key(page.url))
+        cache.set(cache_key(page.url), record, expire=expire)
+        if body is not None:
+            cache.set(body_key(page.url), {"body": body, "content_type": content_type, "codec": "zstd"},
+                      expire=expire)
+        else:
+            cache.delete(body_key(page.url))
+
+
+def _unpack(stored: dict[str, Any]) -> bytes:
+    """The body of a stored body record, in whichever codec wrote it."""
+    if stored.get("codec") == "zstd":
+        return bytes(zstandard.ZstdDecompressor().decompress(stored["body"]))
+    return zlib.decompress(stored["body"])
 
 
 def cache_stats(directory: Path) -> CacheStats:
