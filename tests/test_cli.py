@@ -88,3 +88,11 @@ def test_console_script_runs_as_a_module(tmp_path: Path, demo_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_parquet(out)) == ROWS_IN_DEMO
     assert "\r" not in proc.stderr  # no progress bars when stderr is not a terminal
+
+
+def test_the_executable_exits_with_the_command_status(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(tmp_path / "missing.jsonl"),
+                           "-o", str(tmp_path / "o.parquet")], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert "missing.jsonl" in proc.stderr
+    assert not (tmp_path / "o.parquet").exists()

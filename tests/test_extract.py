@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -218,6 +219,27 @@ def test_pool_runs_extract_in_worker_processes() -> None:
     html, data = asyncio.run(run())
     assert html == extract(ARTICLE, "text/html", "")
     assert data == extract(b'{"a": 1}', "application/json", "")
+
+
+def _worker_state() -> tuple[int, bool, bool]:
+    return os.getpriority(os.PRIO_PROCESS, 0), "trafilatura" in sys.modules, "tlmscore.evidence.warmup" in sys.modules
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="process priorities are a POSIX feature")
+def test_workers_start_warm_and_at_a_lower_priority() -> None:
+    async def run() -> tuple[int, bool, bool]:
+        pool = ExtractPool(1)
+        try:
+            await pool.extract(b"start", "text/plain", "")
+            executor = await pool._pool  # type: ignore[misc]  # the pool's own executor
+            return await asyncio.get_running_loop().run_in_executor(executor, _worker_state)
+        finally:
+            await pool.aclose()
+
+    niceness, has_trafilatura, warmed = asyncio.run(run())
+    assert niceness >= os.getpriority(os.PRIO_PROCESS, 0) + 10 or niceness == 19
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        assert has_trafilatura and warmed  # forked from a server that loaded and warmed trafilatura
 
 
 def _descendants(pid: int) -> list[int]:

@@ -1,14 +1,22 @@
-"""tlmscore: score logged OpenAI Responses API answers for trustworthiness, with their evidence."""
+"""tlmscore: score logged OpenAI Responses API answers for trustworthiness, with their evidence.
+
+The names below are imported on first use, so importing one stage (say, the extraction workers'
+`tlmscore.evidence.extract`) does not load the whole pipeline.
+"""
 
 from __future__ import annotations
 
-from tlmscore.batch import prepare, score
-from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
-from tlmscore.evidence.page import MemoryPages, Page, PageSource
-from tlmscore.model import Conversation, ScoringInput, Transcript
-from tlmscore.prompt import render
-from tlmscore.settings import Settings
-from tlmscore.transcripts import read_transcripts
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from tlmscore.batch import prepare, score
+    from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
+    from tlmscore.evidence.page import MemoryPages, Page, PageSource
+    from tlmscore.model import Conversation, ScoringInput, Transcript
+    from tlmscore.prompt import render
+    from tlmscore.settings import Settings
+    from tlmscore.transcripts import read_transcripts
 
 __all__ = [
     "ConfigError",
@@ -31,3 +39,36 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_HOMES = {
+    "prepare": "tlmscore.batch",
+    "score": "tlmscore.batch",
+    "ConfigError": "tlmscore.errors",
+    "FetchError": "tlmscore.errors",
+    "ScorerError": "tlmscore.errors",
+    "TlmscoreError": "tlmscore.errors",
+    "TranscriptError": "tlmscore.errors",
+    "MemoryPages": "tlmscore.evidence.page",
+    "Page": "tlmscore.evidence.page",
+    "PageSource": "tlmscore.evidence.page",
+    "Conversation": "tlmscore.model",
+    "ScoringInput": "tlmscore.model",
+    "Transcript": "tlmscore.model",
+    "render": "tlmscore.prompt",
+    "Settings": "tlmscore.settings",
+    "read_transcripts": "tlmscore.transcripts",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name from its module the first time it is asked for."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tlmscore' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

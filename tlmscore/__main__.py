@@ -1,9 +1,43 @@
-"""`python -m tlmscore` runs the command line."""
+"""The `tlmscore` executable (also `python -m tlmscore`): the command line in a process of its own.
+
+Only the standard library is imported before `run` starts, so a command that is going to fetch
+pages can start the extraction workers' forkserver first: it loads trafilatura on another core
+while this process imports the rest of tlmscore and reads the input.
+"""
 
 from __future__ import annotations
 
+import gc
 import sys
+from typing import NoReturn
 
-from tlmscore.cli import main
+__all__ = ["run"]
 
-sys.exit(main())
+_FETCHING_COMMANDS = ("prepare", "score")
+
+
+def run() -> NoReturn:
+    """Run `tlmscore.cli.main` on `sys.argv` and exit with its code.
+
+    The objects made at start-up are frozen out of the garbage collector's reach, so its passes
+    during the run walk only what the run makes; and again at the end, so the interpreter's
+    closing passes do not walk a whole batch's objects (0.1 s for 500 records) only to free
+    memory the operating system takes back anyway.
+    """
+    argv = sys.argv[1:]
+    if argv[:1] and argv[0] in _FETCHING_COMMANDS and "--offline" not in argv:
+        from tlmscore.evidence.extract import start_forkserver  # noqa: PLC0415  (before the heavy imports)
+
+        start_forkserver()
+    from tlmscore.cli import main  # noqa: PLC0415
+
+    gc.freeze()
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()
