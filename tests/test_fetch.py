@@ -166,6 +166,23 @@ def test_each_page_is_fetched_once_and_keyed_as_given(server: EvidenceServer, se
     assert progress == [("fetch", 0, 1), ("fetch", 1, 1)]
 
 
+def test_pages_stream_as_they_are_done_and_the_dict_keeps_the_given_order(
+        server: EvidenceServer, settings: Settings) -> None:
+    slow = server.route("/slow", Reply(body=ARTICLE, delay=0.5))
+    fast = server.route("/fast", Reply(body=ARTICLE))
+    asked = [slow, "", fast, fast + "?utm_source=openai"]
+
+    async def run() -> tuple[list[tuple[str, str]], dict[str, Page]]:
+        async with Fetcher(settings) as fetcher:
+            order = [(url, page.status) async for url, page in fetcher.pages_as_done(asked)]
+            return order, await fetcher.pages(asked)
+
+    order, pages = asyncio.run(run())
+    assert order == [("", "blocked"), (fast, "ok"), (fast + "?utm_source=openai", "ok"), (slow, "ok")]
+    assert list(pages) == asked
+    assert server.count("/slow") == server.count("/fast") == 1  # the second call was served by the cache
+
+
 def test_text_json_and_pdf_pages(server: EvidenceServer, settings: Settings) -> None:
     urls = [
         server.route("/t.txt", Reply(body="Grüße, 東京".encode(), content_type="text/plain; charset=utf-8")),

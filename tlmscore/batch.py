@@ -11,7 +11,7 @@ import concurrent.futures
 import itertools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import TlmscoreError
-from tlmscore.evidence.page import Page, PageSource, find_page, index_pages
+from tlmscore.evidence.page import Page, PageSource, find_page, pages_as_done
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.prompt import render
@@ -118,16 +118,35 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
                         chains: ChainIndex | None = None, scorer: Scorer | None = None) -> list[dict[str, Any]]:
     """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
 
-    With `chains`, a follow-up call is converted with the history it continues; with `scorer`,
-    the rows get the score columns.
+    A record is rendered as soon as its own pages are ready (from a source that streams them),
+    while the pages of later records are still on their way. With `chains`, a follow-up call is
+    converted with the history it continues; with `scorer`, the rows get the score columns.
     """
     converted = [_convert(t, settings, chains) for t in transcripts]
+    rendered: list[tuple[dict[str, Any], ScoringInput | None] | None] = [None] * len(converted)
+    pages: dict[str, Page] = {}
+    waiting: dict[str, list[int]] = {}
+    missing = [0] * len(converted)
+    for i, item in enumerate(converted):
+        keys = {url_key(u) for u in item.conversation.urls if u and u.strip()} if item.conversation else set()
+        for key in keys:
+            waiting.setdefault(key, []).append(i)
+        missing[i] = len(keys)
+        if not keys:
+            rendered[i] = _row(item, pages, settings)
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
-    pages = index_pages(await source.pages(urls)) if urls else {}
-    rendered = [_row(c, pages, settings) for c in converted]
-    rows = [row for row, _ in rendered]
+    async with aclosing(pages_as_done(source, urls)) as arriving:
+        async for url, page in arriving:
+            key = url_key(url)
+            pages[url] = pages[key] = page
+            for i in waiting.pop(key, ()):
+                missing[i] -= 1
+                if not missing[i]:
+                    rendered[i] = _row(converted[i], pages, settings)
+    done = [r if r is not None else _row(c, pages, settings) for r, c in zip(rendered, converted, strict=True)]
+    rows = [row for row, _ in done]
     if scorer is not None:
-        await _score(rows, [x for _, x in rendered], scorer)
+        await _score(rows, [x for _, x in done], scorer)
     return rows
 
 

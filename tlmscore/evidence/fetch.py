@@ -18,7 +18,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from types import TracebackType
@@ -173,27 +173,44 @@ class Fetcher:
 
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
+        found = {url: page async for url, page in self.pages_as_done(urls)}
+        return {url: found[url] for url in urls}
+
+    async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` for every URL in `urls`, in the order the pages become ready.
+
+        Pages are requested in the order of `urls`, so the records cited first are complete first.
+        """
         if not urls:
-            return {}
+            return
         if self._cache is None:
             async with self:
-                return await self._pages(urls)
-        return await self._pages(urls)
+                async for item in self._stream(urls):
+                    yield item
+            return
+        async for item in self._stream(urls):
+            yield item
 
-    async def _pages(self, urls: Sequence[str]) -> dict[str, Page]:
+    async def _stream(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         unique = plan_urls([urls])
+        spellings: dict[str, list[str]] = {}
+        for url in dict.fromkeys(urls):
+            if url and url.strip():
+                spellings.setdefault(url_key(url), []).append(url)
+            else:
+                yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
         done = _Counter(self._progress, len(unique))
         hits = await self._opened(self._cache).lookup(unique)
-        pages = await asyncio.gather(*(self._page(url, hits.get(url), done) for url in unique))
-        found = {url_key(page.url): page for page in pages}
-        return {url: self._as_given(url, found) for url in urls}
-
-    @staticmethod
-    def _as_given(url: str, found: dict[str, Page]) -> Page:
-        page = found.get(url_key(url))
-        if page is None:
-            return Page(url=url, status="blocked", error="not a valid URL (it is blank)")
-        return page if page.url == url else replace(page, url=url)
+        tasks = [asyncio.ensure_future(self._page(url, hits.get(url), done)) for url in unique]
+        try:
+            for next_page in asyncio.as_completed(tasks):
+                page = await next_page
+                for given in spellings.pop(url_key(page.url), ()):
+                    yield given, page if page.url == given else replace(page, url=given)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     @staticmethod
     def _opened(resource: _T | None) -> _T:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from tlmscore.urls import url_key
 
-__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "index_pages"]
+__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "index_pages",
+           "pages_as_done"]
 
 PageStatus = Literal[
     "ok",
@@ -84,6 +86,24 @@ class PageSource(Protocol):
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """Return one page per URL in `urls`."""
         ...
+
+
+async def pages_as_done(source: PageSource, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+    """`(url, page)` for every URL in `urls`, each as soon as its page is ready.
+
+    A source that can stream (it has a `pages_as_done(urls)` async generator, as the fetcher
+    does) hands each page over when it is done, so a batch can render a record while the pages of
+    later records are still downloading; from any other source all pages come when `pages`
+    returns.
+    """
+    stream = getattr(source, "pages_as_done", None)
+    if stream is None:
+        for item in (await source.pages(urls)).items():
+            yield item
+        return
+    async with aclosing(stream(urls)) as items:
+        async for item in items:
+            yield item
 
 
 class MemoryPages:

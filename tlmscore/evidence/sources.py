@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.fetch import Fetcher
-from tlmscore.evidence.page import MemoryPages, Page, PageSource
+from tlmscore.evidence.page import MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.settings import Settings
 
 __all__ = ["LayeredPages", "load_page_records", "open_page_source"]
@@ -42,11 +42,21 @@ class LayeredPages:
 
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """One page per URL."""
-        found = await self._first.pages(urls)
-        missing = [u for u, p in found.items() if p.status == "offline_miss"]
+        found = {url: page async for url, page in self.pages_as_done(urls)}
+        return {url: found[url] for url in urls}
+
+    async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` per URL: the saved ones at once, the others as `then` gets them."""
+        missing: list[str] = []
+        for url, page in (await self._first.pages(urls)).items():
+            if page.status == "offline_miss":
+                missing.append(url)
+            else:
+                yield url, page
         if missing:
-            found.update(await self._then.pages(missing))
-        return found
+            async with aclosing(pages_as_done(self._then, missing)) as rest:
+                async for item in rest:
+                    yield item
 
 
 @asynccontextmanager
