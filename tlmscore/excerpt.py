@@ -1,10 +1,13 @@
 """Cut page text to a budget, keeping the passages the answer cited before the rest.
 
-Pure and deterministic: the same text, limit and focus give the same excerpt.
+Pure and deterministic: the same text, limit and focus give the same excerpt. A page cited by
+many records of a batch is cut many times with different focus, so its split into units and
+their words are remembered for the most recently cut texts.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -15,8 +18,8 @@ _WORD = re.compile(r"\w{3,}", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
 
 
 def _units(text: str, limit: int) -> list[str]:
@@ -30,6 +33,14 @@ def _units(text: str, limit: int) -> list[str]:
         else:
             units.append(para)
     return units
+
+
+@functools.lru_cache(maxsize=64)
+def _profile(text: str, limit: int) -> tuple[tuple[str, ...], tuple[tuple[frozenset[str], float], ...]]:
+    """The units of `text` for `limit`, each unit's words with the length penalty of its score."""
+    units = tuple(_units(text, limit))
+    words = tuple((w, 1 + len(w) ** 0.5) for w in map(_words, units))
+    return units, words
 
 
 def _trim(text: str, limit: int) -> str:
@@ -48,9 +59,9 @@ def excerpt(text: str, limit: int, focus: Sequence[str] = ()) -> str:
     """
     if len(text) <= limit:
         return text
-    units = _units(text, limit)
-    wanted = set().union(*(_words(f) for f in focus)) if focus else set()
-    scores = [len(_words(u) & wanted) / (1 + len(_words(u)) ** 0.5) if wanted else 0.0 for u in units]
+    units, profile = _profile(text, limit)
+    wanted = frozenset().union(*(_words(f) for f in focus)) if focus else frozenset()
+    scores = [len(w & wanted) / penalty if wanted else 0.0 for w, penalty in profile]
     by_relevance = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()
     used = 0
@@ -67,7 +78,7 @@ def excerpt(text: str, limit: int, focus: Sequence[str] = ()) -> str:
     return _trim(_join(units, sorted(chosen)), limit)
 
 
-def _join(units: list[str], picked: list[int]) -> str:
+def _join(units: Sequence[str], picked: list[int]) -> str:
     out: list[str] = []
     previous = -1
     for i in picked:
