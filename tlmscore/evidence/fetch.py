@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from types import TracebackType
 from typing import TypeVar, cast
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -46,6 +47,7 @@ _T = TypeVar("_T")
 Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
 
+_TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
@@ -115,8 +117,8 @@ def _describe(exc: Exception, settings: Settings, host: str) -> tuple[PageStatus
 def _host_of(url: str) -> str:
     """Return the host of `url` for limits and messages ("" when it has none)."""
     try:
-        return httpx.URL(url).host
-    except (httpx.InvalidURL, ValueError, UnicodeError):
+        return urlsplit(url).hostname or ""
+    except ValueError:
         return ""
 
 
@@ -143,6 +145,7 @@ class Fetcher:
         self._resolver: Resolver = resolver or system_resolver
         self._progress = progress
         self._client: httpx.AsyncClient | None = None
+        self._client_ready: asyncio.Future[httpx.AsyncClient] | None = None
         self._cache: PageCache | None = None
         self._extractor: ExtractPool | None = None
         self._limit: asyncio.Semaphore | None = None
@@ -152,6 +155,9 @@ class Fetcher:
         self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers)
         self._limit = asyncio.Semaphore(self._settings.concurrency)
+        if not self._settings.offline and self._given_client is None:
+            # Made on a thread while the batch is read: loading the CA certificates takes a while.
+            self._client_ready = asyncio.get_running_loop().run_in_executor(None, self._new_client)
         return self
 
     async def __aexit__(
@@ -162,6 +168,9 @@ class Fetcher:
     async def aclose(self) -> None:
         """Close the connection pool (unless it was given), the cache and the extraction workers."""
         client, self._client = self._client, None
+        ready, self._client_ready = self._client_ready, None
+        if client is None and ready is not None:
+            client = await ready
         if client is not None and client is not self._given_client:
             await client.aclose()
         extractor, self._extractor = self._extractor, None
@@ -315,7 +324,10 @@ class Fetcher:
     async def _hop(self, url: str) -> _Reply:
         """One request under the concurrency limits: check the address, send, read the reply."""
         async with self._host_limit(_host_of(url)), self._opened(self._limit):
-            return await asyncio.wait_for(self._exchange(url), self._settings.timeout)
+            if _TIMEOUT_SCOPE is None:  # Python 3.10
+                return await asyncio.wait_for(self._exchange(url), self._settings.timeout)
+            async with _TIMEOUT_SCOPE(self._settings.timeout):  # no extra task per request
+                return await self._exchange(url)
 
     def _host_limit(self, host: str) -> asyncio.Semaphore:
         limit = self._host_limits.get(host)
@@ -335,7 +347,7 @@ class Fetcher:
 
     async def _send(self, target: Target) -> httpx.Response:
         """Send the request to the first checked address that accepts a connection."""
-        client = self._http()
+        client = await self._http()
         # No keep-alive: the pool would key a connection by the checked address alone, so a TLS
         # connection opened for one name could serve another name on the same address.
         headers = {**target.request_headers(), "Connection": "close"}
@@ -388,18 +400,26 @@ class Fetcher:
             ) from None
         return b"".join(chunks)
 
-    def _http(self) -> httpx.AsyncClient:
+    async def _http(self) -> httpx.AsyncClient:
         """Return the client requests go through: the one given, or one made for this fetcher."""
         if self._client is None:
-            self._client = self._given_client or httpx.AsyncClient(
-                headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
-                timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
-                limits=httpx.Limits(max_connections=self._settings.concurrency, max_keepalive_connections=0),
-                cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-                follow_redirects=False,
-                trust_env=False,
-            )
+            if self._given_client is not None:
+                self._client = self._given_client
+            elif self._client_ready is not None:
+                self._client = await self._client_ready
+            else:
+                self._client = self._new_client()
         return self._client
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+            timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
+            limits=httpx.Limits(max_connections=self._settings.concurrency, max_keepalive_connections=0),
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+            follow_redirects=False,
+            trust_env=False,
+        )
 
 
 class _Counter:
