@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import statistics
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -199,6 +200,9 @@ class Checkpoint:
         self.done: set[tuple[str, int]] = set()
         self._parts = self.path.suffix == ".partial"
         self._handle: IO[str] | None = None
+        self._written = 0
+        if self._parts:  # pyarrow loads while the batch runs, not after its last page
+            threading.Thread(target=_load_pyarrow, name="tlmscore-pyarrow", daemon=True).start()
         if not resume:
             self._remove()
             return
@@ -261,6 +265,7 @@ class Checkpoint:
                                           default=str) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
+        self._written += len(rows)
 
     def _write_part(self, rows: list[dict[str, Any]]) -> None:
         """Write the rows as the next part file: complete and synced before it gets its name."""
@@ -287,9 +292,8 @@ class Checkpoint:
         if not self.path.exists():
             self.path.write_text("", encoding="utf-8")
         if self.output.suffix.lower() == ".jsonl":
-            rows = sum(1 for _ in self.path.open(encoding="utf-8"))
             self.path.replace(self.output)
-            return rows
+            return len(self.done) + self._written
         with RowWriter(self.output) as writer, self.path.open(encoding="utf-8") as handle:
             batch: list[dict[str, Any]] = []
             for line in handle:
@@ -321,6 +325,11 @@ class Checkpoint:
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
+
+
+def _load_pyarrow() -> None:
+    import pyarrow.json  # noqa: PLC0415
+    import pyarrow.parquet  # noqa: PLC0415, F401
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
