@@ -7,8 +7,10 @@ one run of this script:
 
 - cleanlab-tlm 1.1.39: `form_prompt_string(messages, tools, response=Response)` for every transcript
   (it fetches the web_search_call sources with `requests.get`), in a child process;
-- tlmscore: `tlmscore prepare BATCH -o OUT.parquet --cache-dir TMP --allow-host ...` cold, then warm
-  in a new process (or, with `--direct`, `Fetcher.pages` over the planned URLs in a child process).
+- tlmscore: `tlmscore prepare BATCH -o OUT.jsonl --cache-dir TMP --allow-host ...` cold, then warm
+  in a new process; then the same with `-o OUT.parquet` on a cache of its own, which adds the
+  Parquet encoding (or, with `--direct`, `Fetcher.pages` over the planned URLs in a child process).
+  JSONL is the row format closest to what the cleanlab-tlm loop produces (strings in memory).
 
 It prints wall times, their ratio, the requests each run made (counted at the server), and the
 physical limit max(U * latency / concurrency, extraction CPU / cores) + start-up.
@@ -36,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
 PER_HOST = 6  # Settings.per_host default
+CLEANLAB_ATTEMPTS = 4
 WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
          "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river"]
 
@@ -231,7 +234,7 @@ def run_child(args: list[str], counter) -> tuple[float, int, str]:
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        print(f"  ! exit {done.returncode}: {' '.join(args[:4])}...\n{done.stderr[-2000:]}")
+        print(f"  ! exit {done.returncode}: {' '.join(args[:4])}...\n{done.stderr[-600:]}")
     return wall, counter.value - before, done.stdout
 
 
@@ -315,23 +318,32 @@ def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
     me = [sys.executable, str(Path(__file__).resolve())]
     results: dict = {}
     if not args.skip_cleanlab:
-        wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter)
+        crashes = 0
+        for _ in range(CLEANLAB_ATTEMPTS):  # its thread-pool extraction aborts the process now and then
+            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter)
+            if out.strip():
+                break
+            crashes += 1
         inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
-        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s")
+        crashed = f"; the process crashed {crashes} time(s) before this run" if crashes else ""
+        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}")
     cli = None if args.direct else tlmscore_cli()
     if cli is None and not args.direct:
         print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
-    cache = work / "cache"
-    for label in ("tlmscore cold", "tlmscore warm"):
-        if cli is not None:
-            hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
-            command = [*cli, "prepare", str(batch), "-o", str(work / "out.parquet"), "--cache-dir", str(cache),
-                       "--concurrency", str(args.concurrency), "--quiet", *hosts]
-        else:
-            command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
-        wall, requests, out = run_child(command, counter)
-        detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
-        results[label] = (wall, requests, detail)
+    formats = [".jsonl", ".parquet"] if cli is not None else [""]
+    for suffix in formats:
+        cache = work / f"cache{suffix}"
+        for run in ("cold", "warm"):
+            label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "")
+            if cli is not None:
+                hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+                command = [*cli, "prepare", str(batch), "-o", str(work / f"out{suffix}"), "--cache-dir", str(cache),
+                           "--concurrency", str(args.concurrency), "--quiet", *hosts]
+            else:
+                command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
+            wall, requests, out = run_child(command, counter)
+            detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
+            results[label] = (wall, requests, detail)
     return results
 
 
@@ -344,12 +356,14 @@ def report(args, results: dict, port: int) -> None:
     print(f"\nphysical limit: max(network {network:.2f} s = {args.unique} x {args.latency:g} s / {effective}, "
           f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
           f"= {limit:.2f} s\n")
-    print(f"{'run':<16}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
+    print(f"{'run':<26}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
     for label, (wall, requests, detail) in results.items():
-        print(f"{label:<16}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
-    if "cleanlab-tlm" in results and "tlmscore cold" in results:
-        ratio = results["cleanlab-tlm"][0] / results["tlmscore cold"][0]
-        print(f"\ncleanlab-tlm / tlmscore cold = {ratio:.1f}x")
+        print(f"{label:<26}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
+    if "cleanlab-tlm" in results:
+        print()
+        for label in ("tlmscore cold", "tlmscore cold → Parquet"):
+            if label in results:
+                print(f"cleanlab-tlm / {label} = {results['cleanlab-tlm'][0] / results[label][0]:.1f}x")
 
 
 if __name__ == "__main__":
