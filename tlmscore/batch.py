@@ -135,14 +135,15 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
         if not keys:
             rendered[i] = _row(item, pages, settings)
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
-    async with aclosing(pages_as_done(source, urls)) as arriving:
-        async for url, page in arriving:
-            key = url_key(url)
-            pages[url] = pages[key] = page
-            for i in waiting.pop(key, ()):
-                missing[i] -= 1
-                if not missing[i]:
-                    rendered[i] = _row(converted[i], pages, settings)
+    if urls:
+        async with aclosing(pages_as_done(source, urls)) as arriving:
+            async for url, page in arriving:
+                key = url_key(url)
+                pages[url] = pages[key] = page
+                for i in waiting.pop(key, ()):
+                    missing[i] -= 1
+                    if not missing[i]:
+                        rendered[i] = _row(converted[i], pages, settings)
     done = [r if r is not None else _row(c, pages, settings) for r, c in zip(rendered, converted, strict=True)]
     rows = [row for row, _ in done]
     if scorer is not None:
