@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
 PER_HOST = 6  # Settings.per_host default
 CLEANLAB_ATTEMPTS = 4
+CHILD_TIMEOUT = 300.0  # seconds; a run that hangs (it happens to cleanlab-tlm's) counts as a crash
 WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
          "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river"]
 
@@ -227,11 +228,15 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int) -> None
 
 # ------------------------------------------------------------------------------------------ measuring
 
-def run_child(args: list[str], counter) -> tuple[float, int, str]:
-    """Run a command; return its wall time, the requests it made, and its stdout."""
+def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT) -> tuple[float, int, str]:
+    """Run a command; return its wall time, the requests it made, and its stdout ("" if it hung)."""
     before = counter.value
     start = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  ! no answer after {timeout:g} s, stopped: {' '.join(args[:4])}...")
+        return time.perf_counter() - start, counter.value - before, ""
     wall = time.perf_counter() - start
     if done.returncode != 0:
         print(f"  ! exit {done.returncode}: {' '.join(args[:4])}...\n{done.stderr[-600:]}")
@@ -325,7 +330,7 @@ def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
                 break
             crashes += 1
         inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
-        crashed = f"; the process crashed {crashes} time(s) before this run" if crashes else ""
+        crashed = f"; the process crashed or hung {crashes} time(s) before this run" if crashes else ""
         results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}")
     cli = None if args.direct else tlmscore_cli()
     if cli is None and not args.direct:
