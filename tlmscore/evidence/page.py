@@ -9,8 +9,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from tlmscore.urls import url_key
 
-__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "index_pages",
-           "pages_as_done"]
+__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "pages_as_done"]
 
 PageStatus = Literal[
     "ok",
@@ -69,11 +68,6 @@ def find_page(pages: Mapping[str, Page], url: str) -> Page:
     """
     page = pages.get(url) or pages.get(url_key(url))
     return page if page is not None else Page(url=url, status="offline_miss", error="no page was available")
-
-
-def index_pages(pages: Mapping[str, Page]) -> dict[str, Page]:
-    """`pages` also keyed by `url_key`, so any spelling of a URL finds the page fetched for another."""
-    return {**{url_key(url): page for url, page in pages.items()}, **pages}
 
 
 class PageSource(Protocol):
