@@ -31,7 +31,7 @@ from tlmscore.errors import FetchError
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type, supported_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
-from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus
+from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -182,8 +182,7 @@ class Fetcher:
 
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
-        found = {url: page async for url, page in self.pages_as_done(urls)}
-        return {url: found[url] for url in urls}
+        return await in_given_order(self.pages_as_done(urls), urls)
 
     async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` for every URL in `urls`, in the order the pages become ready.

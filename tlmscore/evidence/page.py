@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from tlmscore.urls import url_key
 
-__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "pages_as_done"]
+__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "in_given_order",
+           "pages_as_done"]
 
 PageStatus = Literal[
     "ok",
@@ -80,6 +81,12 @@ class PageSource(Protocol):
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """Return one page per URL in `urls`."""
         ...
+
+
+async def in_given_order(stream: AsyncIterator[tuple[str, Page]], urls: Sequence[str]) -> dict[str, Page]:
+    """The `(url, page)` pairs of `stream` as one page per URL, keyed and ordered as in `urls`."""
+    found = {url: page async for url, page in stream}
+    return {url: found[url] for url in urls}
 
 
 async def pages_as_done(source: PageSource, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.fetch import Fetcher
-from tlmscore.evidence.page import MemoryPages, Page, PageSource, pages_as_done
+from tlmscore.evidence.page import MemoryPages, Page, PageSource, in_given_order, pages_as_done
 from tlmscore.settings import Settings
 
 __all__ = ["LayeredPages", "load_page_records", "open_page_source"]
@@ -42,8 +42,7 @@ class LayeredPages:
 
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """One page per URL."""
-        found = {url: page async for url, page in self.pages_as_done(urls)}
-        return {url: found[url] for url in urls}
+        return await in_given_order(self.pages_as_done(urls), urls)
 
     async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: the saved ones at once, the others as `then` gets them."""
