@@ -95,3 +95,25 @@ def test_an_empty_run_leaves_a_readable_file(tmp_path: Path) -> None:
     out = tmp_path / "o.parquet"
     assert Checkpoint(out, resume=False).finish() == 0
     assert len(pd.read_parquet(out)) == 0
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_rows_keep_unicode_and_awkward_values(tmp_path: Path, suffix: str) -> None:
+    """NaN becomes null, Unicode is kept as written, and a value orjson refuses still gets written."""
+    out = tmp_path / f"o{suffix}"
+    checkpoint = Checkpoint(out, resume=False)
+    odd = {"score": float("nan"), "prompt": "Zürich \u2013 東京 \u2028 \"q\"",
+           "details": {1: "int key", "big": 2**70, "inner": float("inf")}}
+    checkpoint.write(rows(1, 3, **odd))
+    assert checkpoint.finish() == 2
+    if suffix == ".jsonl":
+        text = out.read_text(encoding="utf-8")
+        assert "Zürich \u2013 東京" in text and "\\u00fc" not in text
+        first = json.loads(text.split("\n")[0])  # not splitlines(): U+2028 is a line break to it
+    else:
+        first = pd.read_parquet(out).iloc[0].to_dict()
+        first["details"] = json.loads(first["details"])
+    assert first["prompt"] == odd["prompt"]
+    assert first["score"] is None or first["score"] != first["score"]  # null in JSON, NaN in Parquet
+    assert first["details"]["big"] == 2**70 and first["details"]["1"] == "int key"
+    assert first["details"]["inner"] is None

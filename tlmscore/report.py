@@ -20,13 +20,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
+
 from tlmscore.errors import ConfigError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "arrow_table", "checkpoint_path", "output_format"]
+__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "arrow_table", "checkpoint_path", "json_line",
+           "output_format"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
@@ -51,10 +54,39 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinity inside it replaced by None, as orjson writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _to_json(value: Any, option: int) -> bytes:
+    """`value` as JSON (UTF-8, Unicode kept, keys as strings, NaN and infinities as null).
+
+    orjson encodes the long prompt strings several times faster than the standard library; a
+    value it refuses (an integer wider than 64 bits) goes through `json` instead.
+    """
+    try:
+        return orjson.dumps(value, default=str, option=option | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        text = json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+        return (text + "\n" if option & orjson.OPT_APPEND_NEWLINE else text).encode("utf-8")
+
+
+def json_line(row: dict[str, Any]) -> bytes:
+    """One row as a line of JSON, newline included."""
+    return _to_json(row, orjson.OPT_APPEND_NEWLINE)
+
+
 def _cell(value: Any) -> Any:
-    """A value as one CSV cell: lists and dicts as JSON."""
+    """A value as one CSV or Parquet text cell: lists and dicts as JSON with sorted keys."""
     if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
     return _json_safe(value)
 
 
@@ -85,14 +117,13 @@ def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> 
         schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
     strings = {f.name for f in schema if f.type == pa.string()}
     lines = [
-        json.dumps({name: _cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
-                    else _json_safe(row.get(name)) for name in schema.names},
-                   ensure_ascii=False, default=str).encode("utf-8")
+        json_line({name: _cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
+                   else row.get(name) for name in schema.names})
         for row in rows
     ]
     longest = max((len(line) for line in lines), default=0)
     return pj.read_json(
-        io.BytesIO(b"\n".join(lines)),
+        io.BytesIO(b"".join(lines)),
         read_options=pj.ReadOptions(block_size=max(1 << 20, longest + 2)),  # a row never spans two blocks
         parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
     )
@@ -106,6 +137,7 @@ class RowWriter:
         self.format = output_format(path)
         self.rows = 0
         self._handle: IO[str] | None = None
+        self._binary: IO[bytes] | None = None
         self._csv: Any = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
@@ -135,11 +167,15 @@ class RowWriter:
             self._handle = self.path.open("w", encoding="utf-8", newline="")
         return self._handle
 
+    def _lines(self) -> IO[bytes]:
+        if self._binary is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._binary = self.path.open("wb")
+        return self._binary
+
     def _write_jsonl(self, rows: list[dict[str, Any]]) -> None:
-        handle = self._text()
-        for row in rows:
-            handle.write(json.dumps({k: _json_safe(v) for k, v in row.items()}, ensure_ascii=False,
-                                    default=str) + "\n")
+        handle = self._lines()
+        handle.writelines(json_line(row) for row in rows)
         handle.flush()
 
     def _write_csv(self, rows: list[dict[str, Any]]) -> None:
@@ -171,7 +207,10 @@ class RowWriter:
         if self._parquet is not None:
             self._parquet.close()
             self._parquet = None
-        if self.format != ".parquet" and self._handle is None:
+        if self.format == ".jsonl":
+            self._lines().close()
+            self._binary = None
+        elif self.format == ".csv":
             self._text()
         if self._handle is not None:
             self._handle.close()
@@ -199,7 +238,7 @@ class Checkpoint:
         self.path = checkpoint_path(output)
         self.done: set[tuple[str, int]] = set()
         self._parts = self.path.suffix == ".partial"
-        self._handle: IO[str] | None = None
+        self._handle: IO[bytes] | None = None
         self._written = 0
         if self._parts:  # pyarrow loads while the batch runs, not after its last page
             threading.Thread(target=_load_pyarrow, name="tlmscore-pyarrow", daemon=True).start()
@@ -259,10 +298,8 @@ class Checkpoint:
             return
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = self.path.open("a", encoding="utf-8")
-        for row in rows:
-            self._handle.write(json.dumps({k: _json_safe(v) for k, v in row.items()}, ensure_ascii=False,
-                                          default=str) + "\n")
+            self._handle = self.path.open("ab")
+        self._handle.writelines(json_line(row) for row in rows)
         self._handle.flush()
         os.fsync(self._handle.fileno())
         self._written += len(rows)
