@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
+from tlmscore.convert.web import cited_sentence
 from tlmscore.model import WebResult
 from tlmscore.prompt import render_prompt, render_response
 
@@ -210,3 +213,38 @@ def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tm
     assert list(df.n_urls_ok) == [1, 1] and list(df.n_urls_failed) == [0, 0]
     assert "could not be retrieved" not in df.prompt[1]
     assert "The tower is 330 m tall." in df.prompt[1]
+
+
+def _sentence_by_scanning(text: str, start: int, end: int) -> str:
+    """`cited_sentence` spelled out with linear scans: the definition the fast version must match."""
+    if not 0 <= start <= end <= len(text):
+        return ""
+    ends = [i + 1 for i, c in enumerate(text) if c == "\n" or (c in ".!?" and (i + 1 == len(text)
+                                                                             or text[i + 1].isspace()))]
+    anchor = start
+    while anchor > 0 and text[anchor - 1] in " \t":
+        anchor -= 1
+    if anchor > 0 and anchor in ends:
+        return text[max((b for b in ends if b < anchor), default=0):end].strip()
+    left = max((b for b in ends if b <= start), default=0)
+    right = min((b for b in ends if b >= end), default=len(text))
+    return text[left:right].strip()
+
+
+def test_cited_sentence_examples() -> None:
+    text = "The tower is 330 m tall. It opened in 1889 (v2.0 at example.com). ([site](u))\nNext line"
+    period = text.index("tall.") + 5
+    assert cited_sentence(text, text.index("330"), text.index("330") + 3) == "The tower is 330 m tall."
+    assert cited_sentence(text, text.index("1889"), text.index("1889") + 4) == \
+        "It opened in 1889 (v2.0 at example.com)."
+    link = text.index("([site]")
+    after = "It opened in 1889 (v2.0 at example.com). ([site](u))"
+    assert cited_sentence(text, link, link + len("([site](u))")) == after
+    assert cited_sentence(text, period + 1, period + 3) == "The tower is 330 m tall. It"  # right after a period
+    assert cited_sentence(text, len(text) - 4, len(text)) == "Next line"
+    assert cited_sentence(text, 5, 200) == ""
+
+
+@given(st.text(st.sampled_from("ab .!?\n\t"), max_size=40), st.integers(-2, 42), st.integers(0, 20))
+def test_cited_sentence_matches_its_definition(text: str, start: int, length: int) -> None:
+    assert cited_sentence(text, start, start + length) == _sentence_by_scanning(text, start, start + length)

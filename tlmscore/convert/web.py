@@ -13,9 +13,10 @@ their results are the posts the answer cites.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,24 +48,29 @@ def _sentence_ends(text: str) -> list[int]:
     return [m.end() for m in _SENTENCE_END.finditer(text)]
 
 
-def cited_sentence(text: str, start: int, end: int) -> str:
+def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None = None) -> str:
     """The claim a citation span supports.
 
     That is the sentence containing the span or, when the span stands right after a sentence
     (OpenAI puts `([site](url))` after the period), that sentence and the span. A period inside a
-    number, a version or a URL does not end a sentence.
+    number, a version or a URL does not end a sentence. `ends` is `_sentence_ends(text)`, for a
+    caller that asks about many spans of one text.
     """
     if not 0 <= start <= end <= len(text):
         return ""
-    ends = _sentence_ends(text)
+    if ends is None:
+        ends = _sentence_ends(text)
     anchor = start
     while anchor > 0 and text[anchor - 1] in " \t":
         anchor -= 1
-    if anchor > 0 and anchor in ends:
-        left = max((b for b in ends if b < anchor), default=0)
+    before_anchor = bisect.bisect_left(ends, anchor)
+    if anchor > 0 and before_anchor < len(ends) and ends[before_anchor] == anchor:
+        left = ends[before_anchor - 1] if before_anchor else 0
         return text[left:end].strip()
-    left = max((b for b in ends if b <= start), default=0)
-    right = min((b for b in ends if b >= end), default=len(text))
+    at_start = bisect.bisect_right(ends, start)
+    left = ends[at_start - 1] if at_start else 0
+    at_end = bisect.bisect_left(ends, end)
+    right = ends[at_end] if at_end < len(ends) else len(text)
     return text[left:right].strip()
 
 
@@ -75,11 +81,15 @@ def citations_of(item: dict[str, Any]) -> list[Citation]:
         if not isinstance(part, dict):
             continue
         text = str(part.get("text") or "")
+        ends: list[int] | None = None
         for ann in part.get("annotations") or []:
             if not isinstance(ann, dict) or ann.get("type") != "url_citation" or not ann.get("url"):
                 continue
             start, end = ann.get("start_index"), ann.get("end_index")
-            sentence = cited_sentence(text, start, end) if isinstance(start, int) and isinstance(end, int) else ""
+            sentence = ""
+            if isinstance(start, int) and isinstance(end, int):
+                ends = _sentence_ends(text) if ends is None else ends
+                sentence = cited_sentence(text, start, end, ends)
             title = ann.get("title") if isinstance(ann.get("title"), str) else None
             found.append(Citation(url=str(ann["url"]), title=title, sentence=sentence))
     return found
