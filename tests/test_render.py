@@ -19,7 +19,7 @@ from tlmscore import MemoryPages, Page, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
 from tlmscore.convert.web import cited_sentence
 from tlmscore.model import WebResult
-from tlmscore.prompt import render_prompt, render_response
+from tlmscore.prompt import _json_block, _text_block, render_prompt, render_response
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 BRIT = "https://www.britannica.com/topic/Eiffel-Tower"
@@ -248,3 +248,18 @@ def test_cited_sentence_examples() -> None:
 @given(st.text(st.sampled_from("ab .!?\n\t"), max_size=40), st.integers(-2, 42), st.integers(0, 20))
 def test_cited_sentence_matches_its_definition(text: str, start: int, length: int) -> None:
     assert cited_sentence(text, start, start + length) == _sentence_by_scanning(text, start, start + length)
+
+
+_strings = st.text(st.characters(blacklist_categories=("Cs",)))
+_text_values = st.recursive(_strings, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(_strings, inner, max_size=3), max_leaves=8)
+
+
+@given(st.dictionaries(_strings, _text_values, max_size=4))
+def test_web_blocks_are_written_byte_for_byte_like_the_standard_library(value: dict[str, Any]) -> None:
+    assert _text_block("tool_response", value) == _json_block("tool_response", value, unicode=True)
+
+
+def test_a_lone_surrogate_in_a_page_still_renders() -> None:
+    value = {"output": [{"url": "u", "content": "bad \udc80 byte, \u2028 line, \x1f unit"}]}
+    assert _text_block("tool_response", value) == _json_block("tool_response", value, unicode=True)

@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.excerpt import allocate, excerpt
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, ToolResult, Turn, WebRef, WebResult
@@ -98,6 +100,21 @@ def _json_block(tag: str, value: dict[str, Any], *, unicode: bool = False) -> st
     return f"<{tag}>\n{json.dumps(value, indent=2, ensure_ascii=not unicode)}\n</{tag}>"
 
 
+def _text_block(tag: str, value: dict[str, Any]) -> str:
+    """`_json_block(tag, value, unicode=True)` for a value made of strings, lists and dicts only.
+
+    For such values orjson writes the same bytes as `json.dumps(indent=2, ensure_ascii=False)`
+    (the tests hold it to that) and is several times faster: the standard library's indenting
+    encoder is pure Python, and these blocks carry whole web pages. A float would be written
+    differently, so values that may hold numbers go through `_json_block`.
+    """
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8")
+    except orjson.JSONEncodeError:  # e.g. a lone surrogate, which only the standard library writes
+        return _json_block(tag, value, unicode=True)
+    return f"<{tag}>\n{text}\n</{tag}>"
+
+
 def _responses_parts(entries: Sequence[Turn], evidence: _Evidence) -> list[str]:
     """The Responses-format body: a role prefix whenever the speaking role changes."""
     parts: list[str] = []
@@ -120,7 +137,7 @@ def _responses_parts(entries: Sequence[Turn], evidence: _Evidence) -> list[str]:
             if isinstance(turn, WebResult):
                 output: Any = [evidence.entry(ref, turn.focus) for ref in turn.refs]
                 body = {"name": turn.name, "call_id": turn.call_id, "output": output}
-                parts.append(_json_block("tool_response", body, unicode=True))
+                parts.append(_text_block("tool_response", body))
             else:
                 body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
                 parts.append(_json_block("tool_response", body))
