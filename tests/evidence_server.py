@@ -9,6 +9,8 @@ without patching anything in the code under test.
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -44,6 +46,10 @@ def html_page(title: str, *paragraphs: str) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def setup(self) -> None:
+        self.server.connected()
+        super().setup()
 
     def do_GET(self) -> None:
         reply = self.server.enter(self.path, dict(self.headers.items()))
@@ -81,8 +87,13 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.tls = tls
+        self.connections = 0
+        self.server_names: list[str | None] = []
+        if tls is not None:
+            tls.sni_callback = self._server_name
         self.lock = threading.Lock()
         self.routes: dict[str, list[Reply]] = {}
         self.counts: Counter[str] = Counter()
@@ -108,15 +119,36 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.in_flight -= 1
 
+    def connected(self) -> None:
+        with self.lock:
+            self.connections += 1
+
+    def _server_name(self, _tls: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> None:
+        with self.lock:
+            self.server_names.append(name)
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        """Serve one connection, after a TLS handshake (in this connection's thread) for https."""
+        if self.tls is not None:
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+        super().finish_request(request, client_address)
+
     def handle_error(self, request: object, client_address: object) -> None:
         """Connections the client dropped on purpose are not errors here."""
 
 
 class EvidenceServer:
-    """Start with `with EvidenceServer() as server:`; stops (and frees its port) on exit."""
+    """Start with `with EvidenceServer() as server:`; stops (and frees its port) on exit.
 
-    def __init__(self) -> None:
-        self._server = _Server()
+    With `tls` (a server-side context) it speaks https, and records the server name each
+    handshake asked for.
+    """
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self._server = _Server(tls)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
         self.port = self._server.server_address[1]
 
@@ -138,7 +170,20 @@ class EvidenceServer:
         return self.url(path)
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        scheme = "https" if self._server.tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far (several requests may share one)."""
+        with self._server.lock:
+            return self._server.connections
+
+    @property
+    def server_names(self) -> list[str | None]:
+        """The TLS server name (SNI) of each handshake, in order."""
+        with self._server.lock:
+            return list(self._server.server_names)
 
     def count(self, path: str | None = None) -> int:
         """Requests served at `path`, or in total."""

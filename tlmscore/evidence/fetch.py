@@ -8,8 +8,9 @@ size cap, then handed to worker processes for extraction while other pages are s
 
 Every failure is mapped here, at the boundary, to a page status with a short sentence saying what
 happened; nothing raises for a bad URL. Requests go to an address the guard checked, with the
-`Host` header and TLS server name of the URL, so DNS rebinding between check and connect fails;
-connections are not kept alive, so one opened for one name never serves another.
+`Host` header and TLS server name of the URL, so DNS rebinding between check and connect fails.
+Plain http connections are kept alive between requests to the same address; https connections
+are not, so one verified for one name never serves another.
 """
 
 from __future__ import annotations
@@ -347,9 +348,12 @@ class Fetcher:
     async def _send(self, target: Target) -> httpx.Response:
         """Send the request to the first checked address that accepts a connection."""
         client = await self._http()
-        # No keep-alive: the pool would key a connection by the checked address alone, so a TLS
-        # connection opened for one name could serve another name on the same address.
-        headers = {**target.request_headers(), "Connection": "close"}
+        # The pool keys a connection by the checked address alone. A plain connection carries no
+        # name, so any request to that address may reuse it; a TLS connection was verified for
+        # one name and must never serve another, so https connections are closed after one use.
+        headers = target.request_headers()
+        if target.url.scheme == "https":
+            headers["Connection"] = "close"
         refused: httpx.ConnectError | None = None
         for address in target.addresses[:_ADDRESSES_TRIED]:
             request = client.build_request(
@@ -414,7 +418,8 @@ class Fetcher:
         return httpx.AsyncClient(
             headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
             timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
-            limits=httpx.Limits(max_connections=self._settings.concurrency, max_keepalive_connections=0),
+            limits=httpx.Limits(max_connections=self._settings.concurrency,
+                                max_keepalive_connections=self._settings.concurrency),
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
             follow_redirects=False,
             trust_env=False,
