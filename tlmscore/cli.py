@@ -17,7 +17,7 @@ from tlmscore.errors import ConfigError, ScorerError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
 from tlmscore.progress import ProgressBars
-from tlmscore.report import Checkpoint, Summary, output_format
+from tlmscore.report import Checkpoint, ChunkWriter, Summary, output_format
 from tlmscore.scoring.base import get_scorer, scorer_names
 from tlmscore.settings import Settings, default_cache_dir
 
@@ -136,11 +136,11 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     if checkpoint.done:
         print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
 
-    def sink(rows: list[dict[str, Any]]) -> None:
-        checkpoint.write(rows)
-        summary.add(rows)
+    with ChunkWriter(checkpoint.write) as writer, ProgressBars(enabled=settings.progress) as bars:
+        def sink(rows: list[dict[str, Any]]) -> None:
+            writer.submit(rows)
+            summary.add(rows)
 
-    with ProgressBars(enabled=settings.progress) as bars:
         run_batch(list(args.inputs), settings, sink, progress=bars.update, scorer=scorer, skip=checkpoint.done)
     total = checkpoint.finish(settings.chunk_size)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)

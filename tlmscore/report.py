@@ -15,6 +15,8 @@ import os
 import shutil
 import statistics
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -28,8 +30,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-__all__ = ["FORMATS", "Checkpoint", "RowWriter", "Summary", "arrow_table", "checkpoint_path", "json_line",
-           "output_format"]
+__all__ = ["FORMATS", "Checkpoint", "ChunkWriter", "RowWriter", "Summary", "arrow_table", "checkpoint_path",
+           "json_line", "output_format"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
@@ -362,6 +364,41 @@ class Checkpoint:
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
+
+
+class ChunkWriter:
+    """Runs `write(rows)` for each chunk on a thread of its own, one chunk at a time, in order.
+
+    The batch goes on with its next chunk (and after the last one closes its connections and
+    workers) while a chunk is encoded and synced. At most one chunk waits: `submit` first waits
+    for the one before. A failed write is raised by the next `submit` or on leaving the `with`
+    block, which also waits for the last chunk, so nothing handed over is lost.
+    """
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], None]) -> None:
+        self._write = write
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tlmscore-writer")
+        self._pending: Future[None] | None = None
+
+    def __enter__(self) -> ChunkWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self._wait()
+        finally:
+            self._thread.shutdown()
+
+    def submit(self, rows: list[dict[str, Any]]) -> None:
+        """Start writing `rows` once the chunk before them is written."""
+        self._wait()
+        self._pending = self._thread.submit(self._write, rows)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
 
 def _load_pyarrow() -> None:

@@ -175,11 +175,12 @@ class Fetcher:
         if client is not None and client is not self._given_client:
             await client.aclose()
         extractor, self._extractor = self._extractor, None
-        if extractor is not None:
-            await extractor.aclose()
         cache, self._cache = self._cache, None
-        if cache is not None:
-            await cache.aclose()
+        # Both wait on threads (workers exiting, the last cache writes), so they wait together.
+        closing = [part.aclose() for part in (extractor, cache) if part is not None]
+        failures = [r for r in await asyncio.gather(*closing, return_exceptions=True) if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
 
     async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
         """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
