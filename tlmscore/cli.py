@@ -141,7 +141,12 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             writer.submit(rows)
             summary.add(rows)
 
-        run_batch(list(args.inputs), settings, sink, progress=bars.update, scorer=scorer, skip=checkpoint.done)
+        def progress(stage: str, done: int, total: int | None) -> None:
+            if stage == "fetch" and done:  # the first requests are out; pyarrow loads after them
+                checkpoint.preload()
+            bars.update(stage, done, total)
+
+        run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=checkpoint.done)
     total = checkpoint.finish(settings.chunk_size)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if checkpoint.done:
