@@ -10,10 +10,12 @@ one run of this script:
 - tlmscore: `tlmscore prepare BATCH -o OUT.jsonl --cache-dir TMP --allow-host ...` cold, then warm
   in a new process; then the same with `-o OUT.parquet` on a cache of its own, which adds the
   Parquet encoding (or, with `--direct`, `Fetcher.pages` over the planned URLs in a child process).
+  Each tlmscore row is the median of `--repeat` runs (3), every cold run on an empty cache.
   JSONL is the row format closest to what the cleanlab-tlm loop produces (strings in memory).
 
 It prints wall times, their ratio, the requests each run made (counted at the server), and the
-physical limit max(U * latency / concurrency, extraction CPU / cores) + start-up.
+physical limit max(U * latency / concurrency, extraction CPU / cores) + start-up. Requests are per
+run (the most any run of that row made).
 
     python benchmarks/fetch_bench.py                      # 500 x 5 citations, 300 unique, 200 ms
     python benchmarks/fetch_bench.py --direct --skip-cleanlab
@@ -29,6 +31,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -288,6 +291,7 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of URLs with 404/503/png faults")
     parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
     parser.add_argument("--skip-cleanlab", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="tlmscore runs per row (median reported)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     args = parser.parse_args()
 
@@ -337,19 +341,33 @@ def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
         print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
     formats = [".jsonl", ".parquet"] if cli is not None else [""]
     for suffix in formats:
-        cache = work / f"cache{suffix}"
-        for run in ("cold", "warm"):
+        runs: dict[str, list[tuple[float, int, str]]] = {"cold": [], "warm": []}
+        for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
+            cache = work / f"cache{suffix}-{attempt}"
+            for run in ("cold", "warm"):
+                if cli is not None:
+                    hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+                    command = [*cli, "prepare", str(batch), "-o", str(work / f"out{suffix}"), "--cache-dir",
+                               str(cache), "--concurrency", str(args.concurrency), "--quiet", *hosts]
+                else:
+                    command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
+                wall, requests, out = run_child(command, counter)
+                detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
+                runs[run].append((wall, requests, detail))
+        for run, measured in runs.items():
             label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "")
-            if cli is not None:
-                hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
-                command = [*cli, "prepare", str(batch), "-o", str(work / f"out{suffix}"), "--cache-dir", str(cache),
-                           "--concurrency", str(args.concurrency), "--quiet", *hosts]
-            else:
-                command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
-            wall, requests, out = run_child(command, counter)
-            detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
-            results[label] = (wall, requests, detail)
+            results[label] = summarise(measured)
     return results
+
+
+def summarise(measured: list[tuple[float, int, str]]) -> tuple[float, int, str]:
+    """The median wall time of repeated runs, the most requests any of them made, and the spread."""
+    walls = sorted(wall for wall, _, _ in measured)
+    detail = measured[-1][2]
+    if len(walls) > 1:
+        spread = f"median of {len(walls)} runs, {walls[0]:.2f}-{walls[-1]:.2f} s"
+        detail = f"{spread}; {detail}" if detail else spread
+    return statistics.median(walls), max(requests for _, requests, _ in measured), detail
 
 
 def report(args, results: dict, port: int) -> None:

@@ -47,6 +47,23 @@ def test_wrapper_bare_and_bad_records_each_give_one_transcript(tmp_path: Path) -
     assert got[6].error == f"{path}:8: 'request' must be an object, not str"
 
 
+def test_lines_only_the_standard_library_reads_are_read_as_it_reads_them(tmp_path: Path) -> None:
+    """NaN, a lone surrogate and a 71-bit integer are read as `json` reads them (the last is not a float)."""
+    response = ', "response": ' + json.dumps(RESPONSE) + "}"
+    lines = [
+        json.dumps({"id": "a", "request": {"input": "Zürich \u2028 東京"}, "response": RESPONSE}, ensure_ascii=False),
+        '{"id": "b", "request": {"input": "q", "temperature": NaN}' + response,
+        '{"id": "c", "request": {"input": "bad \\udc80 half"}' + response,
+        '{"id": "d", "request": {"input": "q", "seed": ' + str(2**70 + 1) + "}" + response,
+    ]
+    got = list(read_transcripts(write_lines(tmp_path / "odd.jsonl", lines)))
+    assert [t.error for t in got] == [None] * 4
+    assert [t.raw for t in got[:1] + got[2:]] == [json.loads(line) for line in lines[:1] + lines[2:]]
+    assert got[1].request["temperature"] != got[1].request["temperature"]  # NaN
+    assert got[2].request["input"] == "bad \udc80 half"
+    assert got[3].request["seed"] == 2**70 + 1 and isinstance(got[3].request["seed"], int)
+
+
 def test_unknown_fields_are_kept_in_raw(tmp_path: Path) -> None:
     record = {"id": "a", "request": {"input": "q", "future_field": {"x": 1}},
               "response": {**RESPONSE, "new_top_level": True}, "extra": "kept"}

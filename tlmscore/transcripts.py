@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Transcript
 
@@ -172,13 +174,31 @@ def open_log(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
+_LONG_NUMBER = re.compile(rb"\d{20}")
+
+
+def _loads(raw: bytes) -> Any:
+    """One JSONL line parsed: by orjson (several times faster), else by the standard library.
+
+    What orjson refuses (invalid JSON, but also `NaN` or a lone surrogate, which `json` reads)
+    goes through `json`, so the values read and the error messages are those of `json`. So does
+    a line with a run of 20 digits: orjson would read an integer wider than 64 bits as a float.
+    """
+    if not _LONG_NUMBER.search(raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
+
+
 def _read_jsonl(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
     with open_log(path) as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
+                obj = _loads(raw)
             except UnicodeDecodeError as exc:
                 yield _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
             except json.JSONDecodeError as exc:
