@@ -216,3 +216,44 @@ def test_fetcher_re_extracts_cached_bodies_without_fetching(tmp_path: Path) -> N
     assert page.status == "ok"
     assert "stored as the raw body" in (page.text or "")
     assert lookup(settings, url)[url].page.text == page.text  # saved under the current version
+
+
+def test_a_page_is_passed_on_without_waiting_for_its_write(tmp_path: Path) -> None:
+    """The write is queued: `store` returns before it is done, and closing the cache waits for it."""
+    settings = make_settings(tmp_path)
+
+    async def run() -> bool:
+        async with PageCache(settings, extractor_version=EXTRACTOR_VERSION) as cache:
+            await cache._run(lambda: None)  # the IO thread is idle
+            blocker = asyncio.ensure_future(cache._run(time.sleep, 0.3))  # and now busy for a while
+            started = time.monotonic()
+            await cache.store(ok_page(), b"<html>x</html>", "text/html")
+            returned_at_once = time.monotonic() - started < 0.2
+            await blocker
+        return returned_at_once
+
+    assert asyncio.run(run())
+    assert lookup(settings, URL)[URL].page.text == "Body text"
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_caching(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = make_settings(tmp_path, allow_hosts=frozenset({"127.0.0.1"}), extract_workers=1)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise diskcache.core.sqlite3.OperationalError("database or disk is full")
+
+    with EvidenceServer() as server:
+        urls = [server.route(f"/{n}", Reply(body=html_page(f"Page {n}", "Text of the page " * 20)))
+                for n in range(3)]
+
+        async def run() -> dict[str, Page]:
+            async with Fetcher(settings) as fetcher:
+                monkeypatch.setattr(diskcache.Cache, "set", full_disk)
+                return await fetcher.pages(urls)
+
+        with pytest.warns(RuntimeWarning, match=r"3 fetched pages could not be saved .* disk is full"):
+            pages = asyncio.run(run())
+    monkeypatch.undo()
+    assert [pages[u].status for u in urls] == ["ok", "ok", "ok"]
+    assert lookup(settings, *urls) == {}

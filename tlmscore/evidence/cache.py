@@ -16,10 +16,13 @@ failures (`http_error`, `timeout`, ...) are remembered for `failure_ttl` only, t
 decisions (`blocked`) and `offline_miss` are never stored: they depend on the settings of the run.
 An offline run serves whatever the cache holds, however old, which keeps offline runs repeatable.
 
-Disk access runs on one worker thread, so the event loop never waits on SQLite or compression.
-Pages stored while that thread is busy are written together in one transaction, and values stay
-inside SQLite rather than in a file each (diskcache's default for values over 32 KB), so a cold
-batch pays little per page for its cache.
+Disk access runs on one worker thread, so the event loop never waits on SQLite or compression,
+and a page is passed on as soon as it is fetched: its write is queued, and closing the cache
+waits for every queued write. Pages queued while that thread is busy are written together in one
+transaction, and values stay inside SQLite rather than in a file each (diskcache's default for
+values over 32 KB), so a cold batch pays little per page for its cache. A write that fails (a
+full disk) costs only the caching: the run goes on, and closing the cache warns how many pages
+were not saved.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import asyncio
 import hashlib
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -122,6 +126,8 @@ class PageCache:
         self._cache: diskcache.Cache | None = None
         self._pending: list[tuple[Page, bytes | None, str | None]] = []
         self._pending_lock = threading.Lock()
+        self._writes: set[asyncio.Future[None]] = set()
+        self._unsaved: list[str] = []  # how each failed write failed, one entry per page
 
     async def __aenter__(self) -> PageCache:
         await self._run(self._open)
@@ -131,11 +137,22 @@ class PageCache:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the cache files and the IO thread."""
+        """Wait for the queued writes, then close the cache files and the IO thread."""
+        await self.flush()
         if self._cache is not None:
             await self._run(self._cache.close)
             self._cache = None
         self._io.shutdown(wait=True)
+
+    async def flush(self) -> None:
+        """Wait until every page queued by `store` is written; warn once about any that failed."""
+        while self._writes:
+            await asyncio.gather(*self._writes)
+        if self._unsaved:
+            unsaved, self._unsaved = self._unsaved, []
+            warnings.warn(f"tlmscore: {len(unsaved)} fetched pages could not be saved in the cache at "
+                          f"{self._settings.cache_dir} ({unsaved[0]}); a later run fetches them again",
+                          RuntimeWarning, stacklevel=2)
 
     def _open(self) -> diskcache.Cache:
         if self._cache is None:
@@ -175,32 +192,41 @@ class PageCache:
         return CachedPage(page, _unpack(stored), stored.get("content_type"))
 
     async def store(self, page: Page, body: bytes | None = None, content_type: str | None = None) -> None:
-        """Remember `page` (and the body its text was extracted from) under its URL's key."""
+        """Queue `page` (and the body its text was extracted from) to be kept under its URL's key.
+
+        Returns at once; the write happens on the IO thread. Lookups through this cache see it,
+        and `flush` or closing the cache waits for it.
+        """
         if page.status in _NEVER_STORED or (
             page.status not in CONTENT_STATUSES and self._settings.failure_ttl <= 0
         ):
             return
         with self._pending_lock:
             self._pending.append((page, body, content_type))
-        await self._run(self._write_pending)
+        write = asyncio.get_running_loop().run_in_executor(self._io, self._write_pending)
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
 
     def _write_pending(self) -> None:
         """Write every page waiting to be stored, in one transaction.
 
         A call finds nothing to do when an earlier call, which has finished by then (there is one
-        IO thread), took its page along.
+        IO thread), took its page along. A failure is noted for `flush` to report, not raised.
         """
         with self._pending_lock:
             pending, self._pending = self._pending, []
         if not pending:
             return
-        compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
-        packed = [(page, None if body is None else compressor.compress(body), content_type)
-                  for page, body, content_type in pending]
-        cache = self._open()
-        with cache.transact():
-            for page, body, content_type in packed:
-                self._write(cache, page, body, content_type)
+        try:
+            compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+            packed = [(page, None if body is None else compressor.compress(body), content_type)
+                      for page, body, content_type in pending]
+            cache = self._open()
+            with cache.transact():
+                for page, body, content_type in packed:
+                    self._write(cache, page, body, content_type)
+        except Exception as exc:  # noqa: BLE001  (a cache that cannot be written costs only the caching)
+            self._unsaved.extend([f"{type(exc).__name__}: {exc}"] * len(pending))
 
     def _write(self, cache: diskcache.Cache, page: Page, body: bytes | None, content_type: str | None) -> None:
         content = page.status in CONTENT_STATUSES
