@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import diskcache
 import pandas as pd
 import pytest
 
+from tests.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.cli import main
 
 ROWS_IN_DEMO = 17
@@ -96,3 +98,29 @@ def test_the_executable_exits_with_the_command_status(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "missing.jsonl" in proc.stderr
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_cache_that_cannot_be_written_is_one_plain_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise diskcache.core.sqlite3.OperationalError("database or disk is full")
+
+    with EvidenceServer() as server:
+        url = server.route("/a", Reply(body=html_page("Ferry", "The ferry runs every twenty minutes.")))
+        record = {"id": "r1", "request": {"input": "How often does the ferry run?"}, "response": {
+            "id": "resp_1", "object": "response", "model": "gpt-4.1", "output": [
+                {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                 "action": {"type": "search", "query": "ferry", "sources": [{"type": "url", "url": url}]}},
+                {"type": "message", "id": "m1", "role": "assistant", "status": "completed", "content": [
+                    {"type": "output_text", "text": "Every twenty minutes.", "annotations": [
+                        {"type": "url_citation", "url": url, "title": "Ferry", "start_index": 0, "end_index": 5}]}]}]}}
+        log = tmp_path / "log.jsonl"
+        log.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        monkeypatch.setattr(diskcache.Cache, "set", full_disk)
+        code, err = run(["prepare", str(log), "-o", str(tmp_path / "out.jsonl"), "--cache-dir", str(tmp_path / "c"),
+                         "--allow-host", "127.0.0.1", "--quiet"], capsys)
+    assert code == 0
+    assert "tlmscore: warning: 1 fetched page could not be saved in the cache" in err
+    assert "disk is full" in err and "RuntimeWarning" not in err
+    (row,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert row["n_urls_ok"] == 1 and "twenty minutes" in row["prompt"]

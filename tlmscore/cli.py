@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -185,10 +186,28 @@ def _fixtures(args: argparse.Namespace) -> int:
     return EXIT_OK if args.update else EXIT_CHANGED
 
 
+def _show_warning(  # noqa: PLR0917 -- the signature `warnings.showwarning` is called with
+    message: Warning | str, category: type[Warning], filename: str, lineno: int,
+    file: Any = None, line: str | None = None,
+) -> None:
+    """Show tlmscore's own warnings as one plain line on stderr, others as Python shows them."""
+    text = str(message)
+    if text.startswith("tlmscore: "):
+        print(f"tlmscore: warning: {text.removeprefix('tlmscore: ')}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")

@@ -150,7 +150,8 @@ class PageCache:
             await asyncio.gather(*self._writes)
         if self._unsaved:
             unsaved, self._unsaved = self._unsaved, []
-            warnings.warn(f"tlmscore: {len(unsaved)} fetched pages could not be saved in the cache at "
+            pages = f"{len(unsaved)} fetched page" + ("s" if len(unsaved) > 1 else "")
+            warnings.warn(f"tlmscore: {pages} could not be saved in the cache at "
                           f"{self._settings.cache_dir} ({unsaved[0]}); a later run fetches them again",
                           RuntimeWarning, stacklevel=2)
 
