@@ -16,7 +16,6 @@ are not, so one verified for one name never serves another.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -34,6 +33,7 @@ from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
+from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
 
@@ -74,20 +74,6 @@ class _Reply:
     body: bytes | None = None
     retry_after: float | None = None
     failure: tuple[PageStatus, str] | None = None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _seconds(value: float) -> str:
@@ -374,7 +360,7 @@ class Fetcher:
         if response.status_code in _REDIRECTS and headers.get("location"):
             return replace(reply, location=headers["location"])
         if not 200 <= response.status_code < 300:  # noqa: PLR2004 -- the success range
-            return replace(reply, retry_after=_retry_after(headers.get("retry-after")))
+            return replace(reply, retry_after=retry_after_seconds(headers.get("retry-after")))
         if not supported_type(reply.content_type):
             unsupported = f"unsupported content type {media_type(reply.content_type)}"
             return replace(reply, failure=("unsupported_type", unsupported))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import ScorerError
+from tlmscore.retry_after import retry_after_seconds
 
 __all__ = ["RETRY_STATUSES", "ChatClient", "Completion", "TokenLogprob"]
 
@@ -74,15 +74,6 @@ def _without_logprobs(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in ("logprobs", "top_logprobs")}
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
-
-
 class ChatClient:
     """Chat completions against one endpoint and model, over a caller-owned `httpx.AsyncClient`."""
 
@@ -131,7 +122,7 @@ class ChatClient:
                     raise ScorerError(f"judge endpoint returned HTTP {response.status_code}: "
                                       f"{response.text[:_BODY_CHARS]!r}")
                 problem = f"HTTP {response.status_code}"
-                wait = min(self._max_backoff, _retry_after(response) or wait)
+                wait = min(self._max_backoff, retry_after_seconds(response.headers.get("retry-after")) or wait)
             if attempt < self._retries:
                 await asyncio.sleep(wait)
         raise ScorerError(f"judge endpoint failed after {self._retries + 1} attempts: {problem}")
