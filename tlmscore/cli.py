@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.batch import run_batch
-from tlmscore.errors import ConfigError, ScorerError, TlmscoreError
+from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
 from tlmscore.progress import ProgressBars
@@ -214,10 +214,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.command == "fixtures":
             return _fixtures(args)
         return _cache(args)
-    except (ConfigError, ScorerError, ValidationError) as exc:
-        print(f"tlmscore: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except TlmscoreError as exc:
+    except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
