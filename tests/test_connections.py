@@ -106,3 +106,17 @@ def test_the_fetchers_own_client_verifies_certificates(tmp_path: Path, tls_serve
     assert page.status == "connect_error"
     assert "certificate" in (page.error or "").lower()
     assert tls_server.count() == 0
+
+
+def test_connections_stay_alive_when_a_batch_spans_more_servers_than_the_concurrency(tmp_path: Path) -> None:
+    """The concurrency limit bounds requests in flight, not idle connections: with two requests at
+    a time over three servers, each server's connection is kept for its next request rather than
+    closed to make room for another server's."""
+    settings = settings_for(tmp_path, "127.0.0.1").model_copy(update={"concurrency": 2, "per_host": 1})
+    with EvidenceServer() as one, EvidenceServer() as two, EvidenceServer() as three:
+        servers = (one, two, three)
+        urls = [server.route(f"/{n}", Reply(body=PAGE)) for n in range(3) for server in servers]
+        pages = fetch(settings, urls)
+        assert {pages[u].status for u in urls} == {"ok"}
+        assert [server.count() for server in servers] == [3, 3, 3]
+        assert [server.connections for server in servers] == [1, 1, 1]

@@ -33,6 +33,7 @@ from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
+from tlmscore.evidence.transport import http_transport
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -402,11 +403,15 @@ class Fetcher:
         return self._client
 
     def _new_client(self) -> httpx.AsyncClient:
+        # The semaphores bound the requests in flight; the pool only keeps idle connections. A pool
+        # bounded by the concurrency closes one server's idle connection to open another's whenever
+        # a batch spans more servers than that: on the benchmark, 243 connections for 300 requests
+        # against 46 with this bound.
         return httpx.AsyncClient(
             headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
             timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
-            limits=httpx.Limits(max_connections=self._settings.concurrency,
-                                max_keepalive_connections=self._settings.concurrency),
+            transport=http_transport(httpx.Limits(max_connections=None,
+                                                  max_keepalive_connections=2 * self._settings.concurrency)),
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
             follow_redirects=False,
             trust_env=False,
