@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import string
 import threading
 import time
 from pathlib import Path
@@ -43,6 +45,22 @@ def test_a_single_part_becomes_the_output_unchanged(tmp_path: Path) -> None:
     assert checkpoint.finish() == 5
     assert out.read_bytes() == written
     assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_rows_that_repeat_the_same_pages_compress_to_a_small_file(tmp_path: Path) -> None:
+    """Prompts of one batch quote the same pages; the Parquet encoding must find those repeats."""
+    rng = random.Random(3)  # noqa: S311 -- test data, not a secret
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    pages = [" ".join(rng.choice(words) for _ in range(4000)) for _ in range(8)]
+    batch = rows(0, 300)
+    for row in batch:
+        row["prompt"] = "\n".join(rng.sample(pages, 4))
+    out = tmp_path / "o.parquet"
+    checkpoint = Checkpoint(out, resume=False)
+    checkpoint.write(batch)
+    checkpoint.finish()
+    text = sum(len(row["prompt"]) for row in batch)
+    assert out.stat().st_size < text / 50  # compressed a block at a time, it kept about a tenth
 
 
 def test_resume_skips_saved_parts_and_drops_a_half_written_one(tmp_path: Path) -> None:
