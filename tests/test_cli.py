@@ -100,6 +100,18 @@ def test_the_executable_exits_with_the_command_status(tmp_path: Path) -> None:
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) -> None:
+    """httpx brings its own command line (click and more) along on import; tlmscore never runs it."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('httpx' in sys.modules, 'click' in sys.modules))\n"
+              "from tlmscore.__main__ import run\n"
+              "run()\n")
+    proc = subprocess.run([sys.executable, "-c", script, "cache", "stats", "--cache-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "True False"
+
+
 def test_a_cache_that_cannot_be_written_is_one_plain_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     def full_disk(*args: object, **kwargs: object) -> None:
