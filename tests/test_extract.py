@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.evidence_server import html_page
-from tlmscore.evidence.extract import ExtractPool, content_kind, extract, supported_type
+from tlmscore.evidence.extract import WARM_UP_PAGE, ExtractPool, content_kind, extract, supported_type
 
 CORPUS_PAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "pages"
 MIN_MEAN_RECALL = 0.95  # measured 0.988 on the 60 corpus pages; a change that lowers it is a regression
@@ -311,3 +311,15 @@ def test_workers_exit_when_their_parent_is_killed() -> None:
     while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in helpers if _running(pid)]
+
+
+def test_the_warm_up_page_takes_the_extractor_through_a_whole_article() -> None:
+    """The page the forkserver warms up on must reach the paths real pages take: headings, lists,
+    tables and quotes kept; navigation, comments and footer dropped."""
+    found = extract(WARM_UP_PAGE, "text/html", "https://example.com/news/tram")
+    assert found.status == "ok" and found.title == "Tram line extended"
+    text = found.text or ""
+    for kept in ("## Details", "- Four new stops", "| Airport | 2031 |", "It is about time."):
+        assert kept in text
+    for dropped in ("Home", "Related story", "(c) City News"):
+        assert dropped not in text

@@ -1,6 +1,6 @@
 """Loaded once by the extraction workers' forkserver, so every worker forked from it starts warm.
 
-Importing this module imports trafilatura and extracts one tiny page: trafilatura builds its
+Importing this module imports trafilatura and extracts `WARM_UP_PAGE`: trafilatura builds its
 tables on first use (about 0.1 s of CPU), and doing that here, before the workers are forked,
 pays it once per run instead of once per worker.
 """
