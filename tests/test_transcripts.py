@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.responses import Response
 from pydantic import ValidationError
 
-from tlmscore import read_transcripts
+from tlmscore import read_transcripts, transcripts
 from tlmscore.errors import TranscriptError
 
 MESSAGE = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
@@ -145,3 +148,13 @@ def test_reading_is_lazy(tmp_path: Path) -> None:
     assert first.line == 1
     path.write_text("", encoding="utf-8")  # later lines were never read
     assert first.error is None
+
+
+DIGIT_RUNS = st.text(alphabet="0123456789", max_size=25).map(str.encode)
+OTHER_BYTES = st.sampled_from([b"a", b'"', b" ", b"-", b".", b"e", b"\xc3\xa9", b"\xd9\xa3"])
+
+
+@given(st.lists(st.one_of(DIGIT_RUNS, OTHER_BYTES), max_size=12))
+def test_the_long_number_check_finds_exactly_the_runs_of_twenty_digits(parts: list[bytes]) -> None:
+    raw = b"".join(parts)
+    assert transcripts._has_long_number(raw) == bool(re.search(rb"[0-9]{20}", raw))

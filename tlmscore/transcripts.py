@@ -174,7 +174,17 @@ def open_log(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-_LONG_NUMBER = re.compile(rb"\d{20}")
+_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_RUN = b"9" * 20
+
+
+def _has_long_number(raw: bytes) -> bool:
+    """Whether `raw` holds a run of 20 digits, too wide for orjson to read as an integer.
+
+    Every digit becomes a 9 and a run of twenty 9s is searched for: a tenth of the time of the
+    regular expression `[0-9]{20}` on log lines, which is paid for every line of every batch.
+    """
+    return _LONG_RUN in raw.translate(_DIGITS_AS_NINES)
 
 
 def _loads(raw: bytes) -> Any:
@@ -184,7 +194,7 @@ def _loads(raw: bytes) -> Any:
     goes through `json`, so the values read and the error messages are those of `json`. So does
     a line with a run of 20 digits: orjson would read an integer wider than 64 bits as a float.
     """
-    if not _LONG_NUMBER.search(raw):
+    if not _has_long_number(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
