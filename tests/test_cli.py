@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,16 +101,32 @@ def test_the_executable_exits_with_the_command_status(tmp_path: Path) -> None:
     assert not (tmp_path / "o.parquet").exists()
 
 
+EXECUTABLE_STATE = (
+    "import atexit, os, sys\n"
+    "atexit.register(lambda: print('httpx' in sys.modules, 'click' in sys.modules,"
+    " os.environ.get('OPENBLAS_NUM_THREADS')))\n"
+    "from tlmscore.__main__ import run\n"
+    "run()\n"
+)
+
+
+def executable_state(tmp_path: Path, **env: str) -> str:
+    """Run the executable's `cache stats`; return what it had loaded and set when it exited."""
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | env
+    proc = subprocess.run([sys.executable, "-c", EXECUTABLE_STATE, "cache", "stats", "--cache-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False, env=environment)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()[-1]
+
+
 def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) -> None:
     """httpx brings its own command line (click and more) along on import; tlmscore never runs it."""
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('httpx' in sys.modules, 'click' in sys.modules))\n"
-              "from tlmscore.__main__ import run\n"
-              "run()\n")
-    proc = subprocess.run([sys.executable, "-c", script, "cache", "stats", "--cache-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "True False"
+    assert executable_state(tmp_path).startswith("True False")
+
+
+def test_the_executable_keeps_numpy_to_one_blas_thread_unless_told_otherwise(tmp_path: Path) -> None:
+    assert executable_state(tmp_path).endswith(" 1")
+    assert executable_state(tmp_path, OPENBLAS_NUM_THREADS="3").endswith(" 3")
 
 
 def test_a_cache_that_cannot_be_written_is_one_plain_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -8,6 +8,7 @@ while this process imports the rest of tlmscore and reads the input.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import NoReturn
 
@@ -28,6 +29,9 @@ def run() -> NoReturn:
     # httpx imports its own command line (click, pygments, rich) whenever those are installed,
     # 10 to 20 ms of every start; this process never runs it, so it is marked as absent.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "no such module"
+    # numpy, which pyarrow loads for a Parquet output, starts a BLAS thread per core that spins
+    # for 60 ms of CPU while the batch is fetching; the command line does no linear algebra.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if argv[:1] and argv[0] in _FETCHING_COMMANDS and "--offline" not in argv:
         from tlmscore.evidence.extract import start_forkserver  # noqa: PLC0415  (before the heavy imports)
 
