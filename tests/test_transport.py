@@ -39,6 +39,7 @@ class RawServer:
         self._listener.settimeout(0.05)
         self.port = self._listener.getsockname()[1]
         self.connections = 0
+        self.closed = threading.Semaphore(0)  # released each time a reply's connection is closed
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -80,6 +81,8 @@ class RawServer:
                 if self._reply is not None:
                     conn.sendall(self._reply)
                     if self._close:
+                        conn.close()
+                        self.closed.release()
                         return
 
 
@@ -108,8 +111,17 @@ def test_requests_on_one_connection_are_kept_alive() -> None:
 
 def test_a_connection_the_server_closed_is_not_reused() -> None:
     """An idle connection the server closed reads as readable, so the pool opens a new one."""
+
+    async def run(server: RawServer) -> list[int]:
+        statuses = []
+        async with httpx.AsyncClient(transport=http_transport(LIMITS), timeout=2.0) as client:
+            for _ in range(3):
+                statuses.append((await client.get(f"http://127.0.0.1:{server.port}/")).status_code)
+                assert await asyncio.to_thread(server.closed.acquire, timeout=5)  # closed before the next
+        return statuses
+
     with RawServer(ANSWER, close_after_reply=True) as server:
-        assert get(f"http://127.0.0.1:{server.port}/", times=3) == [200, 200, 200]
+        assert asyncio.run(run(server)) == [200, 200, 200]
     assert server.connections == 3
 
 
