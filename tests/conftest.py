@@ -1,14 +1,22 @@
-"""Shared test helpers: where the bundled fixtures and the optional shared corpus live."""
+"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, and a
+local https server with a test certificate authority."""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
+
+from tests.evidence_server import EvidenceServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
+TLS_NAMES = ("a.test", "b.test")
+"""The names `tls_server`'s certificate is for."""
 
 
 @pytest.fixture
@@ -22,3 +30,18 @@ def corpus_responses() -> Path:
     if not folder.is_dir():
         pytest.skip(f"shared corpus not present at {folder}")
     return folder
+
+
+@pytest.fixture(scope="module")
+def authority() -> trustme.CA:
+    """A certificate authority of the tests' own, which no client trusts unless told to."""
+    return trustme.CA()
+
+
+@pytest.fixture
+def tls_server(authority: trustme.CA) -> Iterator[EvidenceServer]:
+    """An https `EvidenceServer` on 127.0.0.1 with a certificate for `TLS_NAMES` from `authority`."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert(*TLS_NAMES).configure_cert(context)
+    with EvidenceServer(tls=context) as running:
+        yield running

@@ -9,34 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
-import pytest
 import trustme
 
+from tests.conftest import TLS_NAMES
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.test_fetch import table_resolver
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
 
-NAMES = ("a.test", "b.test")
+NAMES = TLS_NAMES
 PAGE = html_page("Harbour news", "The ferry to the island now runs every twenty minutes in summer.")
-
-
-@pytest.fixture(scope="module")
-def authority() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def tls_server(authority: trustme.CA) -> Iterator[EvidenceServer]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert(*NAMES).configure_cert(context)
-    with EvidenceServer(tls=context) as running:
-        yield running
 
 
 def settings_for(tmp_path: Path, *hosts: str) -> Settings:

@@ -6,7 +6,6 @@ import asyncio
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpcore
@@ -146,19 +145,6 @@ def test_a_server_closing_mid_answer_is_a_protocol_error() -> None:
     cut = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"
     with RawServer(cut, close_after_reply=True) as server, pytest.raises(httpx.RemoteProtocolError):
         get(f"http://127.0.0.1:{server.port}/")
-
-
-@pytest.fixture(scope="module")
-def authority() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-def tls_server(authority: trustme.CA) -> Iterator[EvidenceServer]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert("a.test").configure_cert(context)
-    with EvidenceServer(tls=context) as running:
-        yield running
 
 
 def test_tls_is_verified_for_the_name_the_fetcher_gives(
