@@ -33,7 +33,7 @@ from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
-from tlmscore.evidence.transport import http_transport
+from tlmscore.evidence.transport import http_transport, within
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -49,7 +49,6 @@ _T = TypeVar("_T")
 Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
 
-_TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
@@ -312,10 +311,7 @@ class Fetcher:
     async def _hop(self, url: str) -> _Reply:
         """One request under the concurrency limits: check the address, send, read the reply."""
         async with self._host_limit(_host_of(url)), self._opened(self._limit):
-            if _TIMEOUT_SCOPE is None:  # Python 3.10
-                return await asyncio.wait_for(self._exchange(url), self._settings.timeout)
-            async with _TIMEOUT_SCOPE(self._settings.timeout):  # no extra task per request
-                return await self._exchange(url)
+            return await within(self._settings.timeout, self._exchange(url))
 
     def _host_limit(self, host: str) -> asyncio.Semaphore:
         limit = self._host_limits.get(host)

@@ -18,7 +18,6 @@ and so on as with the default backend.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import select
 import socket
 import ssl
@@ -28,7 +27,9 @@ from typing import Any, TypeVar
 import httpcore
 import httpx
 
-__all__ = ["AsyncioBackend", "AsyncioStream", "http_transport"]
+from tlmscore.evidence.guard import parse_ip_literal
+
+__all__ = ["AsyncioBackend", "AsyncioStream", "http_transport", "within"]
 
 _T = TypeVar("_T")
 _TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
@@ -36,7 +37,7 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 
 
-async def _within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
+async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
     """Await `awaitable`, raising `TimeoutError` after `timeout` seconds (None: no limit)."""
     if timeout is None:
         return await awaitable
@@ -102,7 +103,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         """Up to `max_bytes` received bytes; empty once the peer has closed the connection."""
         reader, _ = await self._opened()
         with _READ:
-            return await _within(timeout, reader.read(max_bytes))
+            return await within(timeout, reader.read(max_bytes))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         """Send all of `buffer`, waiting while the peer is slow to take it."""
@@ -111,7 +112,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         _, writer = await self._opened()
         with _WRITE:
             writer.write(buffer)
-            await _within(timeout, writer.drain())
+            await within(timeout, writer.drain())
 
     async def aclose(self) -> None:
         """Close without waiting, so closing a pool of many connections takes no turns of the loop.
@@ -135,7 +136,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise RuntimeError("TLS must start before anything is sent on the connection")
         try:
             with _CONNECT:
-                self._reader, self._writer = await _within(
+                self._reader, self._writer = await within(
                     timeout,
                     asyncio.open_connection(sock=self._sock, ssl=ssl_context, server_hostname=server_hostname),
                 )
@@ -173,7 +174,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
     ) -> httpcore.AsyncNetworkStream:
         """A stream on a new TCP connection to `host` (a name or an IP address) and `port`."""
         with _CONNECT:
-            sock = await _within(timeout, self._connect(host, port, local_address, list(socket_options or ())))
+            sock = await within(timeout, self._connect(host, port, local_address, list(socket_options or ())))
         return AsyncioStream(sock)
 
     async def sleep(self, seconds: float) -> None:
@@ -185,11 +186,11 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
     ) -> socket.socket:
         """Connect to the first address of `host` that accepts (an IP address is used as is)."""
         loop = asyncio.get_running_loop()
-        try:
-            literal = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
+        literal = parse_ip_literal(host)
+        targets: list[tuple[int, Any]]
+        if literal is None:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            targets: list[tuple[int, Any]] = [(family, address) for family, _, _, _, address in infos]
+            targets = [(family, address) for family, _, _, _, address in infos]
         else:
             version_family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET  # noqa: PLR2004
             targets = [(version_family, (str(literal), port))]
