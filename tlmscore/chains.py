@@ -29,7 +29,15 @@ from typing import Any, Generic, TypeVar
 from tlmscore.convert.outputs import is_item_reference
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Transcript
-from tlmscore.transcripts import BatchInputs, Source, is_jsonl, normalize_record, open_log
+from tlmscore.transcripts import (
+    BatchInputs,
+    Source,
+    is_jsonl,
+    json_file_records,
+    load_line,
+    normalize_record,
+    open_log,
+)
 
 __all__ = ["ChainIndex", "History", "Location", "conversation_id", "previous_response_id", "with_history"]
 
@@ -324,9 +332,9 @@ def _file_records(given: str | Path, batch: BatchInputs | None, look: Look) -> I
 
 
 def _parse(raw: bytes, source: str, line: int, batch: BatchInputs | None) -> Transcript | None:
-    """A raw JSONL line as a usable transcript, or None."""
+    """A raw JSONL line as a usable transcript (read as ingest reads it), or None."""
     try:
-        obj = json.loads(raw)
+        obj = load_line(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     t = normalize_record(obj, source=source, line=line, batch=batch)
@@ -334,13 +342,11 @@ def _parse(raw: bytes, source: str, line: int, batch: BatchInputs | None) -> Tra
 
 
 def _json_file(path: Path) -> list[Any]:
-    """The records of a `.json` file (an array or one object); none when it is not JSON."""
+    """The records of a `.json` file, as ingest reads them; none when it is not JSON."""
     try:
-        with open_log(path) as handle:
-            data = json.loads(handle.read())
+        return json_file_records(path)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return []
-    return data if isinstance(data, list) else [data]
 
 
 def _load(location: Location, batch: BatchInputs | None) -> Transcript | None:

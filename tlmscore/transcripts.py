@@ -18,7 +18,8 @@ import orjson
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Transcript
 
-__all__ = ["BatchInputs", "Source", "is_jsonl", "normalize_record", "open_log", "read_path", "read_transcripts"]
+__all__ = ["BatchInputs", "Source", "is_jsonl", "json_file_records", "load_line", "normalize_record", "open_log",
+           "read_path", "read_transcripts"]
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
 _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*("(?:[^"\\]|\\.)*")')
@@ -187,7 +188,7 @@ def _has_long_number(raw: bytes) -> bool:
     return _LONG_RUN in raw.translate(_DIGITS_AS_NINES)
 
 
-def _loads(raw: bytes) -> Any:
+def load_line(raw: bytes) -> Any:
     """One JSONL line parsed: by orjson (several times faster), else by the standard library.
 
     What orjson refuses (invalid JSON, but also `NaN` or a lone surrogate, which `json` reads)
@@ -208,7 +209,7 @@ def _read_jsonl(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Tr
             if not raw.strip():
                 continue
             try:
-                obj = _loads(raw)
+                obj = load_line(raw)
             except UnicodeDecodeError as exc:
                 yield _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
             except json.JSONDecodeError as exc:
@@ -217,16 +218,24 @@ def _read_jsonl(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Tr
                 yield normalize_record(obj, source=name, line=number, batch=batch)
 
 
-def _read_json(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
+def json_file_records(path: Path) -> list[Any]:
+    """The records of a `.json` file (optionally gzipped): an array of them, or one.
+
+    Raises `UnicodeDecodeError` or `json.JSONDecodeError` for a file that is not UTF-8 JSON.
+    """
     with open_log(path) as handle:
         data = handle.read()
+    obj = json.loads(data.decode("utf-8"))
+    return obj if isinstance(obj, list) else [obj]
+
+
+def _read_json(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
     try:
-        obj = json.loads(data.decode("utf-8"))
+        items = json_file_records(path)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         line = getattr(exc, "lineno", 1)
         yield _failed(name, line, f"invalid JSON: {getattr(exc, 'msg', exc)}")
         return
-    items = obj if isinstance(obj, list) else [obj]
     for number, item in enumerate(items, start=1):
         yield normalize_record(item, source=name, line=number, batch=batch)
 
