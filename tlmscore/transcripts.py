@@ -135,7 +135,7 @@ def _unwrap(record: dict[str, Any],
             raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
         custom_id = str(record["custom_id"])
         request = inputs.request(custom_id) if inputs is not None else None
-        return request or {}, batch.get("body") or {}, {"custom_id": custom_id}
+        return request or {}, _plain(batch.get("body") or {}), {"custom_id": custom_id}
     if "response" in record or "request" in record:
         request, response = record.get("request", {}), _plain(record.get("response"))
         if not isinstance(request, dict):
@@ -158,7 +158,6 @@ def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | N
         rid = str(record["id"])
     try:
         request, response, metadata = _unwrap(record, batch)
-        response = _plain(response)
         kind = _response_kind(response)
         _check_response(response, kind)
     except TranscriptError as exc:
