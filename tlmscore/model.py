@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 __all__ = [
     "Conversation",
+    "Evidence",
     "Message",
     "ScoringInput",
     "ToolCall",
@@ -123,9 +124,42 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """One piece of evidence exactly as render put it in the prompt, as a value for scorers.
+
+    `text` is the budgeted text the prompt shows (empty when nothing could be shown); `available`
+    is false when the evidence could not be had (a failed page, a failed call), and `status` then
+    says why (a page record's `status`, or `failed` for a call). `call_id` names the call whose
+    result holds it; None means the answer cites it but no logged result contains it. `number` is
+    the answer's citation number (`[n]`) when the answer numbers its sources. `cited` holds the
+    (start, end) character spans of the rendered response that cite it.
+    """
+
+    kind: Literal["page", "file", "tool", "message"]
+    text: str
+    available: bool = True
+    status: str = "ok"
+    call_id: str | None = None
+    tool: str | None = None
+    number: int | None = None
+    url: str | None = None
+    title: str | None = None
+    doc_id: str | None = None
+    origin: str | None = None
+    cited: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class ScoringInput:
-    """The two strings a scorer sees, plus the conversation they came from."""
+    """The two strings a scorer sees, plus the values they were rendered from.
+
+    `evidence` is what render showed, as values (None for prompts rendered elsewhere: scorers then
+    read the prompt text). `status` is the response's status (`completed`, `incomplete:<reason>`,
+    ...), so a scorer can refuse or penalise an answer that was cut short.
+    """
 
     prompt: str
     response: str
     conversation: Conversation | None = None
+    evidence: tuple[Evidence, ...] | None = None
+    status: str = "completed"
