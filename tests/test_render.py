@@ -65,7 +65,8 @@ def test_cited_policy_falls_back_to_sources_when_nothing_is_cited() -> None:
 def test_sources_and_all_policies() -> None:
     items = [USER, search("ws_1", [WIKI, SITE]), CITED]
     assert web_refs(items, "sources") == [[WIKI, SITE]]
-    assert web_refs(items, "all") == [[BRIT + "?utm_source=openai", WIKI + "?utm_source=openai", SITE]]
+    # BRIT is cited but among no logged result: shown apart, not as this search's result
+    assert web_refs(items, "all") == [[WIKI + "?utm_source=openai", SITE], [BRIT + "?utm_source=openai"]]
 
 
 def test_citations_are_shared_among_consecutive_searches_by_their_sources() -> None:
@@ -79,7 +80,9 @@ def test_open_page_and_find_in_page_use_their_own_url_and_are_declared() -> None
              {"type": "web_search_call", "id": "ws_2", "status": "completed",
               "action": {"type": "find_in_page", "url": WIKI, "pattern": "330"}}, CITED]
     conv = convert_items(items, answer_start=3, tools=[{"type": "web_search"}])
-    assert [[r.url for r in t.refs] for t in conv.turns if isinstance(t, WebResult)] == [[WIKI], [WIKI]]
+    # BRIT is cited but no call read it: shown apart, as cited by the answer only
+    assert [[r.url for r in t.refs] for t in conv.turns if isinstance(t, WebResult)] == \
+        [[WIKI], [WIKI], [BRIT + "?utm_source=openai"]]
     assert [d["name"] for d in conv.tools] == ["web_search_call", "open_page", "find_in_page"]
     prompt = render_prompt(conv, {WIKI: Page(url=WIKI, status="ok", text="It is 330 m tall.")})
     assert '"name": "find_in_page",\n  "arguments": {\n    "url": "' + WIKI + '",\n    "pattern": "330"' in prompt

@@ -11,6 +11,7 @@ from typing import Any, Literal
 __all__ = [
     "Conversation",
     "Evidence",
+    "FileResult",
     "Message",
     "ScoringInput",
     "ToolCall",
@@ -81,21 +82,41 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class WebRef:
-    """A web page the model saw: its URL, title when known, and the answer spans that cite it."""
+    """A web page the model saw: its URL, title when known, and the answer sentences that cite it.
+
+    `number` is the answer's number for the page (`[n]`) when the answer numbers its sources;
+    `snippet` and `date` are what the provider logged about the page (what the model saw of it).
+    """
 
     url: str
     title: str | None = None
     cited: tuple[str, ...] = ()
+    number: int | None = None
+    snippet: str | None = None
+    date: str | None = None
 
 
 @dataclass(frozen=True)
 class WebResult:
-    """A web tool's result: references to pages, turned into text only at render time."""
+    """A web tool's result: references to pages, turned into text only at render time.
+
+    `status` is the call's status (`failed`: the call returned nothing). `unlogged` marks the pages
+    the answer cites that are among no logged result: shown apart, never as a call's result.
+    """
 
     name: str
     call_id: str
     refs: tuple[WebRef, ...]
     focus: tuple[str, ...] = ()
+    status: str = "completed"
+    unlogged: bool = False
+
+
+@dataclass(frozen=True)
+class FileResult(ToolResult):
+    """A file search's results, with the answer sentences that cite each file (`file_id` → sentences)."""
+
+    cited: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 Turn = Message | ToolCall | ToolResult | WebResult
@@ -132,7 +153,10 @@ class Evidence:
     says why (a page record's `status`, or `failed` for a call). `call_id` names the call whose
     result holds it; None means the answer cites it but no logged result contains it. `number` is
     the answer's citation number (`[n]`) when the answer numbers its sources. `cited` holds the
-    (start, end) character spans of the rendered response that cite it.
+    (start, end) character spans of the rendered response that cite it: the sentences the answer
+    closes with a citation of it. `snippet` and `date` are what the provider logged about a page
+    (shown beside the fetched text; when the page could not be fetched the snippet is the
+    evidence, with `origin` `log`).
     """
 
     kind: Literal["page", "file", "tool", "message"]
@@ -147,6 +171,8 @@ class Evidence:
     doc_id: str | None = None
     origin: str | None = None
     cited: tuple[tuple[int, int], ...] = ()
+    snippet: str | None = None
+    date: str | None = None
 
 
 @dataclass(frozen=True)

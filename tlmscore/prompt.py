@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from tlmscore.evidence.page import Page, find_page
-from tlmscore.excerpt import allocate, excerpt
-from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, ToolResult, Turn, WebRef, WebResult
+from tlmscore.evidence.page import Page
+from tlmscore.model import Conversation, Evidence, Message, ScoringInput, ToolCall, ToolResult, Turn, WebRef, WebResult
 from tlmscore.settings import Settings
+from tlmscore.shown import UNLOGGED_NOTE, PageShelf, cite_spans, tool_evidence, unavailable_text
 
 __all__ = [
     "TOOL_CALL_SCHEMA",
@@ -60,42 +60,6 @@ def _prefix(label: str, previous: str | None) -> str:
     return _PREFIXES.get(label, label.capitalize() + ": ")
 
 
-def unavailable_text(page: Page) -> str:
-    """What the scorer is told about a page that could not be retrieved: that, and why."""
-    reason = page.error or page.status.replace("_", " ")
-    return (f"This page could not be retrieved ({page.status}: {reason}). Its content is unknown; "
-            "nothing here confirms or refutes what the answer says about it.")
-
-
-class _Evidence:
-    """Looks up pages and shares the evidence budget among the pages one prompt shows."""
-
-    def __init__(self, pages: Mapping[str, Page], refs: Sequence[tuple[WebRef, tuple[str, ...]]],
-                 settings: Settings) -> None:
-        self._pages = pages
-        self._texts = [self._page(ref.url).text or "" if self._page(ref.url).ok else "" for ref, _ in refs]
-        self._budgets = allocate([len(t) for t in self._texts], settings.page_chars, settings.evidence_chars)
-        self._next = 0
-
-    def _page(self, url: str) -> Page:
-        return find_page(self._pages, url)
-
-    def entry(self, ref: WebRef, focus: tuple[str, ...]) -> dict[str, Any]:
-        """One page as the web tool's response shows it: url, title when known, content."""
-        page = self._page(ref.url)
-        budget = self._budgets[self._next]
-        self._next += 1
-        entry: dict[str, Any] = {"url": ref.url}
-        title = page.title or ref.title
-        if title:
-            entry["title"] = title
-        if page.ok:
-            entry["content"] = excerpt(page.text or "", budget, (*focus, *ref.cited))
-        else:
-            entry["content"] = unavailable_text(page)
-        return entry
-
-
 def _json_block(tag: str, value: dict[str, Any], *, unicode: bool = False) -> str:
     return f"<{tag}>\n{json.dumps(value, indent=2, ensure_ascii=not unicode)}\n</{tag}>"
 
@@ -115,7 +79,18 @@ def _text_block(tag: str, value: dict[str, Any]) -> str:
     return f"<{tag}>\n{text}\n</{tag}>"
 
 
-def _responses_parts(entries: Sequence[Turn], evidence: _Evidence) -> list[str]:
+def _web_block(turn: WebResult, shelf: PageShelf, previous: str | None) -> list[str]:
+    """A web tool's response, or the pages the answer cites that no logged result holds."""
+    if turn.unlogged:
+        output = [shelf.entry(ref, turn.focus, turn) for ref in turn.refs]
+        return [_prefix("system", previous), _text_block(turn.name, {"note": UNLOGGED_NOTE, "pages": output})]
+    body: dict[str, Any] = {"name": turn.name, "call_id": turn.call_id}
+    body["output"] = shelf.failed(turn) if turn.status == "failed" else \
+        [shelf.entry(ref, turn.focus, turn) for ref in turn.refs]
+    return ["Tool: " if previous != "tool" else "", _text_block("tool_response", body)]
+
+
+def _responses_parts(entries: Sequence[Turn], evidence: PageShelf) -> list[str]:
     """The Responses-format body: a role prefix whenever the speaking role changes."""
     parts: list[str] = []
     previous: str | None = None
@@ -131,27 +106,27 @@ def _responses_parts(entries: Sequence[Turn], evidence: _Evidence) -> list[str]:
             parts.append(_json_block("tool_call", {"name": turn.name, "arguments": turn.arguments,
                                                    "call_id": turn.call_id}))
             previous = "assistant"
+        elif isinstance(turn, WebResult):
+            parts.extend(_web_block(turn, evidence, previous))
+            previous = "system" if turn.unlogged else "tool"
         else:
             if previous != "tool":
                 parts.append("Tool: ")
-            if isinstance(turn, WebResult):
-                output: Any = [evidence.entry(ref, turn.focus) for ref in turn.refs]
-                body = {"name": turn.name, "call_id": turn.call_id, "output": output}
-                parts.append(_text_block("tool_response", body))
-            else:
-                body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
-                parts.append(_json_block("tool_response", body))
+            evidence.shown.extend(tool_evidence(turn))
+            body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
+            parts.append(_json_block("tool_response", body))
             previous = "tool"
         parts.append("\n\n")
     return parts
 
 
-def _chat_parts(entries: Sequence[Turn]) -> list[str]:
+def _chat_parts(entries: Sequence[Turn], shown: list[Evidence]) -> list[str]:
     """The Chat Completions-format body, following the reference's rules for that format."""
     parts: list[str] = []
     previous: str | None = None
     for turn in entries:
         if isinstance(turn, ToolResult):
+            shown.extend(tool_evidence(turn))
             body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
             parts.append(f"Tool: {_json_block('tool_response', body)}\n\n")
         elif isinstance(turn, Message) and turn.role == "assistant":
@@ -183,17 +158,24 @@ def _web_refs(turns: Sequence[Turn]) -> list[tuple[WebRef, tuple[str, ...]]]:
     return [(ref, t.focus) for t in turns if isinstance(t, WebResult) for ref in t.refs]
 
 
+def _prompt(conv: Conversation, pages: Mapping[str, Page] | None,
+            settings: Settings | None) -> tuple[str, list[Evidence]]:
+    """The prompt, and the evidence it shows as values, in prompt order."""
+    entries = _entries(conv)
+    if len(entries) == 1 and isinstance(entries[0], Message) and entries[0].role == "user" and not entries[0].calls:
+        return entries[0].text, []
+    if conv.style == "chat":
+        shown: list[Evidence] = []
+        return ("".join(_chat_parts(entries, shown)) + "Assistant: ").strip(), shown
+    shelf = PageShelf(pages or {}, _web_refs(entries), settings or Settings())
+    body = "".join(_responses_parts(entries, shelf)).strip()
+    return (body + "\n\nAssistant:").strip(), shelf.shown
+
+
 def render_prompt(conv: Conversation, pages: Mapping[str, Page] | None = None,
                   settings: Settings | None = None) -> str:
     """The prompt: everything the model saw before it answered, ending with `Assistant:`."""
-    entries = _entries(conv)
-    if len(entries) == 1 and isinstance(entries[0], Message) and entries[0].role == "user" and not entries[0].calls:
-        return entries[0].text
-    if conv.style == "chat":
-        return ("".join(_chat_parts(entries)) + "Assistant: ").strip()
-    evidence = _Evidence(pages or {}, _web_refs(entries), settings or Settings())
-    body = "".join(_responses_parts(entries, evidence)).strip()
-    return (body + "\n\nAssistant:").strip()
+    return _prompt(conv, pages, settings)[0]
 
 
 def _chat_response(turn: Turn) -> str:
@@ -210,13 +192,19 @@ def render_response(conv: Conversation, pages: Mapping[str, Page] | None = None,
     """The response: the answer the model gave, its tool calls included."""
     if conv.style == "chat":
         return "\n".join(_chat_response(t) for t in conv.answer)
-    evidence = _Evidence(pages or {}, _web_refs(conv.answer), settings or Settings())
-    body = "".join(_responses_parts(conv.answer, evidence)).strip()
+    shelf = PageShelf(pages or {}, _web_refs(conv.answer), settings or Settings())
+    body = "".join(_responses_parts(conv.answer, shelf)).strip()
     return body.replace("Assistant:", "", 1).strip()
 
 
 def render(conv: Conversation, pages: Mapping[str, Page] | None = None,
            settings: Settings | None = None) -> ScoringInput:
-    """Both strings a scorer needs."""
-    return ScoringInput(prompt=render_prompt(conv, pages, settings),
-                        response=render_response(conv, pages, settings), conversation=conv)
+    """Both strings a scorer needs, and the evidence the prompt shows as values.
+
+    Each `Evidence` is a page entry, a file search result or another tool's response, in prompt
+    order, with the spans of the rendered response that cite it.
+    """
+    prompt, shown = _prompt(conv, pages, settings)
+    response = render_response(conv, pages, settings)
+    return ScoringInput(prompt=prompt, response=response, conversation=conv,
+                        evidence=cite_spans(shown, conv.turns, response))

@@ -9,7 +9,7 @@ from tlmscore.convert.content import content_text
 from tlmscore.convert.context import Context
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
-from tlmscore.convert.providers import chat_search_items, chat_search_sources, chat_tools_as_responses
+from tlmscore.convert.providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.structured import apply_structured_output, json_schema_format
 from tlmscore.convert.tools import declare_chat_tool, declare_tools
@@ -142,11 +142,12 @@ def convert_chat(
 def convert_transcript(transcript: Transcript, settings: Settings | None = None) -> Conversation:
     """A whole transcript: request history plus the response's output, answer split off.
 
-    A search-augmented chat answer (with `search_results` or `citations`) is rendered in the
-    Responses format, which has a place for its search; other chat records keep the chat format.
+    A search-augmented chat answer (with `search_results`, `citations` or `url_citation`
+    annotations) is rendered in the Responses format, which has a place for its search; other chat
+    records keep the chat format.
     """
     request, response = transcript.request, transcript.response
-    if transcript.fmt == "chat" and chat_search_sources(response):
+    if transcript.fmt == "chat" and is_search_chat(response):
         items, start = chat_search_items(request.get("messages") or [], response)
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
                              settings=settings)

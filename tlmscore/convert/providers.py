@@ -1,11 +1,14 @@
-"""Search-augmented Chat Completions (Perplexity Sonar and alike): the search becomes a web search pair.
+"""Search-augmented Chat Completions: the search becomes a web search pair.
 
-Such a provider searches before it answers and returns the pages it used: `search_results[]`
-(title, url, snippet, date), or else top-level `citations[]` (URL strings or objects), with `[n]`
-markers in the answer. The record is rebuilt as Responses items — the chat history, a
-`web_search_call` whose sources are those pages, and the answer with a `url_citation` for every
-marker — so the pages become evidence like any other web search's. The query is not logged; the
-call shows the user's last message as its query.
+Perplexity Sonar and alike search before they answer and return the pages they used:
+`search_results[]` (title, url, snippet, date), or else top-level `citations[]` (URL strings or
+objects), numbered `[n]` in the answer. OpenAI's search models (gpt-4o-search-preview and alike)
+log `message.annotations[].url_citation` (url, title, start/end index) instead. The record is
+rebuilt as Responses items — the chat history, a `web_search_call` whose sources are the numbered
+pages (with their logged snippet and date), and the answer with a `url_citation` for every marker
+or annotation — so the pages become evidence like any other web search's. A marker with no source
+(`[5]` of 4) becomes an `unresolved_citation`, warned about. The query is not logged; the call
+shows the user's last message as its query.
 """
 
 from __future__ import annotations
@@ -14,45 +17,74 @@ import re
 from typing import Any
 
 from tlmscore.convert.content import content_text
+from tlmscore.convert.web import SYNTHETIC
 
-__all__ = ["chat_search_items", "chat_search_sources", "chat_tools_as_responses"]
+__all__ = ["chat_annotations", "chat_search_items", "chat_search_sources", "chat_tools_as_responses",
+           "is_search_chat"]
 
-_MARKERS = re.compile(r"(?:\[\d{1,3}\])+")
-_NUMBER = re.compile(r"\d+")
+_MARKER = re.compile(r"\[(\d{1,4})\]")
+_SOURCE_FIELDS = ("title", "snippet", "date", "last_updated")
 
 
 def chat_search_sources(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pages a search-augmented answer used: `search_results` first, else `citations`."""
+    """The pages a search-augmented answer used, numbered as the answer numbers them.
+
+    `search_results` first (with what the provider logged: title, snippet, date), else `citations`.
+    """
     results = response.get("search_results")
-    if isinstance(results, list) and results:
-        return [{"url": str(r["url"]), "title": r.get("title")}
-                for r in results if isinstance(r, dict) and r.get("url")]
+    listed = results if isinstance(results, list) and results else response.get("citations") or []
     sources: list[dict[str, Any]] = []
-    for cite in response.get("citations") or []:
-        if isinstance(cite, str) and cite:
-            sources.append({"url": cite, "title": None})
-        elif isinstance(cite, dict) and cite.get("url"):
-            sources.append({"url": str(cite["url"]), "title": cite.get("title")})
+    for listed_entry in listed if isinstance(listed, list) else []:
+        entry = {"url": listed_entry} if isinstance(listed_entry, str) and listed_entry else listed_entry
+        if isinstance(entry, dict) and entry.get("url"):
+            source = {"type": "url", "url": str(entry["url"]), "number": len(sources) + 1}
+            source |= {k: entry[k] for k in _SOURCE_FIELDS if isinstance(entry.get(k), str) and entry[k]}
+            if "date" not in source and "last_updated" in source:
+                source["date"] = source["last_updated"]
+            source.pop("last_updated", None)
+            sources.append(source)
     return sources
 
 
-def _annotations(text: str, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A `url_citation` for every `[n]` marker, spanning its run of markers (`…1930.[1][2]`).
+def _message(response: dict[str, Any]) -> dict[str, Any]:
+    choices = response.get("choices") or [{}]
+    message = choices[0].get("message") if isinstance(choices, list) and isinstance(choices[0], dict) else None
+    return message if isinstance(message, dict) else {}
 
-    The span stands right after the sentence it backs, as OpenAI's inline citations do, so the
-    cited claim is found the same way for both.
+
+def chat_annotations(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's `url_citation` annotations (OpenAI search models), in the Responses shape."""
+    found: list[dict[str, Any]] = []
+    for ann in _message(response).get("annotations") or []:
+        inner = ann.get("url_citation") if isinstance(ann, dict) else None
+        if isinstance(inner, dict) and inner.get("url"):
+            found.append({"type": "url_citation"} | {k: inner[k] for k in ("url", "title", "start_index",
+                                                                             "end_index") if k in inner})
+    return found
+
+
+def is_search_chat(response: dict[str, Any]) -> bool:
+    """A chat answer that searched: it logs its pages or cites them in annotations."""
+    return bool(chat_search_sources(response) or chat_annotations(response))
+
+
+def _annotations(text: str, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A `url_citation` for every `[n]` marker with its number, or an `unresolved_citation`.
+
+    The marker's own span is kept; the cited sentence is the one its run of markers closes.
     """
     found: list[dict[str, Any]] = []
-    for run in _MARKERS.finditer(text):
-        for number in (int(n) for n in _NUMBER.findall(run.group(0))):
-            if not 1 <= number <= len(sources):
-                continue
-            source = sources[number - 1]
-            ann: dict[str, Any] = {"type": "url_citation", "url": source["url"], "start_index": run.start(),
-                                   "end_index": run.end()}
-            if source.get("title"):
-                ann["title"] = source["title"]
-            found.append(ann)
+    for marker in _MARKER.finditer(text):
+        if text.startswith("[[", marker.start() - 1) or text.startswith("](", marker.end()):
+            continue  # part of an xAI marker or a markdown link, read by the citation model itself
+        number = int(marker.group(1))
+        span = {"start_index": marker.start(), "end_index": marker.end(), "number": number}
+        if not 1 <= number <= len(sources):
+            found.append({"type": "unresolved_citation", **span})
+            continue
+        source = sources[number - 1]
+        found.append({"type": "url_citation", "url": source["url"], **span}
+                     | ({"title": source["title"]} if source.get("title") else {}))
     return found
 
 
@@ -88,15 +120,16 @@ def chat_search_items(messages: list[dict[str, Any]], response: dict[str, Any]) 
     items = [item for msg in messages if isinstance(msg, dict) for item in _history_item(msg)]
     users = [content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     sources = chat_search_sources(response)
+    action: dict[str, Any] = {"type": "search", "query": users[-1] if users else None}
+    if sources:
+        action["sources"] = sources
     items.append({"type": "web_search_call", "id": f"search_{response.get('id') or ''}", "status": "completed",
-                  "action": {"type": "search", "query": users[-1] if users else None,
-                             "sources": [{"type": "url", "url": s["url"]} for s in sources]}})
+                  "action": action, SYNTHETIC: True})
     start = len(items)
-    choices = response.get("choices") or [{}]
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    message = message if isinstance(message, dict) else {}
+    message = _message(response)
     text = content_text(message.get("content"))
+    annotations = _annotations(text, sources) if sources else chat_annotations(response)
     items.append({"type": "message", "role": "assistant", "content": [
-        {"type": "output_text", "text": text, "annotations": _annotations(text, sources)}]})
+        {"type": "output_text", "text": text, "annotations": annotations}]})
     items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
     return items, start

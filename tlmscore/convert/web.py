@@ -1,98 +1,70 @@
 """`web_search_call`: synthetic calls whose results are references to the pages the model saw.
 
 Which URLs a search result holds follows `Settings.urls`:
-`cited` — the `url_citation` URLs of the next assistant message that belong to this search (its
-sources, or any unclaimed citation for the last search before that message), falling back to the
-search's sources when it has no citation; `sources` — the search's `action.sources`; `all` — both.
+`cited` — the citations of the next assistant message that belong to this search, falling back to
+the search's sources when it has none; `sources` — the search's `action.sources`; `all` — both.
 `open_page` and `find_in_page` always refer to their own URL.
 
+Provenance is kept honest. A citation belongs to the calls whose logged results hold its URL. A
+search that logged no results (no `include`, or a provider that does not log them) is given the
+citations no other call holds, of its own kind: web pages to a web search, posts on X to an X
+search. What is left is shown apart, as cited by the answer but among no logged result, with a
+warning. A failed call is shown as failed. Numbered sources (`[n]`) keep the answer's numbering,
+and the provider's logged snippet and date stay beside each page.
+
 xAI logs its searches with `arguments` instead of an `action` (a call with a `url` and no `query`
-opens that page), and its X search as `x_search_call` items named after the function that ran;
-their results are the posts the answer cites.
+opens that page, e.g. `browse_page` with its `instructions`), and its X search as `x_search_call`
+items named after the function that ran; their results are the posts the answer cites.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from tlmscore.convert.citations import Citation, cited_sentence, message_citations, plain_title
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, Turn, WebRef, WebResult
 from tlmscore.urls import url_key
 
-__all__ = ["CONVERTERS", "OPEN_PAGE", "WEB_SEARCH", "X_SEARCH", "Citation", "citations_of", "cited_sentence"]
+__all__ = ["CITED_SOURCES", "CONVERTERS", "OPEN_PAGE", "SYNTHETIC", "WEB_SEARCH", "X_SEARCH", "Citation",
+           "citations_of", "cited_sentence", "is_message"]
 
 WEB_SEARCH = "web_search_call"
 X_SEARCH = "x_search_call"
 _SEARCHES = (WEB_SEARCH, X_SEARCH)
 OPEN_PAGE = "open_page"
 FIND_IN_PAGE = "find_in_page"
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_PAGE_ACTIONS = (OPEN_PAGE, FIND_IN_PAGE)
+CITED_SOURCES = "cited_sources"
+SYNTHETIC = "tlmscore_synthetic"
+"""Key of a web call rebuilt from a chat record: its missing sources are no advice to `include` them."""
+_X_HOSTS = frozenset({"x.com", "twitter.com", "mobile.twitter.com", "www.x.com", "www.twitter.com"})
 
 
 @dataclass(frozen=True)
-class Citation:
-    """A `url_citation` annotation with the sentence of the answer it supports."""
+class _Source:
+    """A page a call's logged result lists, with what the provider logged about it."""
 
     url: str
-    title: str | None
-    sentence: str
+    title: str | None = None
+    snippet: str | None = None
+    date: str | None = None
+    number: int | None = None
 
 
-def _sentence_ends(text: str) -> list[int]:
-    """Positions just after each sentence end: `.!?` before white space or the end, or a newline."""
-    return [m.end() for m in _SENTENCE_END.finditer(text)]
-
-
-def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None = None) -> str:
-    """The claim a citation span supports.
-
-    That is the sentence containing the span or, when the span stands right after a sentence
-    (OpenAI puts `([site](url))` after the period), that sentence and the span. A period inside a
-    number, a version or a URL does not end a sentence. `ends` is `_sentence_ends(text)`, for a
-    caller that asks about many spans of one text.
-    """
-    if not 0 <= start <= end <= len(text):
-        return ""
-    if ends is None:
-        ends = _sentence_ends(text)
-    anchor = start
-    while anchor > 0 and text[anchor - 1] in " \t":
-        anchor -= 1
-    before_anchor = bisect.bisect_left(ends, anchor)
-    if anchor > 0 and before_anchor < len(ends) and ends[before_anchor] == anchor:
-        left = ends[before_anchor - 1] if before_anchor else 0
-        return text[left:end].strip()
-    at_start = bisect.bisect_right(ends, start)
-    left = ends[at_start - 1] if at_start else 0
-    at_end = bisect.bisect_left(ends, end)
-    right = ends[at_end] if at_end < len(ends) else len(text)
-    return text[left:right].strip()
+def is_message(item: dict[str, Any]) -> bool:
+    """A message item, also in the replayed shape without `type` (`{"role", "content"}`)."""
+    kind = item.get("type")
+    return kind == "message" or (kind is None and "role" in item)
 
 
 def citations_of(item: dict[str, Any]) -> list[Citation]:
-    """The `url_citation` annotations of a message item, in order."""
-    found: list[Citation] = []
-    for part in item.get("content") or []:
-        if not isinstance(part, dict):
-            continue
-        text = str(part.get("text") or "")
-        ends: list[int] | None = None
-        for ann in part.get("annotations") or []:
-            if not isinstance(ann, dict) or ann.get("type") != "url_citation" or not ann.get("url"):
-                continue
-            start, end = ann.get("start_index"), ann.get("end_index")
-            sentence = ""
-            if isinstance(start, int) and isinstance(end, int):
-                ends = _sentence_ends(text) if ends is None else ends
-                sentence = cited_sentence(text, start, end, ends)
-            title = ann.get("title") if isinstance(ann.get("title"), str) else None
-            found.append(Citation(url=str(ann["url"]), title=title, sentence=sentence))
-    return found
+    """The page citations of a message item, in order (see `tlmscore.convert.citations`)."""
+    return [c for c in message_citations(item) if c.kind == "url"]
 
 
 def _action(item: dict[str, Any]) -> dict[str, Any]:
@@ -112,92 +84,168 @@ def _action(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "search", **args}
 
 
-def _source_urls(action: dict[str, Any]) -> list[str]:
-    sources = action.get("sources") or []
-    return [str(s["url"]) for s in sources if isinstance(s, dict) and s.get("url") and s.get("type", "url") == "url"]
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _sources(action: dict[str, Any]) -> list[_Source]:
+    """The pages a search's logged result lists (`None` sources log nothing: see `_logs_results`)."""
+    found: list[_Source] = []
+    for s in action.get("sources") or []:
+        if isinstance(s, dict) and s.get("url") and s.get("type", "url") == "url":
+            number = s.get("number") if isinstance(s.get("number"), int) else None
+            found.append(_Source(url=str(s["url"]), title=plain_title(s.get("title")), snippet=_text(s.get("snippet")),
+                                 date=_text(s.get("date")), number=number))
+    return found
+
+
+def _failed(item: dict[str, Any]) -> bool:
+    return item.get("status") == "failed"
 
 
 def _own_urls(item: dict[str, Any]) -> list[str]:
     action = _action(item)
-    if action.get("type") in (OPEN_PAGE, FIND_IN_PAGE):
+    if action.get("type") in _PAGE_ACTIONS:
         return [str(action["url"])] if action.get("url") else []
-    return _source_urls(action)
+    return [s.url for s in _sources(action)]
+
+
+def _takes_unclaimed(item: dict[str, Any]) -> bool:
+    """A search that logged no results: the answer's citations are all that is known of them."""
+    action = _action(item)
+    return action.get("type") not in _PAGE_ACTIONS and action.get("sources") is None and not _failed(item)
+
+
+def _is_x_url(url: str) -> bool:
+    return (urlsplit(url).hostname or "").lower() in _X_HOSTS
 
 
 def _group(ctx: Context) -> tuple[list[int], dict[str, Any] | None]:
     """Web calls between the previous and the next message, and that next message."""
     items = ctx.items
     start = ctx.index
-    while start > 0 and items[start - 1].get("type") != "message":
+    while start > 0 and not is_message(items[start - 1]):
         start -= 1
     members: list[int] = []
     following: dict[str, Any] | None = None
     for j in range(start, len(items)):
-        kind = items[j].get("type")
-        if kind == "message" and j > ctx.index:
+        if is_message(items[j]) and j > ctx.index:
             following = items[j]
             break
-        if kind in _SEARCHES:
+        if items[j].get("type") in _SEARCHES:
             members.append(j)
     return members, following
 
 
-def _cited_for_this_call(ctx: Context) -> list[Citation]:
+@dataclass(frozen=True)
+class _Assignment:
+    """Which call of a group each citation of the following message belongs to."""
+
+    by_call: dict[int, list[Citation]]
+    unlogged: list[Citation]
+    unresolved: list[Citation]
+
+
+def _assign(ctx: Context) -> _Assignment:
     members, following = _group(ctx)
-    if following is None:
-        return []
-    cites = citations_of(following)
-    own = {url_key(u) for u in _own_urls(ctx.items[ctx.index])}
-    claimed = {url_key(u) for j in members for u in _own_urls(ctx.items[j])}
-    searches = [j for j in members if _action(ctx.items[j]).get("type") not in (OPEN_PAGE, FIND_IN_PAGE)]
-    is_last = bool(searches) and searches[-1] == ctx.index
-    return [c for c in cites if url_key(c.url) in own or (is_last and url_key(c.url) not in claimed)]
+    cites = message_citations(following) if following is not None else []
+    by_call: dict[int, list[Citation]] = {j: [] for j in members}
+    owners = {j: {url_key(u) for u in _own_urls(ctx.items[j])} for j in members}
+    takers = [j for j in members if _takes_unclaimed(ctx.items[j])]
+    unlogged: list[Citation] = []
+    for cite in (c for c in cites if c.kind == "url"):
+        key = url_key(cite.url)
+        holders = [j for j in members if key in owners[j]]
+        if not holders:
+            wanted = X_SEARCH if _is_x_url(cite.url) else WEB_SEARCH
+            holders = [j for j in takers if ctx.items[j].get("type") == wanted][-1:]
+        for j in holders:
+            by_call[j].append(cite)
+        if not holders:
+            unlogged.append(cite)
+    return _Assignment(by_call, unlogged, [c for c in cites if c.kind == "unresolved"])
 
 
-def _refs(cited: Iterable[Citation], sources: Iterable[str]) -> tuple[WebRef, ...]:
-    """Unique pages in order of first mention, each with every answer sentence citing it."""
+def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef, ...]:
+    """Unique pages, each with every answer sentence citing it.
+
+    Pages the answer numbers are listed by their numbers; others in order of first mention.
+    """
     order: list[str] = []
-    urls: dict[str, str] = {}
-    titles: dict[str, str | None] = {}
-    spans: dict[str, list[str]] = {}
-    for url, title, sentence in [(c.url, c.title, c.sentence) for c in cited] + [(u, None, "") for u in sources]:
+    refs: dict[str, dict[str, Any]] = {}
+    rows = [(c.url, c.title, c.sentence, c.number, None) for c in cited] + \
+        [(s.url, s.title, "", s.number, s) for s in sources]
+    for url, title, sentence, number, source in rows:
         key = url_key(url)
-        if key not in urls:
+        if key not in refs:
             order.append(key)
-            urls[key], titles[key], spans[key] = url, title, []
-        titles[key] = titles[key] or title
-        if sentence and sentence not in spans[key]:
-            spans[key].append(sentence)
-    return tuple(WebRef(url=urls[k], title=titles[k], cited=tuple(spans[k])) for k in order)
+            refs[key] = {"url": url, "title": None, "cited": [], "number": None, "snippet": None, "date": None}
+        ref = refs[key]
+        ref["title"] = ref["title"] or title
+        ref["number"] = ref["number"] if ref["number"] is not None else number
+        if source is not None:
+            ref["snippet"], ref["date"] = ref["snippet"] or source.snippet, ref["date"] or source.date
+        if sentence and sentence not in ref["cited"]:
+            ref["cited"].append(sentence)
+    ranked = sorted(range(len(order)), key=lambda i: (refs[order[i]]["number"] is None,
+                                                      refs[order[i]]["number"] or 0, i))
+    return tuple(WebRef(**{**refs[order[i]], "cited": tuple(refs[order[i]]["cited"])}) for i in ranked)
 
 
-def _search_refs(action: dict[str, Any], ctx: Context) -> tuple[WebRef, ...]:
+def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation]) -> tuple[WebRef, ...]:
     """The pages a search result refers to, following the URL policy."""
-    sources = _source_urls(action)
-    cited = _cited_for_this_call(ctx) if ctx.urls in ("cited", "all") else []
+    sources = _sources(action)
     if ctx.urls == "sources" or (ctx.urls == "cited" and not cited):
-        refs = _refs([], sources)
-    elif ctx.urls == "all":
-        refs = _refs(cited, sources)
-    else:
-        refs = _refs(cited, [])
-    return refs
+        return _refs([], sources)
+    if ctx.urls == "all":
+        return _refs(cited, sources)
+    by_key = {url_key(s.url): s for s in sources}
+    return _refs(cited, [by_key[k] for k in dict.fromkeys(url_key(c.url) for c in cited) if k in by_key])
+
+
+def _closing(ctx: Context, assignment: _Assignment) -> list[Turn]:
+    """After the group's last call: the cited pages no logged result holds, shown apart."""
+    members, _ = _group(ctx)
+    if not members or members[-1] != ctx.index:
+        return []
+    for cite in assignment.unresolved:
+        ctx.warn(f"the answer cites [{cite.number}], but no logged source has that number")
+    if not assignment.unlogged:
+        return []
+    refs = _refs(assignment.unlogged, [])
+    shown = ctx.urls != "sources"
+    ctx.warn(f"the answer cites {len(refs)} page(s) that no logged search result holds"
+             + ("; shown apart as cited by the answer, not among the logged results" if shown else ""))
+    return [WebResult(name=CITED_SOURCES, call_id="", refs=refs, unlogged=True)] if shown else []
+
+
+def _search_arguments(action: dict[str, Any]) -> dict[str, Any]:
+    """The search as called: its query, and its `queries` as the list they are."""
+    queries = action.get("queries")
+    arguments: dict[str, Any] = {}
+    if action.get("query") is not None or not queries:
+        arguments["query"] = action.get("query")
+    if isinstance(queries, list) and queries:
+        arguments["queries"] = list(queries)
+    return arguments
 
 
 def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
     call_id = str(item.get("id") or "")
-    query = action.get("query")
-    if query is None and action.get("queries"):
-        query = " | ".join(str(q) for q in action["queries"])
-    refs = _search_refs(action, ctx)
-    if action.get("sources") is None and not refs and isinstance(item.get("action"), dict):
-        ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
-    elif not refs:
-        ctx.warn("web_search_call has no results in the log and the answer cites no page")
-    return [
-        ToolCall(name=WEB_SEARCH, arguments={"query": query}, call_id=call_id, server=True),
-        WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs),
-    ]
+    assignment = _assign(ctx)
+    if _failed(item):
+        ctx.warn(f"web_search_call {call_id!r} failed: it returned no results")
+        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
+    else:
+        refs = _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
+        logged = isinstance(item.get("action"), dict) and not item.get(SYNTHETIC)
+        if action.get("sources") is None and not refs and logged:
+            ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
+        elif not refs:
+            ctx.warn("web_search_call has no results in the log and the answer cites no page")
+        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs)
+    call = ToolCall(name=WEB_SEARCH, arguments=_search_arguments(action), call_id=call_id, server=True)
+    return [call, result, *_closing(ctx, assignment)]
 
 
 def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
@@ -205,22 +253,22 @@ def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> 
     kind = str(action["type"])
     url = str(action.get("url") or "")
     ctx.use_tool(f"web_search.{kind}")
-    arguments: dict[str, Any] = {"url": url}
-    focus: tuple[str, ...] = ()
-    if kind == FIND_IN_PAGE:
-        arguments["pattern"] = action.get("pattern")
-        focus = (str(action.get("pattern") or ""),)
+    arguments: dict[str, Any] = {"url": url, **{k: v for k, v in action.items() if k not in ("type", "url")}}
+    focus = tuple(str(arguments[k]) for k in ("pattern", "instructions") if arguments.get(k))
+    assignment = _assign(ctx)
     refs: tuple[WebRef, ...] = ()
-    if url:
-        cites = [c for c in citations_of(_group(ctx)[1] or {}) if url_key(c.url) == url_key(url)]
-        title = next((c.title for c in cites if c.title), None)
-        spans = tuple(dict.fromkeys(c.sentence for c in cites if c.sentence))
-        refs = (WebRef(url=url, title=title, cited=spans),)
+    if _failed(item):
+        ctx.warn(f"web_search_call {kind} {call_id!r} failed: the page was not read")
+    elif url:
+        cites = [c for c in assignment.by_call.get(ctx.index, []) if url_key(c.url) == url_key(url)]
+        refs = tuple(replace(ref, url=url) for ref in _refs(cites, [_Source(url=url)]))
     else:
         ctx.warn(f"web_search_call {kind} has no URL")
+    status = "failed" if _failed(item) else "completed"
     return [
         ToolCall(name=kind, arguments=arguments, call_id=call_id, server=True),
-        WebResult(name=kind, call_id=call_id, refs=refs, focus=focus),
+        WebResult(name=kind, call_id=call_id, refs=refs, focus=focus, status=status),
+        *_closing(ctx, assignment),
     ]
 
 
@@ -228,7 +276,7 @@ def convert_web_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """A web search, page open or find-in-page, as a call and a web result."""
     ctx.use_tool("web_search")
     action = _action(item)
-    if action.get("type") in (OPEN_PAGE, FIND_IN_PAGE):
+    if action.get("type") in _PAGE_ACTIONS:
         return _page_action(item, action, ctx)
     if action.get("type") not in (None, "search"):
         ctx.warn(f"web_search_call action {action.get('type')!r} is unknown; rendered as a search")
@@ -243,8 +291,11 @@ def convert_x_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
                                              "description": "Search posts on X (xAI's x_search tool)."})
     action = _action(item)
     arguments = {k: v for k, v in action.items() if k != "type"}
+    assignment = _assign(ctx)
+    status = "failed" if _failed(item) else "completed"
+    refs = () if _failed(item) else _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
     return [ToolCall(name=name, arguments=arguments, call_id=call_id, server=True),
-            WebResult(name=name, call_id=call_id, refs=_search_refs(action, ctx))]
+            WebResult(name=name, call_id=call_id, refs=refs, status=status), *_closing(ctx, assignment)]
 
 
 CONVERTERS: dict[str, ItemConverter] = {
