@@ -34,7 +34,11 @@ _MARKER = r"(?:\[\[\d{1,4}\]\]\([^)\s]*\)|\[\d{1,4}\])"
 MARKER_RUN = re.compile(rf"{_MARKER}+")
 _XAI_MARKER = re.compile(r"\[\[(\d{1,4})\]\]\(([^)\s]+)\)")
 _MD_LINK = re.compile(r"(?<![\[!])\[([^\[\]\n]{1,300})\]\((https?://[^)\s]+)\)")
-_SENTENCE_END = re.compile(rf"[.!?](?={_MARKER}*(?:\s|$))|[\u3002\uff01\uff1f]|\n")
+_SENTENCE_END = re.compile(rf"[.!?]{_MARKER}*(?=\s|$)|[\u3002\uff01\uff1f]{_MARKER}*|\n")
+_WORD_BEFORE = re.compile(r"(\w+)\.$")
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "inc", "ltd", "co", "corp",
+                            "no", "fig", "approx", "est", "dept", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
+                            "sep", "sept", "oct", "nov", "dec", "mt", "ft"})
 _NUMERIC_TITLE = re.compile(r"\s*\[?\s*\d+\s*\]?\s*")
 
 
@@ -63,9 +67,24 @@ def plain_title(value: Any) -> str | None:
     return value
 
 
+def _abbreviation(text: str, period: int) -> bool:
+    """True when the period at `period` closes an abbreviation (`U.S.`, `St.`, `e.g.`), not a sentence."""
+    word = _WORD_BEFORE.search(text, max(0, period - 12), period + 1)
+    if word is None:
+        return False
+    before = word.start() - 1
+    initial = len(word.group(1)) == 1 and word.group(1).isalpha() and (before < 0 or not text[before].isalnum())
+    return initial or word.group(1).lower() in _ABBREVIATIONS
+
+
 def sentence_ends(text: str) -> list[int]:
-    """Positions just after each sentence end of `text` (see the module docstring)."""
-    return [m.end() for m in _SENTENCE_END.finditer(text)]
+    """Positions just after each sentence end of `text`, citation markers that close it included.
+
+    `.!?` end a sentence before white space or the end, and not after an abbreviation (a single
+    letter as in `U.S.` or `e.g.`, or a common one as in `St.`); the CJK ends end one anywhere.
+    """
+    return [m.end() for m in _SENTENCE_END.finditer(text)
+            if not (text[m.start()] == "." and _abbreviation(text, m.start()))]
 
 
 def _marker_starts(text: str) -> dict[int, int]:
