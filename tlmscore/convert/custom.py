@@ -2,7 +2,8 @@
 
 - `custom_tool_call`: free-form input (often under a grammar) to a custom tool, shown as the
   call's `input` argument; `custom_tool_call_output` is its response.
-- `tool_search_call` / `tool_search_output`: the search for deferred tools and the tools it loaded.
+- `tool_search_call` / `tool_search_output`: the search for deferred tools and the tools it loaded,
+  declared in its response (deferred tools are not declared up front).
 - `additional_tools`: tools a developer added at this point; declared, and noted where they appear.
 - `program` / `program_output`: code the model wrote for programmatic tool calling, and its result.
 - `compaction`: an encrypted summary of earlier turns; nothing of it can be shown, which is said
@@ -17,6 +18,7 @@ from typing import Any
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.outputs import call_id_of, is_item_reference, tool_output
+from tlmscore.convert.tools import declare_tool, qualified_name
 from tlmscore.model import Message, ToolCall, ToolResult, Turn
 
 __all__ = ["COMPACTED", "COMPACTED_ABOVE", "CONVERTERS", "PROGRAM", "TOOL_SEARCH", "tool_names"]
@@ -36,7 +38,7 @@ def tool_names(tools: Any) -> list[str]:
         if not isinstance(tool, dict):
             continue
         if tool.get("type") == "namespace":
-            names.extend(f"{tool.get('name')}.{n}" for n in tool_names(tool.get("tools")))
+            names.extend(qualified_name(tool.get("name"), n) for n in tool_names(tool.get("tools")))
         else:
             names.append(str(tool.get("name") or tool.get("server_label") or tool.get("type")))
     return names
@@ -77,18 +79,27 @@ def _search_call_id(item: dict[str, Any], ctx: Context) -> str:
 
 
 def convert_tool_search_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
-    """A search for deferred tools, run by the provider or (`execution: client`) by the client."""
-    ctx.use_tool(TOOL_SEARCH)
+    """A search for deferred tools, run by the provider or (`execution: client`) by the client.
+
+    Its arguments are noted, so a tool search the request declares without a schema (the hosted
+    one) is declared with the arguments its calls use.
+    """
     arguments = parse_arguments(item.get("arguments"), ctx, TOOL_SEARCH)
+    ctx.use_tool(TOOL_SEARCH, {"type": TOOL_SEARCH, "called_with": arguments if isinstance(arguments, dict) else {}})
     return [ToolCall(name=TOOL_SEARCH, arguments=arguments, call_id=call_id_of(item),
                      server=item.get("execution") != "client")]
 
 
 def convert_tool_search_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
-    """The tools the search loaded: named in the response and declared in the tools section."""
-    tools = item.get("tools")
-    _declare(ctx, tools)
-    return [ToolResult(name=TOOL_SEARCH, call_id=_search_call_id(item, ctx), output={"loaded": tool_names(tools)})]
+    """The tools the search loaded, declared in its response: the model sees them from there on.
+
+    Deferred tools are not in the tools section up front; this is where they appear, named as
+    calls name them (`namespace.tool`). Each loaded tool is named under `loaded` as well.
+    """
+    tools = [t for t in item.get("tools") or [] if isinstance(t, dict)]
+    declared = [decl for tool in tools for decl in declare_tool(tool)]
+    output = {"loaded": tool_names(tools), "tools": declared}
+    return [ToolResult(name=TOOL_SEARCH, call_id=_search_call_id(item, ctx), output=output)]
 
 
 def convert_additional_tools(item: dict[str, Any], ctx: Context) -> list[Turn]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.outputs import tool_output
+from tlmscore.convert.tools import qualified_name
 from tlmscore.model import ToolCall, ToolResult, Turn
 
 __all__ = ["CONVERTERS", "parse_arguments"]
@@ -26,8 +27,8 @@ def parse_arguments(raw: Any, ctx: Context, name: str) -> Any:
 
 
 def convert_function_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
-    """A `function_call` the model made."""
-    name = str(item.get("name") or "function")
+    """A `function_call` the model made, named `namespace.name` when it names a namespace."""
+    name = qualified_name(item.get("namespace"), item.get("name"))
     call_id = str(item.get("call_id") or item.get("id") or "")
     ctx.call_names.setdefault(call_id, name)
     return [ToolCall(name=name, arguments=parse_arguments(item.get("arguments"), ctx, name), call_id=call_id)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["DECLARATIONS", "declare_chat_tool", "declare_tools", "tool_family"]
+__all__ = ["DECLARATIONS", "declare_chat_tool", "declare_tool", "declare_tools", "qualified_name", "tool_family"]
 
 _OBJECT = "object"
 
@@ -163,18 +163,51 @@ def _custom(tool: dict[str, Any]) -> list[dict[str, Any]]:
                   _params({"input": _string(hint)}, ["input"]))]
 
 
+def qualified_name(namespace: Any, name: Any) -> str:
+    """A tool's name as declared and called: `namespace.name`, or the name alone.
+
+    The name stands alone when there is no namespace or the namespace is the tool itself (a
+    deferred function is loaded as a namespace of its own name).
+    """
+    name = str(name or "function")
+    return f"{namespace}.{name}" if isinstance(namespace, str) and namespace and namespace != name else name
+
+
 def _namespace(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The namespace's tools, each named `namespace.tool` so that two `search` tools stay apart."""
     declared: list[dict[str, Any]] = []
     for inner in tool.get("tools") or []:
-        if isinstance(inner, dict):
+        if isinstance(inner, dict) and not inner.get("defer_loading"):
             declarer = DECLARATIONS.get(str(inner.get("type", "function")))
-            declared.extend(declarer(inner) if declarer is not None else [])
+            named = {**inner, "name": qualified_name(tool.get("name"), inner.get("name"))}
+            declared.extend(declarer(named) if declarer is not None else [])
     return declared
 
 
+def _json_type(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, (int, float)):
+        return {"type": "number"}
+    if isinstance(value, list):
+        return {"type": "array", "items": _json_type(value[0]) if value else {}}
+    return {"type": "object"} if isinstance(value, dict) else {"type": "string"}
+
+
 def _tool_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool search as the request declares it, or with the arguments its calls used.
+
+    The hosted tool search is listed without a schema; it is declared with the arguments of its
+    calls in the log (`paths` of the tools to load, when there is no call).
+    """
     description = tool.get("description") or "Search the deferred tools and load the ones needed."
-    parameters = tool.get("parameters") or _params({"paths": _strings("Names of the tools to load.")}, [])
+    used = tool.get("called_with")
+    if tool.get("parameters"):
+        parameters = tool["parameters"]
+    elif isinstance(used, dict) and used:
+        parameters = _params({k: _json_type(v) for k, v in used.items()}, list(used))
+    else:
+        parameters = _params({"paths": _strings("Names of the tools to load.")}, [])
     return [_decl("tool_search", str(description), parameters)]
 
 
@@ -245,17 +278,22 @@ def tool_family(tool_type: str) -> str:
 def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Declarations for the request's tools, then for built-in tools used but not declared.
 
-    Tool types without a declaration are left out, as the reference leaves them out. A file search
+    Tool types without a declaration are left out, as the reference leaves them out; so are tools
+    with `defer_loading` (the model sees them where a tool search loads them). A file search
     that ran is declared only when the request lists it, as the reference does; every other tool
     that ran is declared even when the request does not list it (e.g. in replayed history), so
     that each call in the prompt has a declaration, and no name is declared twice by this rule.
     """
     declared: list[dict[str, Any]] = []
     families: set[str] = set()
-    for tool in tools:
-        family = tool_family(str(tool.get("type", "function")))
+    for listed in tools:
+        family = tool_family(str(listed.get("type", "function")))
         families.add(family)
         declarer = DECLARATIONS.get(family)
+        if listed.get("defer_loading"):
+            continue  # declared where a tool search loads it, not up front
+        tool = {**listed, "called_with": used[family].get("called_with")} if family == "tool_search" \
+            and family in used else listed
         if declarer is not None:
             declared.extend(declarer(tool))
     names = {d.get("name") for d in declared}
@@ -268,6 +306,17 @@ def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any
                 names.add(decl.get("name"))
                 declared.append(decl)
     return declared
+
+
+def declare_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """One tool definition as declared in the tools section (deferred or not), or nothing."""
+    declarer = DECLARATIONS.get(tool_family(str(tool.get("type", "function"))))
+    if declarer is None:
+        return []
+    if tool.get("type") == "namespace":
+        return declarer({**tool, "tools": [{k: v for k, v in t.items() if k != "defer_loading"}
+                                           for t in tool.get("tools") or [] if isinstance(t, dict)]})
+    return declarer(tool)
 
 
 def declare_chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
