@@ -222,12 +222,15 @@ def _sentence_by_scanning(text: str, start: int, end: int) -> str:
     """`cited_sentence` spelled out with linear scans: the definition the fast version must match."""
     if not 0 <= start <= end <= len(text):
         return ""
-    ends = [i + 1 for i, c in enumerate(text) if c == "\n" or (c in ".!?" and (i + 1 == len(text)
-                                                                             or text[i + 1].isspace()))]
+    def initial(i: int) -> bool:  # a period after a one-letter word (`U.S.`, `e.g.`) ends no sentence
+        return text[i] == "." and i >= 1 and text[i - 1].isalpha() and (i < 2 or not text[i - 2].isalnum())
+
+    ends = [i + 1 for i, c in enumerate(text) if c == "\n" or (c in ".!?" and not initial(i) and (
+        i + 1 == len(text) or text[i + 1].isspace()))]
     anchor = start
     while anchor > 0 and text[anchor - 1] in " \t":
         anchor -= 1
-    if anchor > 0 and anchor in ends:
+    if anchor > 0 and anchor in ends and (start == end or text.startswith(("(", "["), start)):
         return text[max((b for b in ends if b < anchor), default=0):end].strip()
     left = max((b for b in ends if b <= start), default=0)
     right = min((b for b in ends if b >= end), default=len(text))
@@ -243,12 +246,13 @@ def test_cited_sentence_examples() -> None:
     link = text.index("([site]")
     after = "It opened in 1889 (v2.0 at example.com). ([site](u))"
     assert cited_sentence(text, link, link + len("([site](u))")) == after
-    assert cited_sentence(text, period + 1, period + 3) == "The tower is 330 m tall. It"  # right after a period
+    # text right after a period is the next sentence; only a link or marker there closes the one before
+    assert cited_sentence(text, period + 1, period + 3) == "It opened in 1889 (v2.0 at example.com)."
     assert cited_sentence(text, len(text) - 4, len(text)) == "Next line"
     assert cited_sentence(text, 5, 200) == ""
 
 
-@given(st.text(st.sampled_from("ab .!?\n\t"), max_size=40), st.integers(-2, 42), st.integers(0, 20))
+@given(st.text(st.sampled_from("ab .!?\n\t(["), max_size=40), st.integers(-2, 42), st.integers(0, 20))
 def test_cited_sentence_matches_its_definition(text: str, start: int, length: int) -> None:
     assert cited_sentence(text, start, start + length) == _sentence_by_scanning(text, start, start + length)
 

@@ -95,16 +95,19 @@ def _marker_starts(text: str) -> dict[int, int]:
 def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None = None) -> str:
     """The claim a citation span supports.
 
-    That is the sentence containing the span or, when the span stands right after a sentence
-    (OpenAI puts `([site](url))` after the period; Perplexity `[1]` with no space), that sentence
-    and the span; markers between the sentence and the span (`[1][2]`) are passed over. A period
-    inside a number, a version or a URL does not end a sentence. `ends` is `sentence_ends(text)`,
-    for a caller that asks about many spans of one text.
+    That is the sentence containing the span or, when the span is a link or marker (it opens with
+    `(` or `[`, or it is empty: where a removed `file_citation` marker stood) right after a
+    sentence (OpenAI puts `([site](url))` after the period), that sentence and the span; markers
+    between the sentence and the span (`[1][2]`) are passed over. A span that covers text of its
+    own is the sentences it touches. A period inside a number, a version or a URL does not end a
+    sentence. `ends` is `sentence_ends(text)`, for a caller that asks about many spans of one text.
     """
     if not 0 <= start <= end <= len(text):
         return ""
     if ends is None:
         ends = sentence_ends(text)
+    if start != end and not text.startswith(("(", "["), start):
+        return _containing(text, start, end, ends)
     anchor = start
     markers: dict[int, int] | None = None
     while anchor > 0:
@@ -121,6 +124,11 @@ def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None =
     if anchor > 0 and before_anchor < len(ends) and ends[before_anchor] == anchor:
         left = ends[before_anchor - 1] if before_anchor else 0
         return text[left:end].strip()
+    return _containing(text, start, end, ends)
+
+
+def _containing(text: str, start: int, end: int, ends: Sequence[int]) -> str:
+    """The sentences of `text` that the span from `start` to `end` touches."""
     at_start = bisect.bisect_right(ends, start)
     left = ends[at_start - 1] if at_start else 0
     at_end = bisect.bisect_left(ends, end)
