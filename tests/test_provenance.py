@@ -195,3 +195,10 @@ def test_unavailable_pages_are_not_evidence() -> None:
     (page,) = evidence_of(render(convert_transcript(t), {WIKI: Page(url=WIKI, status="http_error", error="404")}))
     assert (page.available, page.status, page.text, page.origin) == (False, "http_error", "", None)
     assert isinstance(web_results(convert_transcript(t))[0], WebResult)
+
+
+def test_a_namespace_repeating_a_listed_tool_declares_it_once() -> None:
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    tools = [weather, {"type": "namespace", "name": "get_weather", "description": "Weather.", "tools": [weather]}]
+    conv = convert_items([USER, answer("Sunny.", [])], answer_start=1, tools=tools)
+    assert [d["name"] for d in conv.tools] == ["get_weather"]

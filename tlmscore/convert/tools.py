@@ -294,8 +294,8 @@ def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any
             continue  # declared where a tool search loads it, not up front
         tool = {**listed, "called_with": used[family].get("called_with")} if family == "tool_search" \
             and family in used else listed
-        if declarer is not None:
-            declared.extend(declarer(tool))
+        if declarer is not None:  # a namespace may repeat a tool listed on its own: declared once
+            declared.extend(d for d in declarer(tool) if family != "namespace" or d not in declared)
     names = {d.get("name") for d in declared}
     for key, tool in used.items():
         declarer = DECLARATIONS.get(tool_family(str(tool.get("type", key))))
