@@ -88,12 +88,11 @@ def test_replayed_messages_without_type_do_not_change_an_earlier_searchs_sources
     earlier = search_call("ws_0", [WIKI, SITE])
     history = [USER, earlier, {"role": "assistant", "content": "It is 330 m tall."},
                {"role": "user", "content": "And when did it open?"}]
-    later = cited_answer(BRIT, BRIT)
-    items = [*history, search_call("ws_1", [BRIT]), later]
+    items = [*history, search_call("ws_1", [WIKI, BRIT]), cited_answer(WIKI, BRIT)]
     conv = convert_items(items, answer_start=len(items) - 1, settings=Settings())
     first, second = web_results(conv)
-    assert [r.url for r in first.refs] == [WIKI, SITE]  # nothing cited it: its sources, as logged
-    assert [r.url for r in second.refs] == [BRIT]
+    assert [r.url for r in first.refs] == [WIKI, SITE]  # its own answer cited nothing: its sources, as logged
+    assert [r.url for r in second.refs] == [WIKI, BRIT]
 
 
 def file_search(results: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -122,6 +121,18 @@ def test_file_search_without_logged_results_is_unavailable_evidence() -> None:
                          tools=[{"type": "file_search"}])
     (doc,) = evidence_of(render(conv, {}))
     assert (doc.kind, doc.available, doc.status) == ("file", False, "not_logged")
+
+
+def test_chat_tool_results_are_evidence_too() -> None:
+    from tlmscore.convert import convert_chat
+
+    messages = [{"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "الطقس مشمس"}]
+    conv = convert_chat(messages, answer={"role": "assistant", "content": "مشمس."})
+    (out,) = evidence_of(render(conv, {}))
+    assert (out.kind, out.tool, out.call_id, out.text) == ("tool", "weather", "c1", "الطقس مشمس")
 
 
 def test_tool_outputs_are_evidence_as_shown() -> None:
