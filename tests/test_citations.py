@@ -255,3 +255,17 @@ def test_numeric_citation_titles_are_not_page_titles() -> None:
 def evidence_of(scored: ScoringInput) -> tuple[Evidence, ...]:
     assert scored.evidence is not None
     return scored.evidence
+
+
+def test_a_web_page_never_goes_to_an_x_search_but_a_post_may_go_to_a_web_search() -> None:
+    post = "https://x.com/i/status/1991234567890123456"
+    anns = [{"type": "url_citation", "url": WIKI}, {"type": "url_citation", "url": post}]
+    only_x = xai_response("Tall. Popular.", anns, [xai_call("x_search_call", "x_keyword_search", {"query": "q"}, 0)])
+    (t,) = read_transcripts([{"request": {"input": "q"}, "response": only_x}])
+    conv = convert_transcript(t)
+    searched, apart = web_results(conv)
+    assert [r.url for r in searched.refs] == [post] and [r.url for r in apart.refs] == [WIKI] and apart.unlogged
+    only_web = xai_response("Tall. Popular.", anns, [xai_call("web_search_call", "web_search", {"query": "q"}, 0)])
+    (t,) = read_transcripts([{"request": {"input": "q"}, "response": only_web}])
+    (result,) = web_results(convert_transcript(t))
+    assert [r.url for r in result.refs] == [WIKI, post]

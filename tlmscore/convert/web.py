@@ -8,9 +8,10 @@ the search's sources when it has none; `sources` — the search's `action.source
 Provenance is kept honest. A citation belongs to the calls whose logged results hold its URL. A
 search that logged no results (no `include`, or a provider that does not log them) is given the
 citations no other call holds, of its own kind: web pages to a web search, posts on X to an X
-search. What is left is shown apart, as cited by the answer but among no logged result, with a
-warning. A failed call is shown as failed. Numbered sources (`[n]`) keep the answer's numbering,
-and the provider's logged snippet and date stay beside each page.
+search (or, without one, to a web search). What is left is shown apart, as cited by the answer
+but among no logged result, with a warning. A failed call is shown as failed. Numbered sources
+(`[n]`) keep the answer's numbering, and the provider's logged snippet and date stay beside each
+page.
 
 xAI logs its searches with `arguments` instead of an `action` (a call with a `url` and no `query`
 opens that page, e.g. `browse_page` with its `instructions`), and its X search as `x_search_call`
@@ -156,9 +157,10 @@ def _assign(ctx: Context) -> _Assignment:
     for cite in (c for c in cites if c.kind == "url"):
         key = url_key(cite.url)
         holders = [j for j in members if key in owners[j]]
-        if not holders:
-            wanted = X_SEARCH if _is_x_url(cite.url) else WEB_SEARCH
-            holders = [j for j in takers if ctx.items[j].get("type") == wanted][-1:]
+        if not holders:  # a web search may have found a post on X; an X search never a web page
+            wanted = (X_SEARCH, WEB_SEARCH) if _is_x_url(cite.url) else (WEB_SEARCH,)
+            holders = next(([j] for kind in wanted for j in reversed(takers) if ctx.items[j].get("type") == kind),
+                           [])
         for j in holders:
             by_call[j].append(cite)
         if not holders:
