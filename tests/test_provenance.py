@@ -213,3 +213,9 @@ def test_a_namespace_repeating_a_listed_tool_declares_it_once() -> None:
     tools = [weather, {"type": "namespace", "name": "get_weather", "description": "Weather.", "tools": [weather]}]
     conv = convert_items([USER, answer("Sunny.", [])], answer_start=1, tools=tools)
     assert [d["name"] for d in conv.tools] == ["get_weather"]
+
+
+def test_deferred_tools_added_mid_conversation_wait_for_their_tool_search() -> None:
+    added = {"type": "additional_tools", "role": "developer", "tools": [DEFERRED]}
+    conv = convert_items([USER, added, answer("Later.", [])], answer_start=2)
+    assert "get_weather" not in [d["name"] for d in conv.tools]

@@ -299,7 +299,7 @@ def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any
     names = {d.get("name") for d in declared}
     for key, tool in used.items():
         declarer = DECLARATIONS.get(tool_family(str(tool.get("type", key))))
-        if key in families or key in _LISTED_ONLY or declarer is None:
+        if key in families or key in _LISTED_ONLY or declarer is None or tool.get("defer_loading"):
             continue
         for decl in declarer(tool):
             if decl.get("name") not in names:
