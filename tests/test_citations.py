@@ -72,6 +72,9 @@ def test_cjk_sentence_ends_and_abbreviations() -> None:
     us = "The U.S. data from St. Louis say 827,526.[2] Next."
     at = us.index("[2]")
     assert cited_sentence(us, at, at + 3) == "The U.S. data from St. Louis say 827,526.[2]"
+    units = "It is 330 m. J. Smith built it in 1889, e.g. with iron."
+    assert cited_sentence(units, units.index("Smith"), units.index("Smith") + 5) == \
+        "J. Smith built it in 1889, e.g. with iron."
 
 
 def test_perplexity_sources_keep_their_numbers_snippets_and_dates() -> None:
@@ -269,3 +272,15 @@ def test_a_web_page_never_goes_to_an_x_search_but_a_post_may_go_to_a_web_search(
     (t,) = read_transcripts([{"request": {"input": "q"}, "response": only_web}])
     (result,) = web_results(convert_transcript(t))
     assert [r.url for r in result.refs] == [WIKI, post]
+
+
+def test_bare_markers_number_annotations_that_carry_no_place() -> None:
+    anns = [{"type": "url_citation", "url": WIKI}, {"type": "url_citation", "url": SITE}]
+    text = "Die Höhe beträgt 330 m.[1] Eröffnet 1889.[2] Unbekannt.[7]"
+    response = xai_response(text, anns, [xai_call("web_search_call", "web_search", {"query": "q"}, 0)])
+    (t,) = read_transcripts([{"request": {"input": "Wie hoch?"}, "response": response}])
+    conv = convert_transcript(t)
+    (result,) = web_results(conv)
+    assert [(r.number, r.url, r.cited) for r in result.refs] == [
+        (1, WIKI, ("Die Höhe beträgt 330 m.[1]",)), (2, SITE, ("Eröffnet 1889.[2]",))]
+    assert "the answer cites [7], but no logged source has that number" in conv.warnings

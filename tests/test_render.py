@@ -222,8 +222,8 @@ def _sentence_by_scanning(text: str, start: int, end: int) -> str:
     """`cited_sentence` spelled out with linear scans: the definition the fast version must match."""
     if not 0 <= start <= end <= len(text):
         return ""
-    def initial(i: int) -> bool:  # a period after a one-letter word (`U.S.`, `e.g.`) ends no sentence
-        return text[i] == "." and i >= 1 and text[i - 1].isalpha() and (i < 2 or not text[i - 2].isalnum())
+    def initial(i: int) -> bool:  # a period after a dotted letter (`U.S.`, `e.g.`) ends no sentence
+        return text[i] == "." and i >= 2 and text[i - 1].isalpha() and text[i - 2] == "."
 
     ends = [i + 1 for i, c in enumerate(text) if c == "\n" or (c in ".!?" and not initial(i) and (
         i + 1 == len(text) or text[i + 1].isspace()))]

@@ -10,6 +10,8 @@ Styles read (each becomes a `Citation`: the source it names and the sentence of 
   search-augmented chat providers; the record is rebuilt with a `url_citation` per marker carrying
   its `number`, and an `unresolved_citation` for a marker with no source);
 - markdown links `[label](url)` the annotations do not cover;
+- `[n]` markers beside `url_citation` annotations that carry no place: the n-th distinct
+  annotated URL (other OpenAI-compatible search backends);
 - `file_citation` annotations (`file_id`, `filename`, `index`).
 
 A marker right after a sentence end (`…tall.[1] Beta…`, with or without a space) closes that
@@ -33,6 +35,7 @@ __all__ = ["MARKER_RUN", "Citation", "cited_sentence", "message_citations", "pla
 _MARKER = r"(?:\[\[\d{1,4}\]\]\([^)\s]*\)|\[\d{1,4}\])"
 MARKER_RUN = re.compile(rf"{_MARKER}+")
 _XAI_MARKER = re.compile(r"\[\[(\d{1,4})\]\]\(([^)\s]+)\)")
+_BARE_MARKER = re.compile(r"(?<!\[)\[(\d{1,4})\](?![\](])")
 _MD_LINK = re.compile(r"(?<![\[!])\[([^\[\]\n]{1,300})\]\((https?://[^)\s]+)\)")
 _SENTENCE_END = re.compile(rf"[.!?]{_MARKER}*(?=\s|$)|[\u3002\uff01\uff1f]{_MARKER}*|\n")
 _WORD_BEFORE = re.compile(r"(\w+)\.$")
@@ -72,19 +75,21 @@ def _abbreviation(text: str, period: int) -> bool:
     word = _WORD_BEFORE.search(text, max(0, period - 12), period + 1)
     if word is None:
         return False
-    before = word.start() - 1
-    initial = len(word.group(1)) == 1 and word.group(1).isalpha() and (before < 0 or not text[before].isalnum())
-    return initial or word.group(1).lower() in _ABBREVIATIONS
+    letter, before = word.group(1), word.start() - 1
+    if len(letter) == 1 and letter.isalpha():  # `U.S.`, `e.g.`; an initial (`J. Smith`); not `330 m.`
+        return (before >= 0 and text[before] == ".") or (letter.isupper() and (before < 0 or text[before] == " "))
+    return letter.lower() in _ABBREVIATIONS
 
 
 def sentence_ends(text: str) -> list[int]:
     """Positions just after each sentence end of `text`, citation markers that close it included.
 
-    `.!?` end a sentence before white space or the end, and not after an abbreviation (a single
-    letter as in `U.S.` or `e.g.`, or a common one as in `St.`); the CJK ends end one anywhere.
+    `.!?` end a sentence before white space or the end, and not after an abbreviation (`U.S.`,
+    `e.g.`, an initial as in `J. Smith`, or a common one as in `St.`) unless a citation marker
+    follows; the CJK ends end one anywhere.
     """
     return [m.end() for m in _SENTENCE_END.finditer(text)
-            if not (text[m.start()] == "." and _abbreviation(text, m.start()))]
+            if not (text[m.start()] == "." and m.end() == m.start() + 1 and _abbreviation(text, m.start()))]
 
 
 def _marker_starts(text: str) -> dict[int, int]:
@@ -218,6 +223,29 @@ def _inline(text: _Text, taken: set[tuple[int, int]], covered: set[str]) -> list
     return found
 
 
+def _bare_markers(text: _Text, unplaced: list[Citation], taken: set[tuple[int, int]]) -> list[Citation]:
+    """`[n]` markers of a text whose annotations carry no place (other OpenAI-compatible backends).
+
+    The annotations' distinct URLs, in order, are then the numbered sources: `[n]` cites the n-th.
+    A marker beyond them is unresolved.
+    """
+    urls = list(dict.fromkeys(c.url for c in unplaced))
+    titles = {c.url: c.title for c in unplaced}
+    found: list[Citation] = []
+    for m in _BARE_MARKER.finditer(text.text):
+        if _overlaps(m.span(), taken):
+            continue
+        number = int(m.group(1))
+        sentence = text.sentence(text.run_of(*m.span()))
+        if 1 <= number <= len(urls):
+            url = urls[number - 1]
+            found.append(Citation(url=url, title=titles[url], sentence=sentence, number=number, span=m.span()))
+        else:
+            found.append(Citation(url="", title=None, sentence=sentence, number=number, span=m.span(),
+                                  kind="unresolved"))
+    return found
+
+
 def message_citations(item: dict[str, Any]) -> list[Citation]:
     """Every citation of a message item, in order of its annotations, then inline ones.
 
@@ -234,7 +262,9 @@ def message_citations(item: dict[str, Any]) -> list[Citation]:
         taken: set[tuple[int, int]] = set()
         anns = [a for a in part.get("annotations") or [] if isinstance(a, dict)]
         own = [c for c in (_from_annotation(text, a, taken) for a in anns) if c is not None]
-        covered = {url_key(c.url) for c in own if c.kind == "url" and c.span is None}
+        unplaced = [c for c in own if c.kind == "url" and c.span is None]
         found.extend(own)
-        found.extend(_inline(text, taken, covered))
+        found.extend(_inline(text, taken, {url_key(c.url) for c in unplaced}))
+        if unplaced and not any(c.number is not None for c in own):
+            found.extend(_bare_markers(text, unplaced, taken))
     return found
