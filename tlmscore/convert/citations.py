@@ -147,15 +147,17 @@ class _Text:
     def __init__(self, text: str) -> None:
         self.text = text
         self.ends = sentence_ends(text)
+        self._runs = [m.span() for m in MARKER_RUN.finditer(text)] if "[" in text else []
+        self._starts = [start for start, _ in self._runs]
 
     def sentence(self, span: tuple[int, int] | None) -> str:
         return cited_sentence(self.text, span[0], span[1], self.ends) if span is not None else ""
 
     def run_of(self, start: int, end: int) -> tuple[int, int]:
         """The whole run of markers a marker belongs to, so `[1][2]` cite the same sentence."""
-        for run in MARKER_RUN.finditer(self.text):
-            if run.start() <= start and end <= run.end():
-                return run.start(), run.end()
+        at = bisect.bisect_right(self._starts, start) - 1
+        if at >= 0 and end <= self._runs[at][1]:
+            return self._runs[at]
         return start, end
 
 
