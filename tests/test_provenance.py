@@ -219,3 +219,11 @@ def test_deferred_tools_added_mid_conversation_wait_for_their_tool_search() -> N
     added = {"type": "additional_tools", "role": "developer", "tools": [DEFERRED]}
     conv = convert_items([USER, added, answer("Later.", [])], answer_start=2)
     assert "get_weather" not in [d["name"] for d in conv.tools]
+
+
+def test_links_in_a_user_message_after_a_search_are_not_citations() -> None:
+    user_link = {"role": "user", "content": f"Compare with [this page]({BRIT})."}
+    items = [USER, search_call("ws_1", [WIKI]), user_link, answer("Done.", [])]
+    conv = convert_items(items, answer_start=3)
+    assert [[r.url for r in w.refs] for w in web_results(conv)] == [[WIKI]]
+    assert conv.warnings == ()

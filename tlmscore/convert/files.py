@@ -40,7 +40,7 @@ def _following(ctx: Context) -> tuple[list[dict[str, Any]], dict[str, Any] | Non
 
 def _file_citations(ctx: Context) -> list[Citation]:
     searches, message = _following(ctx)
-    if message is None:
+    if message is None or message.get("role", "assistant") != "assistant":
         return []
     cites = [c for c in message_citations(message) if c.kind == "file"]
     if searches and searches[-1] is ctx.items[ctx.index] and all(s.get("results") is not None for s in searches):

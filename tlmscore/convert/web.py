@@ -149,7 +149,8 @@ class _Assignment:
 
 def _assign(ctx: Context) -> _Assignment:
     members, following = _group(ctx)
-    cites = message_citations(following) if following is not None else []
+    answered = following is not None and following.get("role", "assistant") == "assistant"
+    cites = message_citations(following) if answered and following is not None else []
     by_call: dict[int, list[Citation]] = {j: [] for j in members}
     owners = {j: {url_key(u) for u in _own_urls(ctx.items[j])} for j in members}
     takers = [j for j in members if _takes_unclaimed(ctx.items[j])]
