@@ -284,3 +284,14 @@ def test_bare_markers_number_annotations_that_carry_no_place() -> None:
     assert [(r.number, r.url, r.cited) for r in result.refs] == [
         (1, WIKI, ("Die Höhe beträgt 330 m.[1]",)), (2, SITE, ("Eröffnet 1889.[2]",))]
     assert "the answer cites [7], but no logged source has that number" in conv.warnings
+
+
+def test_a_long_chinese_page_keeps_the_cited_passage_within_the_budget() -> None:
+    from tlmscore import Settings
+
+    filler = "\n\n".join(f"第{i}段介绍了巴黎的咖啡馆和塞纳河的风景。" for i in range(3000))
+    text = f"{filler}\n\n埃菲尔铁塔高330米，于1889年建成。\n\n{filler}"
+    t = chat_record("埃菲尔铁塔高约330米。[1]", {"citations": [ZH]}, question="埃菲尔铁塔有多高？")
+    scored = render(convert_transcript(t), pages((ZH, text)), Settings(page_chars=2000))
+    (page,) = evidence_of(scored)
+    assert "埃菲尔铁塔高330米，于1889年建成。" in page.text and len(page.text) <= 2000

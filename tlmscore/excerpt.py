@@ -15,11 +15,18 @@ __all__ = ["GAP", "allocate", "excerpt"]
 
 GAP = "\n\n[…]\n\n"
 _WORD = re.compile(r"\w{3,}", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# Scripts written without spaces between words (Han, kana, Hangul, Thai): matched by character pairs.
+_UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])")
+_MARKER = re.compile(r"\[\[\d+\]\]\([^)\s]*\)|\[\d+\]")
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in _WORD.findall(text))
+    """The words of `text`: words of three letters or more, and character pairs of unspaced scripts."""
+    words = {w.lower() for w in _WORD.findall(_UNSPACED.sub(" ", text))}
+    for run in _UNSPACED.findall(text):
+        words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    return frozenset(words)
 
 
 def _units(text: str, limit: int) -> list[str]:
@@ -60,7 +67,7 @@ def excerpt(text: str, limit: int, focus: Sequence[str] = ()) -> str:
     if len(text) <= limit:
         return text
     units, profile = _profile(text, limit)
-    wanted = frozenset().union(*(_words(f) for f in focus)) if focus else frozenset()
+    wanted = frozenset().union(*(_words(_MARKER.sub(" ", f)) for f in focus)) if focus else frozenset()
     scores = [len(w & wanted) / penalty if wanted else 0.0 for w, penalty in profile]
     by_relevance = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()
