@@ -3,6 +3,7 @@
 Pure: the same conversation, pages and settings give the same bytes in every process. Where the
 reference formatter (cleanlab-tlm 1.1.39) is right this matches it byte for byte; web evidence is
 rendered in a stable order, keeps Unicode, and says plainly when a page could not be retrieved.
+`render` also hands scorers the evidence it showed as `Evidence` values (`tlmscore.shown`).
 """
 
 from __future__ import annotations
