@@ -295,3 +295,21 @@ def test_a_long_chinese_page_keeps_the_cited_passage_within_the_budget() -> None
     scored = render(convert_transcript(t), pages((ZH, text)), Settings(page_chars=2000))
     (page,) = evidence_of(scored)
     assert "埃菲尔铁塔高330米，于1889年建成。" in page.text and len(page.text) <= 2000
+
+
+def test_openrouter_annotation_content_is_the_logged_snippet() -> None:
+    content = "Il mesure 330 m. [toureiffel.paris](https://www.toureiffel.paris/en)"
+    start = content.index("[toureiffel")
+    ann = {"type": "url_citation", "url_citation": {"url": SITE, "title": "La tour", "start_index": start,
+                                                    "end_index": len(content),
+                                                    "content": "La tour Eiffel mesure 330 mètres."}}
+    response = {"id": "gen-1", "object": "chat.completion", "created": 1, "model": "openai/gpt-4o:online",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content, "annotations": [ann]}}]}
+    (t,) = read_transcripts([{"request": {"messages": [{"role": "user", "content": "Hauteur ?"}]},
+                              "response": response}])
+    scored = render(convert_transcript(t), {})
+    (page,) = evidence_of(scored)
+    assert (page.available, page.origin, page.text, page.title) == (True, "log", "La tour Eiffel mesure 330 mètres.",
+                                                                    "La tour")
+    assert [scored.response[a:b] for a, b in page.cited] == [content]

@@ -3,7 +3,8 @@
 Perplexity Sonar and alike search before they answer and return the pages they used:
 `search_results[]` (title, url, snippet, date), or else top-level `citations[]` (URL strings or
 objects), numbered `[n]` in the answer. OpenAI's search models (gpt-4o-search-preview and alike)
-log `message.annotations[].url_citation` (url, title, start/end index) instead. The record is
+log `message.annotations[].url_citation` (url, title, start/end index; OpenRouter adds the page
+excerpt the model saw as `content`) instead: the cited pages are the search's sources. The record is
 rebuilt as Responses items — the chat history, a `web_search_call` whose sources are the numbered
 pages (with their logged snippet and date), and the answer with a `url_citation` for every marker
 or annotation — so the pages become evidence like any other web search's. A marker with no source
@@ -63,6 +64,23 @@ def chat_annotations(response: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _annotated_sources(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pages an annotated answer cites, once each, with the excerpt the provider logged.
+
+    OpenRouter and alike put the text the model saw of a page in `url_citation.content`.
+    """
+    sources: dict[str, dict[str, Any]] = {}
+    for ann in _message(response).get("annotations") or []:
+        inner = ann.get("url_citation") if isinstance(ann, dict) else None
+        if isinstance(inner, dict) and inner.get("url") and str(inner["url"]) not in sources:
+            source = {"type": "url", "url": str(inner["url"])}
+            source |= {k: inner[k] for k in ("title",) if isinstance(inner.get(k), str) and inner[k]}
+            if isinstance(inner.get("content"), str) and inner["content"].strip():
+                source["snippet"] = inner["content"]
+            sources[source["url"]] = source
+    return list(sources.values())
+
+
 def is_search_chat(response: dict[str, Any]) -> bool:
     """A chat answer that searched: it logs its pages or cites them in annotations."""
     return bool(chat_search_sources(response) or chat_annotations(response))
@@ -120,9 +138,8 @@ def chat_search_items(messages: list[dict[str, Any]], response: dict[str, Any]) 
     items = [item for msg in messages if isinstance(msg, dict) for item in _history_item(msg)]
     users = [content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     sources = chat_search_sources(response)
-    action: dict[str, Any] = {"type": "search", "query": users[-1] if users else None}
-    if sources:
-        action["sources"] = sources
+    action: dict[str, Any] = {"type": "search", "query": users[-1] if users else None,
+                              "sources": sources or _annotated_sources(response)}
     items.append({"type": "web_search_call", "id": f"search_{response.get('id') or ''}", "status": "completed",
                   "action": action, SYNTHETIC: True})
     start = len(items)
