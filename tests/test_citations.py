@@ -69,6 +69,9 @@ def test_cjk_sentence_ends_and_abbreviations() -> None:
     ja = "エッフェル塔の高さは330メートルです。[[1]](https://ja.wikipedia.org/wiki/x)次の文。"
     mark = ja.index("[[1]]")
     assert cited_sentence(ja, mark, mark + 5) == "エッフェル塔の高さは330メートルです。[[1]](https://ja.wikipedia.org/wiki/x)"
+    arabic = "ما ارتفاع البرج؟ يبلغ 330 مترا.[1]"
+    mark = arabic.index("[1]")
+    assert cited_sentence(arabic, mark, mark + 3) == "يبلغ 330 مترا.[1]"
     us = "The U.S. data from St. Louis say 827,526.[2] Next."
     at = us.index("[2]")
     assert cited_sentence(us, at, at + 3) == "The U.S. data from St. Louis say 827,526.[2]"

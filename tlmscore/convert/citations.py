@@ -15,9 +15,9 @@ Styles read (each becomes a `Citation`: the source it names and the sentence of 
 - `file_citation` annotations (`file_id`, `filename`, `index`).
 
 A marker right after a sentence end (`…tall.[1] Beta…`, with or without a space) closes that
-sentence; `.!?` end a sentence before white space, the end, or a marker; the CJK full stop,
-exclamation and question marks (U+3002, U+FF01, U+FF1F) end one wherever they stand; so does a
-newline.
+sentence; `.!?` (and the Arabic question mark, the Devanagari danda) end a sentence before white
+space, the end, or a marker; the CJK full stop, exclamation and question marks (U+3002, U+FF01,
+U+FF1F, U+FF0E) end one wherever they stand; so does a newline.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ MARKER_RUN = re.compile(rf"{_MARKER}+")
 _XAI_MARKER = re.compile(r"\[\[(\d{1,4})\]\]\(([^)\s]+)\)")
 _BARE_MARKER = re.compile(r"(?<!\[)\[(\d{1,4})\](?![\](])")
 _MD_LINK = re.compile(r"(?<![\[!])\[([^\[\]\n]{1,300})\]\((https?://[^)\s]+)\)")
-_SENTENCE_END = re.compile(rf"[.!?]{_MARKER}*(?=\s|$)|[\u3002\uff01\uff1f]{_MARKER}*|\n")
+# `.!?`, the Arabic question mark and the Devanagari danda before white space; the CJK full stop,
+# exclamation and question marks (ideographic and full-width) anywhere.
+_SENTENCE_END = re.compile(rf"[.!?\u061f\u0964]{_MARKER}*(?=\s|$)|[\u3002\uff01\uff1f\uff0e]{_MARKER}*|\n")
 _WORD_BEFORE = re.compile(r"(\w+)\.$")
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "inc", "ltd", "co", "corp",
                             "no", "fig", "approx", "est", "dept", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
