@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
@@ -316,3 +318,19 @@ def test_openrouter_annotation_content_is_the_logged_snippet() -> None:
     assert (page.available, page.origin, page.text, page.title) == (True, "log", "La tour Eiffel mesure 330 mètres.",
                                                                     "La tour")
     assert [scored.response[a:b] for a, b in page.cited] == [content]
+
+
+_PIECES = st.sampled_from(["Tall.", "[1]", "[2][3]", "[[1]](https://a.example/x)", "[a](https://b.example/y)",
+                           " ", "。", "U.S.", "\n", "(", "]", "高い"])
+
+
+@given(st.lists(_PIECES, max_size=12).map("".join),
+       st.lists(st.fixed_dictionaries({"type": st.sampled_from(["url_citation", "file_citation", "other"]),
+                                       "url": st.sampled_from(["https://a.example/x", "https://c.example/z"]),
+                                       "start_index": st.integers(-3, 90), "end_index": st.integers(-3, 90),
+                                       "index": st.integers(-3, 90), "file_id": st.just("file-1")}), max_size=4))
+def test_any_text_and_annotations_give_citations_inside_the_text(text: str, anns: list[dict[str, Any]]) -> None:
+    for cite in message_citations({"role": "assistant", "content": [{"text": text, "annotations": anns}]}):
+        assert cite.sentence in text
+        if cite.span is not None:
+            assert 0 <= cite.span[0] <= cite.span[1] <= len(text)

@@ -163,9 +163,10 @@ class _Text:
         return start, end
 
 
-def _span(ann: dict[str, Any]) -> tuple[int, int] | None:
+def _span(ann: dict[str, Any], length: int) -> tuple[int, int] | None:
+    """An annotation's (start, end), when it has one that lies inside a text of `length`."""
     start, end = ann.get("start_index"), ann.get("end_index")
-    if isinstance(start, int) and isinstance(end, int) and not isinstance(start, bool):
+    if isinstance(start, int) and isinstance(end, int) and not isinstance(start, bool) and 0 <= start <= end <= length:
         return start, end
     return None
 
@@ -190,14 +191,14 @@ def _from_annotation(text: _Text, ann: dict[str, Any], taken: set[tuple[int, int
         return Citation(url="", title=plain_title(ann.get("filename")), sentence=text.sentence(span), span=span,
                         kind="file", file_id=str(ann.get("file_id") or ""))
     if kind == "unresolved_citation":
-        span = _span(ann)
+        span = _span(ann, len(text.text))
         number = ann.get("number")
         return Citation(url="", title=None, sentence=text.sentence(span), span=span, kind="unresolved",
                         number=number if isinstance(number, int) else None)
     if kind != "url_citation" or not ann.get("url"):
         return None
     url = str(ann["url"])
-    span = _span(ann)
+    span = _span(ann, len(text.text))
     number = ann.get("number") if isinstance(ann.get("number"), int) else None
     if span is None:
         span, number = _located(text, url, taken) if number is None else (None, number)
