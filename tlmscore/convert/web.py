@@ -148,6 +148,11 @@ class _Assignment:
 
 
 def _assign(ctx: Context) -> _Assignment:
+    """The citations of the assistant message after this call's group, given to the group's calls.
+
+    A citation goes to every call whose logged result holds its URL; else to the last search of
+    its kind that logged no results; else it is unlogged. Markers naming no source are unresolved.
+    """
     members, following = _group(ctx)
     answered = following is not None and following.get("role", "assistant") == "assistant"
     cites = message_citations(following) if answered and following is not None else []
