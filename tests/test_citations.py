@@ -334,3 +334,12 @@ def test_any_text_and_annotations_give_citations_inside_the_text(text: str, anns
         assert cite.sentence in text
         if cite.span is not None:
             assert 0 <= cite.span[0] <= cite.span[1] <= len(text)
+
+
+def test_lenticular_markers_of_chinese_answers_number_the_sources() -> None:
+    t = chat_record("埃菲尔铁塔高330米。【1】每年六百万游客。【2】【3】", {"citations": [ZH, SITE]})
+    conv = convert_transcript(t)
+    (result,) = web_results(conv)
+    assert [(r.number, r.cited) for r in result.refs] == [(1, ("埃菲尔铁塔高330米。【1】",)),
+                                                         (2, ("每年六百万游客。【2】【3】",))]
+    assert "the answer cites [3], but no logged source has that number" in conv.warnings

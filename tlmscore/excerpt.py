@@ -18,7 +18,7 @@ _WORD = re.compile(r"\w{3,}", re.UNICODE)
 # Scripts written without spaces between words (Han, kana, Hangul, Thai): matched by character pairs.
 _UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _SENTENCE = re.compile(r"(?<=[.!?\u061f\u0964])\s+|(?<=[\u3002\uff01\uff1f\uff0e])")
-_MARKER = re.compile(r"\[\[\d+\]\]\([^)\s]*\)|\[\d+\]")
+_MARKER = re.compile(r"\[\[\d+\]\]\([^)\s]*\)|\[\d+\]|\u3010\d+\u3011")
 
 
 def _words(text: str) -> frozenset[str]:

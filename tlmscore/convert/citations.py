@@ -6,9 +6,10 @@ Styles read (each becomes a `Citation`: the source it names and the sentence of 
 - `url_citation` annotations without indices (xAI): located through the answer's `[[n]](url)`
   marker or markdown link for that URL, when there is one;
 - `[[n]](url)` markers in the text (xAI inline citations);
-- `[n]` markers, alone or in runs (`[1][2]`), numbering a logged source list (Perplexity and other
-  search-augmented chat providers; the record is rebuilt with a `url_citation` per marker carrying
-  its `number`, and an `unresolved_citation` for a marker with no source);
+- `[n]` markers (or in the lenticular brackets U+3010/U+3011 of Chinese answers), alone or in runs
+  (`[1][2]`), numbering a logged source list (Perplexity and other search-augmented chat
+  providers; the record is rebuilt with a `url_citation` per marker carrying its `number`, and an
+  `unresolved_citation` for a marker with no source);
 - markdown links `[label](url)` the annotations do not cover;
 - `[n]` markers beside `url_citation` annotations that carry no place: the n-th distinct
   annotated URL (other OpenAI-compatible search backends);
@@ -32,10 +33,10 @@ from tlmscore.urls import url_key
 
 __all__ = ["MARKER_RUN", "Citation", "cited_sentence", "message_citations", "plain_title", "sentence_ends"]
 
-_MARKER = r"(?:\[\[\d{1,4}\]\]\([^)\s]*\)|\[\d{1,4}\])"
+_MARKER = r"(?:\[\[\d{1,4}\]\]\([^)\s]*\)|\[\d{1,4}\]|\u3010\d{1,4}\u3011)"
 MARKER_RUN = re.compile(rf"{_MARKER}+")
 _XAI_MARKER = re.compile(r"\[\[(\d{1,4})\]\]\(([^)\s]+)\)")
-_BARE_MARKER = re.compile(r"(?<!\[)\[(\d{1,4})\](?![\](])")
+_BARE_MARKER = re.compile(r"(?<!\[)\[(\d{1,4})\](?![\](])|\u3010(\d{1,4})\u3011")
 _MD_LINK = re.compile(r"(?<![\[!])\[([^\[\]\n]{1,300})\]\((https?://[^)\s]+)\)")
 # `.!?`, the Arabic question mark and the Devanagari danda before white space; the CJK full stop,
 # exclamation and question marks (ideographic and full-width) anywhere.
@@ -149,7 +150,7 @@ class _Text:
     def __init__(self, text: str) -> None:
         self.text = text
         self.ends = sentence_ends(text)
-        self._runs = [m.span() for m in MARKER_RUN.finditer(text)] if "[" in text else []
+        self._runs = [m.span() for m in MARKER_RUN.finditer(text)] if "[" in text or "\u3010" in text else []
         self._starts = [start for start, _ in self._runs]
 
     def sentence(self, span: tuple[int, int] | None) -> str:
@@ -240,7 +241,7 @@ def _bare_markers(text: _Text, unplaced: list[Citation], taken: set[tuple[int, i
     for m in _BARE_MARKER.finditer(text.text):
         if _overlaps(m.span(), taken):
             continue
-        number = int(m.group(1))
+        number = int(m.group(1) or m.group(2))
         sentence = text.sentence(text.run_of(*m.span()))
         if 1 <= number <= len(urls):
             url = urls[number - 1]

@@ -23,7 +23,7 @@ from tlmscore.convert.web import SYNTHETIC
 __all__ = ["chat_annotations", "chat_search_items", "chat_search_sources", "chat_tools_as_responses",
            "is_search_chat"]
 
-_MARKER = re.compile(r"\[(\d{1,4})\]")
+_MARKER = re.compile(r"\[(\d{1,4})\]|\u3010(\d{1,4})\u3011")
 _SOURCE_FIELDS = ("title", "snippet", "date", "last_updated")
 
 
@@ -95,7 +95,7 @@ def _annotations(text: str, sources: list[dict[str, Any]]) -> list[dict[str, Any
     for marker in _MARKER.finditer(text):
         if text.startswith("[[", marker.start() - 1) or text.startswith("](", marker.end()):
             continue  # part of an xAI marker or a markdown link, read by the citation model itself
-        number = int(marker.group(1))
+        number = int(marker.group(1) or marker.group(2))
         span = {"start_index": marker.start(), "end_index": marker.end(), "number": number}
         if not 1 <= number <= len(sources):
             found.append({"type": "unresolved_citation", **span})
