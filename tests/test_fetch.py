@@ -444,6 +444,15 @@ def test_second_run_in_a_new_process_makes_no_requests(server: EvidenceServer, s
     assert server.count() == 6
 
 
+def test_a_page_whose_extraction_runs_out_of_time_is_extract_failed(server: EvidenceServer,
+                                                                   settings: Settings) -> None:
+    slow = "".join(f"<p>Paragraph {n} has words in it to be kept by the extractor.</p>" for n in range(40_000))
+    url = server.route("/slow", Reply(body=f"<html><body>{slow}</body></html>".encode()))
+    page = one(settings.model_copy(update={"extract_timeout": 0.3}), url)
+    assert page.status == "extract_failed"
+    assert "CPU" in (page.error or "") and page.text is None
+
+
 def test_every_page_status_is_covered_by_this_module() -> None:
     source = Path(__file__).read_text(encoding="utf-8")
     assert all(f'"{status}"' in source for status in PAGE_STATUSES)

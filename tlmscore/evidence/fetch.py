@@ -28,12 +28,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from tlmscore.errors import FetchError
+from tlmscore.evidence.body import read_body
 from tlmscore.evidence.cache import CachedPage, PageCache
-from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type, supported_type
+from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.evidence.transport import http_transport, within
+from tlmscore.evidence.workers import ExtractPool, Limits
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -140,7 +142,8 @@ class Fetcher:
 
     async def __aenter__(self) -> Fetcher:
         self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION).__aenter__()
-        self._extractor = ExtractPool(self._settings.extract_workers)
+        self._extractor = ExtractPool(self._settings.extract_workers, Limits(
+            cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
         self._limit = asyncio.Semaphore(self._settings.concurrency)
         if not self._settings.offline and self._given_client is None:
             # Made on a thread while the batch is read: loading the CA certificates takes a while.
@@ -264,7 +267,7 @@ class Fetcher:
             found = await extractor.extract(body, content_type, page.final_url or page.url)
         except FetchError as exc:
             return replace(page, status="empty", title=None, text=None, error=str(exc))
-        error = None
+        error = found.error
         if found.status == "unsupported_type":
             error = f"unsupported content type {page.content_type or 'unknown'}"
         elif found.status == "empty":
@@ -372,20 +375,13 @@ class Fetcher:
         return replace(reply, body=body)
 
     async def _read_capped(self, response: httpx.Response, cap: int) -> bytes | None:
-        """Read the (decoded) body; return None as soon as it grows past `cap` bytes."""
-        chunks: list[bytes] = []
-        size = 0
+        """Read and decode the body (`body.read_body`); None as soon as it grows past `cap` bytes."""
         try:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > cap:
-                    return None
-                chunks.append(chunk)
+            return await read_body(response, cap)
         except httpx.ReadTimeout:
             raise FetchError(
                 "timeout", f"timed out after {_seconds(self._settings.timeout)} reading the body"
             ) from None
-        return b"".join(chunks)
 
     async def _http(self) -> httpx.AsyncClient:
         """Return the client requests go through: the one given, or one made for this fetcher."""

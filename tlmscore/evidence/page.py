@@ -24,6 +24,7 @@ PageStatus = Literal[
     "empty",
     "redirect_loop",
     "offline_miss",
+    "extract_failed",
 ]
 PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
 
