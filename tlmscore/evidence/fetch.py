@@ -141,7 +141,8 @@ class Fetcher:
         self._host_limits: dict[str, asyncio.Semaphore] = {}
 
     async def __aenter__(self) -> Fetcher:
-        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION).__aenter__()
+        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION,
+                                      resolver=self._resolver).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers, Limits(
             cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
         self._limit = asyncio.Semaphore(self._settings.concurrency)
