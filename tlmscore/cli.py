@@ -57,7 +57,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="read pages from a web archive as of the answer: off (default), fallback "
                              "(when the live page fails) or prefer (archive first); sends cited URLs to the archive")
     parser.add_argument("--archive-url", default=None, metavar="URL",
-                        help="a Wayback-compatible archive (default https://archive.org)")
+                        help="a Wayback-compatible archive (default https://web.archive.org)")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="records handled (fetched, scored, written) together (default 1000)")
     parser.add_argument("--reasoning", choices=("skip", "summary"), default="skip",

@@ -53,7 +53,7 @@ class Settings(BaseModel):
     extract_workers: int | None = Field(default=None, ge=1, description="None: one per core")
     archive: Literal["off", "fallback", "prefer"] = Field(
         default="off", description="read pages from a web archive as of the answer (sends cited URLs to it)")
-    archive_url: str = Field(default="https://archive.org", description="a Wayback-compatible archive")
+    archive_url: str = Field(default="https://web.archive.org", description="a Wayback-compatible archive")
     extract_timeout: float = Field(default=30.0, gt=0, description="CPU seconds one page's extraction may take")
     extract_memory: int = Field(default=384 * 2**20, ge=2**20,
                                 description="bytes an extraction worker may allocate beyond its start")

@@ -32,7 +32,7 @@ from tlmscore.evidence.body import read_body
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
-from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
+from tlmscore.evidence.page import PAGE_STATUSES, AsOf, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.evidence.transport import http_transport, within
 from tlmscore.evidence.workers import ExtractPool, Limits
@@ -172,14 +172,16 @@ class Fetcher:
         if failures:
             raise failures[0]
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
         return await in_given_order(self.pages_as_done(urls), urls)
 
-    async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` for every URL in `urls`, in the order the pages become ready.
 
         Pages are requested in the order of `urls`, so the records cited first are complete first.
+        The live web has no history, so `as_of` plays no part here (see `archive.ArchivePages`).
         """
         if not urls:
             return
