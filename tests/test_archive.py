@@ -165,16 +165,31 @@ def test_no_snapshot_from_before_the_answer_keeps_the_live_failure(tmp_path: Pat
 
 def test_fallback_leaves_live_pages_alone_and_prefer_reads_the_archive_first(
         tmp_path: Path, archive: FakeArchive, server: EvidenceServer) -> None:
-    url = server.route("/page", Reply(body=html_page("Live", "The live page has changed since.")))
-    unarchived = server.route("/new", Reply(body=html_page("New", "Only on the live web.")))
+    server.route("/page", Reply(body=html_page("Live", "The live page has changed since.")))
+    server.route("/new", Reply(body=html_page("New", "Only on the live web.")))
+    url, unarchived = server.url("/page", host="site.test"), server.url("/new", host="site.test")
     archive.add(url, "20240101000000", "What the page said when the answer was given.")
     as_of = {url_key(url): stamp("20240102000000"), url_key(unarchived): stamp("20240102000000")}
-    live = archived(make_settings(tmp_path / "a", archive), [url, unarchived], as_of)
-    preferred = archived(make_settings(tmp_path / "b", archive, "prefer"), [url, unarchived], as_of)
+    resolver = resolve_to_loopback(["site.test"])
+
+    def run(mode: str, cache: str) -> dict[str, Page]:
+        settings = Settings(cache_dir=tmp_path / cache, archive=mode, archive_url=archive.base,  # type: ignore[arg-type]
+                            allow_hosts={"127.0.0.1", "site.test"}, retries=0)
+        return archived(settings, [url, unarchived], as_of, resolver)
+
+    live, preferred = run("fallback", "a"), run("prefer", "b")
     assert [live[url].source, live[unarchived].source] == ["live", "live"]
     assert "changed since" in (live[url].text or "")
     assert preferred[url].source == "archive" and "when the answer was given" in (preferred[url].text or "")
     assert preferred[unarchived].source == "live" and preferred[unarchived].status == "ok"
+
+
+def test_prefer_never_sends_a_private_address_to_the_archive(tmp_path: Path, archive: FakeArchive,
+                                                             server: EvidenceServer) -> None:
+    url = server.route("/private", Reply(body=html_page("Private", "An intranet page.")))
+    page = archived(make_settings(tmp_path, archive, "prefer"), [url], {url_key(url): stamp("20240102000000")})[url]
+    assert page.status == "ok" and page.source == "live"
+    assert archive.asked == []
 
 
 def test_an_archive_that_is_down_keeps_the_live_failure(tmp_path: Path, server: EvidenceServer) -> None:

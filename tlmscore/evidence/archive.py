@@ -28,8 +28,9 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
+from tlmscore.evidence.guard import address_problem, parse_ip_literal
 from tlmscore.evidence.page import AsOf, Page, PageSource, pages_as_done
 from tlmscore.settings import Settings
 from tlmscore.urls import url_key
@@ -43,6 +44,7 @@ failed would be the same page in the archive."""
 _STAMP = "%Y%m%d%H%M%S"
 _STAMP_DIGITS = 14
 _LOOK_BACK_ROUNDS = 5
+_PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ class ArchivePages(PageSource):
         """`(url, page)` per URL: live pages as they come, archived ones once the archive answers."""
         when = {url: (as_of or {}).get(url_key(url)) for url in urls}
         if self._prefer:
-            archived = await self._archived(list(dict.fromkeys(urls)), when)
+            archived: dict[str, Page | str] = {url: "a private host" for url in urls if _private(url)}
+            archived |= await self._archived([u for u in dict.fromkeys(urls) if u not in archived], when)
             missing = [url for url in urls if isinstance(archived[url], str)]
             for url in urls:
                 page = archived[url]
@@ -132,9 +135,9 @@ class ArchivePages(PageSource):
                 else:
                     yield url, page
         if failed:
-            archived = await self._archived(list(failed), when)
+            from_archive = await self._archived(list(failed), when)
             for url, page in failed.items():
-                found = archived[url]
+                found = from_archive[url]
                 yield url, found if isinstance(found, Page) else _with_reason(page, found)
 
     async def _closest(self, urls: list[str], when: dict[str, float | None]) -> dict[str, Snapshot | str]:
@@ -182,6 +185,23 @@ class ArchivePages(PageSource):
                 found[url] = replace(copy, url=url, final_url=copy.final_url or address, source="archive",
                                      archived_at=snapshot.at)
         return found
+
+
+def _private(url: str) -> bool:
+    """Whether `url` names a host no public archive can have seen, as written (no lookup).
+
+    `prefer` asks the archive before the live fetch (and its guard), so URLs that name a private
+    host outright are kept from it: IP literals the guard refuses, single-label names and the
+    special-use `.localhost`, `.local`, `.internal` and `.home.arpa` names.
+    """
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return True
+    literal = parse_ip_literal(host)
+    if literal is not None:
+        return address_problem(literal) is not None
+    return "." not in host or host.endswith(_PRIVATE_SUFFIXES)
 
 
 def _with_reason(page: Page, reason: str) -> Page:

@@ -269,6 +269,7 @@ class ExtractPool:
         self._threads = ThreadPoolExecutor(self._workers, thread_name_prefix="tlmscore-extract")
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._all: set[_Worker] = set()  # every worker started and not yet stopped
+        self._busy: set[_Worker] = set()  # the workers with a page now
 
     @property
     def workers(self) -> int:
@@ -322,10 +323,13 @@ class ExtractPool:
         """Give `task` to a running worker: the worker and its answer, or (None, None) if it was gone."""
         loop = asyncio.get_running_loop()
         ready = await loop.run_in_executor(self._threads, self._ready, worker)
+        self._busy.add(ready)
         try:
             return ready, await loop.run_in_executor(self._threads, ready.run, task)
         except _GoneError:
             return None, None
+        finally:
+            self._busy.discard(ready)
 
     def _ready(self, worker: _Worker | None) -> _Worker:
         """A running worker: `worker` if it is alive, else a new one (the old one reaped)."""
@@ -343,7 +347,9 @@ class ExtractPool:
         self._idle = None
         loop = asyncio.get_running_loop()
         workers, self._all = list(self._all), set()
-        await asyncio.gather(*(loop.run_in_executor(None, w.stop) for w in workers), return_exceptions=True)
+        # An idle worker is asked to exit; one with a page is killed (its pipe is in use).
+        stops = [loop.run_in_executor(None, functools.partial(w.stop, kill=w in self._busy)) for w in workers]
+        await asyncio.gather(*stops, return_exceptions=True)
         await loop.run_in_executor(None, self._threads.shutdown)
 
 
