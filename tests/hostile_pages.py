@@ -98,7 +98,7 @@ def deep_json(depth: int = 100_000) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
-def slow_page(paragraphs: int = 40_000) -> bytes:
+def slow_page(paragraphs: int = 60_000) -> bytes:
     """A large, valid HTML page that takes trafilatura well over a second of CPU."""
     body = "".join(f"<p>Paragraph {n} has some words in it to be kept by the extractor.</p>" for n in range(paragraphs))
     return f"<html><body>{body}</body></html>".encode()

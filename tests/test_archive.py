@@ -16,6 +16,7 @@ import pytest
 
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore import MemoryPages, Settings, prepare
+from tlmscore.cli import main
 from tlmscore.evidence.archive import ArchivePages, availability_url, wayback_time
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import AsOf, Page
@@ -245,6 +246,23 @@ def test_a_batch_reads_each_page_as_of_the_earliest_answer_citing_it(tmp_path: P
     df = prepare(records, make_settings(tmp_path, archive))
     assert list(df.n_urls_ok) == [1, 1]
     assert all("Timetable archived 20240301000000." in prompt for prompt in df.prompt)
+
+
+def test_the_command_line_reads_the_archive_when_asked(tmp_path: Path, archive: FakeArchive,
+                                                       server: EvidenceServer) -> None:
+    url = server.route("/ferry", Reply(429, b"", "text/html"))
+    archive.add(url, "20240301000000", "The ferry ran hourly in March.")
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps(_record(1, url, int(stamp("20240305000000")))) + "\n", encoding="utf-8")
+    common = [str(log), "--allow-host", "127.0.0.1", "--quiet", "--archive-url", archive.base]
+    assert main(["prepare", *common, "-o", str(tmp_path / "off.jsonl"), "--cache-dir", str(tmp_path / "a")]) == 0
+    assert main(["prepare", *common, "-o", str(tmp_path / "on.jsonl"), "--cache-dir", str(tmp_path / "b"),
+                 "--archive", "fallback"]) == 0
+    (off,) = [json.loads(line) for line in (tmp_path / "off.jsonl").read_text(encoding="utf-8").splitlines()]
+    (on,) = [json.loads(line) for line in (tmp_path / "on.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert off["n_urls_ok"] == 0 and "ran hourly" not in off["prompt"]
+    assert on["n_urls_ok"] == 1 and "The ferry ran hourly in March." in on["prompt"]
+    assert sum("/wayback/available" in path for path in archive.asked) == 1  # only the run that asked
 
 
 # ------------------------------------------------------------------------------------------ layers

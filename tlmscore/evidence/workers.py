@@ -296,7 +296,8 @@ class ExtractPool:
         worker = None if failed else spawn.result()
         if idle is not self._idle:  # the pool closed while the worker started
             if worker is not None:
-                self._threads.submit(worker.stop)
+                self._all.discard(worker)
+                worker.stop(kill=True)  # nothing to wait for: it never had a page
             return
         idle.put_nowait(worker)
 
