@@ -185,12 +185,26 @@ def test_fallback_leaves_live_pages_alone_and_prefer_reads_the_archive_first(
     assert preferred[unarchived].source == "live" and preferred[unarchived].status == "ok"
 
 
-def test_prefer_never_sends_a_private_address_to_the_archive(tmp_path: Path, archive: FakeArchive,
-                                                             server: EvidenceServer) -> None:
-    url = server.route("/private", Reply(body=html_page("Private", "An intranet page.")))
-    page = archived(make_settings(tmp_path, archive, "prefer"), [url], {url_key(url): stamp("20240102000000")})[url]
-    assert page.status == "ok" and page.source == "live"
+@pytest.mark.parametrize("mode", ["prefer", "fallback"])
+def test_a_public_archive_is_never_told_of_a_private_host(tmp_path: Path, archive: FakeArchive,
+                                                          server: EvidenceServer, mode: str) -> None:
+    private = server.route("/private", Reply(503, b"", "text/html"))
+    intranet = "http://wiki/ferry"  # a single-label name that does not resolve here
+    port = urlsplit(archive.base).port
+    settings = Settings(cache_dir=tmp_path / "cache", archive=mode,  # type: ignore[arg-type]
+                        archive_url=f"http://archive.test:{port}", allow_hosts={"127.0.0.1", "archive.test"},
+                        retries=0)
+    found = archived(settings, [private, intranet], {}, resolve_to_loopback(["archive.test"]))
+    assert [found[private].status, found[intranet].status] == ["http_error", "dns_error"]
     assert archive.asked == []
+
+
+def test_an_archive_of_ones_own_may_be_asked_about_private_hosts(tmp_path: Path, archive: FakeArchive,
+                                                                 server: EvidenceServer) -> None:
+    url = server.route("/private", Reply(503, b"", "text/html"))  # 127.0.0.1, as is the archive
+    archive.add(url, "20240101000000", "The mirror kept it.")
+    page = archived(make_settings(tmp_path, archive), [url], {url_key(url): stamp("20240102000000")})[url]
+    assert page.source == "archive" and "The mirror kept it." in (page.text or "")
 
 
 def test_an_archive_that_is_down_keeps_the_live_failure(tmp_path: Path, server: EvidenceServer) -> None:

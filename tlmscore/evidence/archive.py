@@ -110,13 +110,15 @@ class ArchivePages(PageSource):
         self._live = live
         self._base = settings.archive_url
         self._prefer = settings.archive == "prefer"
+        # An archive on a private host (a mirror of one's own) may be asked about private hosts too.
+        self._keep_back = (lambda _url: False) if _private(self._base) else _private
 
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: live pages as they come, archived ones once the archive answers."""
         when = {url: (as_of or {}).get(url_key(url)) for url in urls}
         if self._prefer:
-            archived: dict[str, Page | str] = {url: "a private host" for url in urls if _private(url)}
+            archived: dict[str, Page | str] = {url: "a private host" for url in urls if self._keep_back(url)}
             archived |= await self._archived([u for u in dict.fromkeys(urls) if u not in archived], when)
             missing = [url for url in urls if isinstance(archived[url], str)]
             for url in urls:
@@ -130,7 +132,7 @@ class ArchivePages(PageSource):
         failed: dict[str, Page] = {}
         async with aclosing(pages_as_done(self._live, urls, as_of)) as live:
             async for url, page in live:
-                if page.status in FALLBACK_STATUSES:
+                if page.status in FALLBACK_STATUSES and not self._keep_back(url):
                     failed[url] = page
                 else:
                     yield url, page
@@ -190,9 +192,10 @@ class ArchivePages(PageSource):
 def _private(url: str) -> bool:
     """Whether `url` names a host no public archive can have seen, as written (no lookup).
 
-    `prefer` asks the archive before the live fetch (and its guard), so URLs that name a private
-    host outright are kept from it: IP literals the guard refuses, single-label names and the
-    special-use `.localhost`, `.local`, `.internal` and `.home.arpa` names.
+    Such URLs are never sent to a public archive: IP literals the guard refuses, single-label
+    names and the special-use `.localhost`, `.local`, `.internal` and `.home.arpa` names.
+    (`prefer` asks the archive before the live fetch and its guard; an intranet name that fails
+    to resolve outside its network would otherwise reach the archive in `fallback`.)
     """
     try:
         host = (urlsplit(url).hostname or "").rstrip(".").lower()
