@@ -7,6 +7,7 @@ import calendar
 import json
 import threading
 import time
+import types
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,6 +18,11 @@ import pytest
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore import MemoryPages, Settings, prepare
 from tlmscore.cli import main
+from tlmscore.evidence import archive as archive_module
+from tlmscore.evidence import body as body_module
+from tlmscore.evidence import page as page_module
+from tlmscore.evidence import sources as sources_module
+from tlmscore.evidence import workers as workers_module
 from tlmscore.evidence.archive import ArchivePages, availability_url, wayback_time
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import AsOf, Page
@@ -307,3 +313,11 @@ def test_page_files_come_before_the_callers_source(tmp_path: Path) -> None:
     assert found["https://a.example/"].text == "from the page file"
     assert found["https://b.example/"].text == "only the caller has it"
     assert not (tmp_path / "never").exists()  # a caller's source takes the place of the cache and the web
+
+
+@pytest.mark.parametrize("module", [archive_module, body_module, page_module, sources_module, workers_module])
+def test_public_names_are_declared(module: types.ModuleType) -> None:
+    public = {name for name, value in vars(module).items()
+              if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__}
+    assert public <= set(module.__all__)
+    assert all(hasattr(module, name) for name in module.__all__)

@@ -35,7 +35,8 @@ from tlmscore.evidence.page import AsOf, Page, PageSource, pages_as_done
 from tlmscore.settings import Settings
 from tlmscore.urls import url_key
 
-__all__ = ["FALLBACK_STATUSES", "ArchivePages", "Snapshot", "availability_url", "snapshot_url", "wayback_time"]
+__all__ = ["FALLBACK_STATUSES", "ArchivePages", "Snapshot", "availability_url", "closest_snapshot", "snapshot_url",
+           "wayback_time"]
 
 FALLBACK_STATUSES = frozenset({"http_error", "timeout", "connect_error", "dns_error", "redirect_loop", "empty"})
 """Live failures the archive may make up for. A `blocked` URL is never sent to the archive (it

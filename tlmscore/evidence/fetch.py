@@ -265,12 +265,8 @@ class Fetcher:
 
     async def _extracted(self, page: Page, body: bytes, content_type: str | None) -> Page:
         """`page` with the title, text and status that extraction gives its body."""
-        try:
-            extractor = self._opened(self._extractor)
-            found = await extractor.extract(body, content_type, page.final_url or page.url)
-        except FetchError as exc:
-            return replace(page, status="empty", title=None, text=None, error=str(exc))
-        error = found.error
+        found = await self._opened(self._extractor).extract(body, content_type, page.final_url or page.url)
+        error = found.error  # why, for extract_failed (a page's failure never raises)
         if found.status == "unsupported_type":
             error = f"unsupported content type {page.content_type or 'unknown'}"
         elif found.status == "empty":
