@@ -336,3 +336,6 @@ def test_a_record_from_before_allowed_hops_is_checked_again(tmp_path: Path) -> N
     assert calls == ["example.com"]
     assert found.status == "blocked"
     assert _fetch_pages(settings, [URL], _resolver({"example.com": "93.184.216.34"}))[URL].status == "ok"
+    calls.clear()
+    assert _fetch_pages(settings, [URL], _resolver({}, calls))[URL].status == "ok"  # noted as unaided by now
+    assert calls == []

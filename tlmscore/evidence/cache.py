@@ -15,8 +15,9 @@ The page record's dict also holds `allowed_hops`: the hosts of the page's hops (
 
 Cached pages pass the address guard as a fetch would: a hop whose host is not allowed now is
 checked again (`guard.check_url`, with the run's resolver) when it was reached through an
-allowance, is an IP literal, or the record predates `allowed_hops`; a hop that passed the guard
-unaided when fetched is not resolved again. An offline run cannot resolve, so there such a hop
+allowance, is an IP literal, or the record predates `allowed_hops` (such a record that passes
+gets the note, so it is checked once); a hop that passed the guard unaided when fetched is not
+resolved again. An offline run cannot resolve, so there such a hop
 is refused unless it is an IP literal. A refused page is served as `blocked`, saying why.
 
 Keeping the body means a new extractor version re-extracts cached pages without fetching them
@@ -196,7 +197,30 @@ class PageCache:
             if problem is not None:
                 error = f"the cached page is not served: {problem}"
                 return CachedPage(Page(url=hit.page.url, status="blocked", error=error))
+        if hit.allowed_hops is None and hit.page.status in CONTENT_STATUSES:
+            self._queue(self._note_hops, hit.page)  # an older record: checked once, not every run
         return hit
+
+    def _queue(self, write: Callable[..., None], *args: Any) -> None:
+        """Run a write on the IO thread; `flush` waits for it."""
+        done = asyncio.get_running_loop().run_in_executor(self._io, write, *args)
+        self._writes.add(done)
+        done.add_done_callback(self._writes.discard)
+
+    def _note_hops(self, page: Page) -> None:
+        """Add `allowed_hops` to an older record that has just passed the guard (a failure costs nothing)."""
+        try:
+            cache = self._open()
+            record = cache.get(cache_key(page.url))
+            if isinstance(record, dict) and "allowed_hops" not in record:
+                cache.set(cache_key(page.url), record | {"allowed_hops": self._allowed_hops(page)})
+        except Exception:  # noqa: BLE001, S110  (the record is checked again next time instead)
+            pass
+
+    def _allowed_hops(self, page: Page) -> list[str]:
+        """The hosts of `page`'s hops that `allow_hosts` names in this run."""
+        hops = (_host(page.url), _host(page.final_url or ""))
+        return sorted({host for host in hops if host and host in self._settings.allow_hosts})
 
     async def _hop_problem(self, url: str, allowed_hops: frozenset[str] | None) -> str | None:
         """Why the guard would refuse `url` now, or None."""
@@ -252,9 +276,7 @@ class PageCache:
             return
         with self._pending_lock:
             self._pending.append((page, body, content_type))
-        write = asyncio.get_running_loop().run_in_executor(self._io, self._write_pending)
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
+        self._queue(self._write_pending)
 
     def _write_pending(self) -> None:
         """Write every page waiting to be stored, in one transaction.
@@ -283,8 +305,7 @@ class PageCache:
             "page": page.to_record(),
             "extractor": self._extractor if content and body is not None else None,
             "has_body": body is not None,
-            "allowed_hops": sorted({h for h in map(_host, (page.url, page.final_url or ""))
-                                    if h and h in self._settings.allow_hosts}),
+            "allowed_hops": self._allowed_hops(page),
         }
         expire = None if content else self._settings.failure_ttl
         cache.set(cache_key(page.url), record, expire=expire)
