@@ -98,6 +98,14 @@ def deep_json(depth: int = 100_000) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+def mutated_pdf() -> bytes:
+    """A PDF with one byte changed (found by mutating PDFs at random) on which pypdf raises AttributeError."""
+    from tests.test_extract import make_pdf
+
+    pdf = make_pdf(["The council met on Tuesday.", "It voted to extend the tram line."], title="Tram")
+    return pdf.replace(b"trailer\n", b"trailer.")
+
+
 def slow_page(paragraphs: int = 60_000) -> bytes:
     """A large, valid HTML page that takes trafilatura well over a second of CPU."""
     body = "".join(f"<p>Paragraph {n} has some words in it to be kept by the extractor.</p>" for n in range(paragraphs))
@@ -122,5 +130,6 @@ def hostile_replies() -> dict[str, tuple[Reply, str]]:
                                 content_type="text/html"), "ok"),
         "deep-json": (Reply(body=deep_json(), content_type="application/json"), "ok"),
         "pdf-bomb": (Reply(body=pdf_bomb(), content_type="application/pdf"), "empty"),
+        "pdf-mutated": (Reply(body=mutated_pdf(), content_type="application/pdf"), "extract_failed"),
         "slow": (Reply(body=slow_page(), content_type=html), "extract_failed"),
     }

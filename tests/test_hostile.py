@@ -19,8 +19,7 @@ import pytest
 import zstandard
 
 from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.hostile_pages import deep_json, gzip_bomb, gzip_twice, hostile_replies, slow_page, zstd_bomb
-from tests.test_extract import make_pdf
+from tests.hostile_pages import deep_json, gzip_bomb, gzip_twice, hostile_replies, mutated_pdf, slow_page, zstd_bomb
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence.body import ENCODINGS, BodyDecoder, TooLargeError
 from tlmscore.evidence.extract import extract_safely
@@ -151,8 +150,7 @@ def test_anything_an_extractor_raises_is_that_pages_status(monkeypatch: pytest.M
 
 def test_a_mutated_pdf_that_makes_pypdf_raise_is_extract_failed() -> None:
     """One byte changed (found by mutating PDFs at random): pypdf raises AttributeError."""
-    mutated = make_pdf(["The council met on Tuesday.", "It voted to extend the tram line."], title="Tram")
-    mutated = mutated.replace(b"trailer\n", b"trailer.")
+    mutated = mutated_pdf()
     with pytest.raises(AttributeError):
         extract_module.extract(mutated, "application/pdf", "")
     found = extract_safely(mutated, "application/pdf", "")
