@@ -257,3 +257,85 @@ def test_a_cache_that_cannot_be_written_costs_only_the_caching(tmp_path: Path,
     monkeypatch.undo()
     assert [pages[u].status for u in urls] == ["ok", "ok", "ok"]
     assert lookup(settings, *urls) == {}
+
+
+# ------------------------------------------------------------------------------- the guard on cached pages
+
+
+def _fetch_pages(settings: Settings, urls: list[str], resolver: object = None) -> dict[str, Page]:
+    async def run() -> dict[str, Page]:
+        async with Fetcher(settings, resolver=resolver) as fetcher:  # type: ignore[arg-type]
+            return await fetcher.pages(urls)
+
+    return asyncio.run(run())
+
+
+def _resolver(table: dict[str, str], calls: list[str] | None = None) -> object:
+    async def resolve(host: str, _port: int) -> list[str]:
+        if calls is not None:
+            calls.append(host)
+        if host not in table:
+            raise OSError(-2, "Name or service not known")
+        return [table[host]]
+
+    return resolve
+
+
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_page_fetched_from_an_allowed_host_is_not_served_once_it_is_not_allowed(tmp_path: Path,
+                                                                                  offline: bool) -> None:
+    with EvidenceServer() as server:
+        url = server.route("/intranet", Reply(body=html_page("Intranet", "Salaries are reviewed in May.")))
+        allowed = make_settings(tmp_path, allow_hosts={"127.0.0.1"})
+        assert _fetch_pages(allowed, [url])[url].status == "ok"
+        later = _fetch_pages(make_settings(tmp_path, offline=offline), [url])[url]
+        again = _fetch_pages(allowed, [url])[url]
+        assert server.count("/intranet") == 1  # the refused page was neither fetched nor dropped
+    assert later.status == "blocked" and later.text is None
+    assert "loopback" in (later.error or "") and "cached page" in (later.error or "")
+    assert again.status == "ok"
+
+
+def test_a_name_allowed_when_fetched_is_checked_again_by_what_it_resolves_to_now(tmp_path: Path) -> None:
+    with EvidenceServer() as server:
+        server.route("/wiki", Reply(body=html_page("Wiki", "The build server is called falcon.")))
+        url = server.url("/wiki", host="wiki.corp.test")
+        local = _resolver({"wiki.corp.test": "127.0.0.1"})
+        assert _fetch_pages(make_settings(tmp_path, allow_hosts={"wiki.corp.test"}), [url], local)[url].status == "ok"
+        refused = _fetch_pages(make_settings(tmp_path), [url], local)[url]
+        offline = _fetch_pages(make_settings(tmp_path, offline=True), [url], local)[url]
+        public = _fetch_pages(make_settings(tmp_path), [url], _resolver({"wiki.corp.test": "93.184.216.34"}))[url]
+    assert refused.status == "blocked" and "127.0.0.1" in (refused.error or "")
+    assert offline.status == "blocked" and "not allowed in this run" in (offline.error or "")
+    assert public.status == "ok"  # where a fetch would be allowed, the cached page is served
+
+
+def test_a_redirect_to_an_allowed_host_is_checked_through_its_final_url(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, allow_hosts={"10.0.0.7"})
+    store(settings, replace(ok_page(), final_url="http://10.0.0.7/moved"))
+    assert lookup(settings, URL)[URL].page.status == "ok"
+    found = lookup(make_settings(tmp_path), URL)[URL].page
+    assert found.status == "blocked" and "private address" in (found.error or "")
+
+
+def test_a_page_that_passed_the_guard_unaided_is_served_without_resolving(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    store(settings, ok_page())
+    calls: list[str] = []
+    assert _fetch_pages(settings, [URL], _resolver({}, calls))[URL].status == "ok"
+    assert calls == []
+
+
+def test_a_record_from_before_allowed_hops_is_checked_again(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with diskcache.Cache(str(settings.cache_dir)) as cache:
+        cache.set(cache_key(URL), {"page": ok_page().to_record(), "extractor": None, "has_body": False})
+    calls: list[str] = []
+    resolving_to_loopback = _resolver({"example.com": "127.0.0.1"}, calls)
+    found = _fetch_pages(settings, [URL], resolving_to_loopback)[URL]
+    assert calls == ["example.com"]
+    assert found.status == "blocked"
+    assert _fetch_pages(settings, [URL], _resolver({"example.com": "93.184.216.34"}))[URL].status == "ok"
+    calls.clear()
+    assert _fetch_pages(settings, [URL], _resolver({}, calls))[URL].status == "ok"  # noted as unaided by now
+    assert calls == []

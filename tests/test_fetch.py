@@ -111,7 +111,8 @@ def test_ok_page_has_the_whole_record(server: EvidenceServer, settings: Settings
     assert page.fetched_at >= before
     assert page.error is None
     assert set(page.to_record()) == {"url", "final_url", "status", "http_status", "content_type", "title",
-                                     "text", "bytes", "fetched_at", "error"}
+                                     "text", "bytes", "fetched_at", "error", "source", "archived_at"}
+    assert page.source == "live" and page.archived_at is None
 
 
 def test_requests_name_tlmscore_and_keep_the_host_header(server: EvidenceServer, settings: Settings) -> None:
@@ -442,6 +443,15 @@ def test_second_run_in_a_new_process_makes_no_requests(server: EvidenceServer, s
                           capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(done.stdout) == {url: page.status for url, page in first.items()}
     assert server.count() == 6
+
+
+def test_a_page_whose_extraction_runs_out_of_time_is_extract_failed(server: EvidenceServer,
+                                                                   settings: Settings) -> None:
+    slow = "".join(f"<p>Paragraph {n} has words in it to be kept by the extractor.</p>" for n in range(40_000))
+    url = server.route("/slow", Reply(body=f"<html><body>{slow}</body></html>".encode()))
+    page = one(settings.model_copy(update={"extract_timeout": 0.3}), url)
+    assert page.status == "extract_failed"
+    assert "CPU" in (page.error or "") and page.text is None
 
 
 def test_every_page_status_is_covered_by_this_module() -> None:

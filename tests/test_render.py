@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tlmscore import MemoryPages, Page, Settings, read_transcripts
+from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
 from tlmscore.convert.web import cited_sentence
 from tlmscore.model import WebResult
@@ -206,8 +206,8 @@ def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tm
         return {"id": f"r{i}", "request": {"input": "How tall?", "tools": [{"type": "web_search"}]},
                 "response": {"output": [search("ws", [url]), message(ANSWER, [])]}}
 
-    class ExactPages:
-        async def pages(self, urls: list[str]) -> dict[str, Page]:
+    class ExactPages(PageSource):
+        async def pages(self, urls: list[str], as_of: object = None) -> dict[str, Page]:
             return {u: Page(url=u, status="ok", text="The tower is 330 m tall.") for u in urls}
 
     tracked = WIKI + "?utm_source=openai"

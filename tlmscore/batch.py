@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import TlmscoreError
-from tlmscore.evidence.page import Page, PageSource, find_page, pages_as_done
+from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.prompt import render
@@ -114,6 +114,19 @@ async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], 
             row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
 
 
+def _as_of(converted: Sequence[_Converted]) -> dict[str, float]:
+    """When each page was read: the earliest time an answer citing it was given, by `url_key`."""
+    times: dict[str, float] = {}
+    for item in converted:
+        when = answered_at(item.transcript.response)
+        if item.conversation is None or when is None:
+            continue
+        for url in item.conversation.urls:
+            key = url_key(url)
+            times[key] = min(times.get(key, when), when)
+    return times
+
+
 async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
                         chains: ChainIndex | None = None, scorer: Scorer | None = None) -> list[dict[str, Any]]:
     """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
@@ -136,7 +149,7 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
             rendered[i] = _row(item, pages, settings)
     urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
     if urls:
-        async with aclosing(pages_as_done(source, urls)) as arriving:
+        async with aclosing(pages_as_done(source, urls, _as_of(converted))) as arriving:
             async for url, page in arriving:
                 key = url_key(url)
                 pages[url] = pages[key] = page
@@ -166,11 +179,10 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
     """
     done = 0
     async with AsyncExitStack() as stack:
-        if pages is None:
-            from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
+        from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
 
-            pages = await stack.enter_async_context(open_page_source(settings, progress))
-        page_source = pages
+        # Page files first, then the caller's source or else the cache and the web (see sources).
+        page_source = await stack.enter_async_context(open_page_source(settings, progress, given=pages))
         batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else ()
         chains = await asyncio.to_thread(_chain_index, source, batch)
         records = (t for t in read_transcripts(source, batch_inputs=batch) if (t.source, t.line) not in skip)
@@ -233,7 +245,8 @@ def prepare(source: Source, settings: Settings | None = None, *, pages: PageSour
             progress: Progress | None = None) -> pd.DataFrame:
     """One row per input record, in input order, with the rendered prompt and response.
 
-    `pages` replaces the page fetcher (e.g. `MemoryPages` in tests or audits of saved evidence).
+    `pages` takes the place of the cache and the web (e.g. `MemoryPages` in tests or audits of saved
+    evidence); `settings.page_files` are still read first (see `tlmscore.evidence.sources`).
     """
     collected: list[dict[str, Any]] = []
     run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress)

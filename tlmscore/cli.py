@@ -51,6 +51,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="page records (JSONL) to use before the cache and the network")
     parser.add_argument("--concurrency", type=int, default=None, help="parallel fetches (default 32)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per fetch (default 20)")
+    parser.add_argument("--extract-timeout", type=float, default=None, metavar="SECONDS",
+                        help="CPU seconds one page's text extraction may take (default 30)")
+    parser.add_argument("--archive", choices=("off", "fallback", "prefer"), default=None,
+                        help="read pages from a web archive as of the answer: off (default), fallback "
+                             "(when the live page fails) or prefer (archive first); sends cited URLs to the archive")
+    parser.add_argument("--archive-url", default=None, metavar="URL",
+                        help="a Wayback-compatible archive (default https://web.archive.org)")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="records handled (fetched, scored, written) together (default 1000)")
     parser.add_argument("--reasoning", choices=("skip", "summary"), default="skip",
@@ -98,6 +105,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["timeout"] = args.timeout
     if args.chunk_size is not None:
         values["chunk_size"] = args.chunk_size
+    for flag in ("extract_timeout", "archive", "archive_url"):
+        if getattr(args, flag, None) is not None:
+            values[flag] = getattr(args, flag)
     if args.quiet:
         values["progress"] = False
     return Settings(**values)

@@ -22,15 +22,15 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, Iterable, Sequence
+from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tlmscore.batch import aiter_chunks, run_sync
 from tlmscore.errors import ConfigError
-from tlmscore.evidence.page import MemoryPages, Page, PageSource
+from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
 from tlmscore.settings import Settings
 from tlmscore.urls import url_key
@@ -45,19 +45,20 @@ _MAX_NAME = 80
 _META_KEYS = ("warnings", "error", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
 
 
-class RecordingPages:
+class RecordingPages(PageSource):
     """A page source that remembers every page it handed out, to save them with the fixtures."""
 
     def __init__(self, inner: PageSource) -> None:
         self._inner = inner
         self.seen: dict[str, Page] = {}
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
-        """Pages from the inner source, remembered by `url_key`."""
-        found = await self._inner.pages(urls)
-        for page in found.values():
-            self.seen[url_key(page.url)] = page
-        return found
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        """Pages from the inner source as they come, remembered by `url_key`."""
+        async with aclosing(pages_as_done(self._inner, urls, as_of)) as found:
+            async for url, page in found:
+                self.seen[url_key(page.url)] = page
+                yield url, page
 
 
 @dataclass

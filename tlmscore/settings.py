@@ -51,6 +51,12 @@ class Settings(BaseModel):
     cache_max_age: float = Field(default=30 * 86400.0, gt=0, description="seconds a fetched page stays fresh")
     failure_ttl: float = Field(default=3600.0, ge=0, description="seconds a failed fetch is remembered")
     extract_workers: int | None = Field(default=None, ge=1, description="None: one per core")
+    archive: Literal["off", "fallback", "prefer"] = Field(
+        default="off", description="read pages from a web archive as of the answer (sends cited URLs to it)")
+    archive_url: str = Field(default="https://web.archive.org", description="a Wayback-compatible archive")
+    extract_timeout: float = Field(default=30.0, gt=0, description="CPU seconds one page's extraction may take")
+    extract_memory: int = Field(default=384 * 2**20, ge=2**20,
+                                description="bytes an extraction worker may allocate beyond its start")
 
     page_chars: int = Field(default=50_000, ge=100)
     evidence_chars: int = Field(default=200_000, ge=100)

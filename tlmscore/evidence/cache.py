@@ -10,6 +10,16 @@ between processes running at once. The key format is a contract, so other tools 
   with `body`, `content_type` and `codec` (`"zstd"`; a record without `codec` is zlib, as older
   versions wrote).
 
+The page record's dict also holds `allowed_hops`: the hosts of the page's hops (`url` and
+`final_url`) that were reached only because `Settings.allow_hosts` named them when it was fetched.
+
+Cached pages pass the address guard as a fetch would: a hop whose host is not allowed now is
+checked again (`guard.check_url`, with the run's resolver) when it was reached through an
+allowance, is an IP literal, or the record predates `allowed_hops` (such a record that passes
+gets the note, so it is checked once); a hop that passed the guard unaided when fetched is not
+resolved again. An offline run cannot resolve, so there such a hop
+is refused unless it is an IP literal. A refused page is served as `blocked`, saying why.
+
 Keeping the body means a new extractor version re-extracts cached pages without fetching them
 again. Pages with content (`ok`, `empty`, `unsupported_type`) stay fresh for `cache_max_age`;
 failures (`http_error`, `timeout`, ...) are remembered for `failure_ttl` only, then expire. Guard
@@ -38,10 +48,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import diskcache
 import zstandard
 
+from tlmscore.errors import FetchError
+from tlmscore.evidence.guard import Resolver, check_url, parse_ip_literal, system_resolver
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
 from tlmscore.urls import url_key
@@ -94,6 +107,8 @@ class CachedPage:
     page: Page
     body: bytes | None = None
     content_type: str | None = None
+    allowed_hops: frozenset[str] | None = None
+    """Hosts reached only through `allow_hosts` when fetched (None: not recorded, an older record)."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +134,9 @@ def _fresh(record: dict[str, Any], settings: Settings, now: float) -> bool:
 class PageCache:
     """Reads and writes page records for one run; open it with `async with`."""
 
-    def __init__(self, settings: Settings, *, extractor_version: str) -> None:
+    def __init__(self, settings: Settings, *, extractor_version: str, resolver: Resolver | None = None) -> None:
         self._settings = settings
+        self._resolver: Resolver = resolver or system_resolver
         self._extractor = extractor_version
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlmscore-cache")
         self._cache: diskcache.Cache | None = None
@@ -166,8 +182,62 @@ class PageCache:
         return await asyncio.get_running_loop().run_in_executor(self._io, func, *args)
 
     async def lookup(self, urls: Iterable[str]) -> dict[str, CachedPage]:
-        """Return the fresh cached pages among `urls`, keyed by the URL as given."""
-        return await self._run(self._lookup, list(urls))
+        """Return the fresh cached pages among `urls`, keyed by the URL as given.
+
+        A page whose hops the address guard refuses now comes back as a `blocked` page.
+        """
+        found = await self._run(self._lookup, list(urls))
+        vetted = await asyncio.gather(*(self._vetted(hit) for hit in found.values()))
+        return dict(zip(found, vetted, strict=True))
+
+    async def _vetted(self, hit: CachedPage) -> CachedPage:
+        """`hit`, or a `blocked` page when one of its hops would not be fetched under this run's policy."""
+        for hop in dict.fromkeys(u for u in (hit.page.url, hit.page.final_url) if u):
+            problem = await self._hop_problem(hop, hit.allowed_hops)
+            if problem is not None:
+                error = f"the cached page is not served: {problem}"
+                return CachedPage(Page(url=hit.page.url, status="blocked", error=error))
+        if hit.allowed_hops is None and hit.page.status in CONTENT_STATUSES:
+            self._queue(self._note_hops, hit.page)  # an older record: checked once, not every run
+        return hit
+
+    def _queue(self, write: Callable[..., None], *args: Any) -> None:
+        """Run a write on the IO thread; `flush` waits for it."""
+        done = asyncio.get_running_loop().run_in_executor(self._io, write, *args)
+        self._writes.add(done)
+        done.add_done_callback(self._writes.discard)
+
+    def _note_hops(self, page: Page) -> None:
+        """Add `allowed_hops` to an older record that has just passed the guard (a failure costs nothing)."""
+        try:
+            cache = self._open()
+            record = cache.get(cache_key(page.url))
+            if isinstance(record, dict) and "allowed_hops" not in record:
+                cache.set(cache_key(page.url), record | {"allowed_hops": self._allowed_hops(page)})
+        except Exception:  # noqa: BLE001, S110  (the record is checked again next time instead)
+            pass
+
+    def _allowed_hops(self, page: Page) -> list[str]:
+        """The hosts of `page`'s hops that `allow_hosts` names in this run."""
+        hops = (_host(page.url), _host(page.final_url or ""))
+        return sorted({host for host in hops if host and host in self._settings.allow_hosts})
+
+    async def _hop_problem(self, url: str, allowed_hops: frozenset[str] | None) -> str | None:
+        """Why the guard would refuse `url` now, or None."""
+        host = _host(url)
+        allow = self._settings.allow_hosts
+        if host in allow:
+            return None
+        literal = parse_ip_literal(host) is not None
+        if not literal and allowed_hops is not None and host not in allowed_hops:
+            return None  # it passed the guard unaided when it was fetched
+        if self._settings.offline and not literal:
+            return f"{host} was reached only because it was allowed, and it is not allowed in this run"
+        try:
+            await check_url(url, allow_hosts=allow, resolver=self._resolver)
+        except FetchError as exc:
+            return str(exc)
+        return None
 
     def _lookup(self, urls: list[str]) -> dict[str, CachedPage]:
         cache = self._open()
@@ -185,12 +255,14 @@ class PageCache:
     def _hit(self, cache: diskcache.Cache, url: str, record: dict[str, Any]) -> CachedPage | None:
         """Return the cached page, with its body when its text must be extracted again (None: unusable)."""
         page = replace(Page.from_record(record["page"]), url=url)
+        hops = record.get("allowed_hops")
+        allowed = frozenset(hops) if isinstance(hops, list) else None
         if record.get("extractor") in (None, self._extractor):
-            return CachedPage(page)
+            return CachedPage(page, allowed_hops=allowed)
         stored = cache.get(body_key(url)) if record.get("has_body") else None
         if not isinstance(stored, dict):
-            return CachedPage(page) if self._settings.offline else None
-        return CachedPage(page, _unpack(stored), stored.get("content_type"))
+            return CachedPage(page, allowed_hops=allowed) if self._settings.offline else None
+        return CachedPage(page, _unpack(stored), stored.get("content_type"), allowed)
 
     async def store(self, page: Page, body: bytes | None = None, content_type: str | None = None) -> None:
         """Queue `page` (and the body its text was extracted from) to be kept under its URL's key.
@@ -204,9 +276,7 @@ class PageCache:
             return
         with self._pending_lock:
             self._pending.append((page, body, content_type))
-        write = asyncio.get_running_loop().run_in_executor(self._io, self._write_pending)
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
+        self._queue(self._write_pending)
 
     def _write_pending(self) -> None:
         """Write every page waiting to be stored, in one transaction.
@@ -235,6 +305,7 @@ class PageCache:
             "page": page.to_record(),
             "extractor": self._extractor if content and body is not None else None,
             "has_body": body is not None,
+            "allowed_hops": self._allowed_hops(page),
         }
         expire = None if content else self._settings.failure_ttl
         cache.set(cache_key(page.url), record, expire=expire)
@@ -243,6 +314,14 @@ class PageCache:
                       expire=expire)
         else:
             cache.delete(body_key(page.url))
+
+
+def _host(url: str) -> str:
+    """The host of `url` as `allow_hosts` spells hosts (lower case, no trailing dot); "" if none."""
+    try:
+        return (urlsplit(url).hostname or "").rstrip(".")
+    except ValueError:
+        return ""
 
 
 def _unpack(stored: dict[str, Any]) -> bytes:

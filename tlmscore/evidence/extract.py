@@ -5,40 +5,27 @@ trafilatura (main text as Markdown, favouring recall, title from the page's meta
 is decoded as is, JSON is pretty-printed, PDF text comes from pypdf. Unicode is kept.
 
 Extraction costs about 10 ms of CPU per article page, so a batch of hundreds of pages must not run
-it on the event loop. `ExtractPool` runs `extract` in worker *processes* (lxml is not safe to
-drive from many threads of one process), created only when there is something to extract, from a
-`forkserver` that has already imported this module, so a worker starts in milliseconds.
+it on the event loop: `workers.ExtractPool` runs `extract_safely` in worker processes, each page
+under a CPU and a memory limit. `extract_safely` turns anything an extractor raises on a hostile
+body into status `extract_failed`, so one page's failure stays that page's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
 import io
 import json
-import logging
-import multiprocessing
-import multiprocessing.connection
-import os
 import re
-import threading
-import warnings
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from importlib.metadata import version
 from typing import Literal, NamedTuple
-
-from tlmscore.errors import FetchError
 
 __all__ = [
     "EXTRACTOR_VERSION",
     "WARM_UP_PAGE",
-    "ExtractPool",
     "ExtractStatus",
     "Extracted",
     "content_kind",
     "extract",
+    "extract_safely",
     "media_type",
     "start_forkserver",
     "supported_type",
@@ -47,7 +34,7 @@ __all__ = [
 EXTRACTOR_VERSION = f"1;trafilatura={version('trafilatura')};pypdf={version('pypdf')}"
 """Stored with every cached body: a change re-extracts cached pages without fetching them again."""
 
-ExtractStatus = Literal["ok", "empty", "unsupported_type"]
+ExtractStatus = Literal["ok", "empty", "unsupported_type", "extract_failed"]
 Kind = Literal["html", "text", "json", "pdf"]
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -57,8 +44,7 @@ _PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
 _SNIFF_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
 _SNIFF_BYTES = 4096
-_WORKER_NICENESS = 10
-_LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "charset_normalizer")
+_CODEC_PROBE = b"a\xff\x80\xc3 <p>"
 _WARM_UP_PARAGRAPH = (
     "<p>The council met on Tuesday and <a href='/vote'>voted</a> to extend the tram line, a plan that "
     "residents had long asked for. Work starts in <b>spring</b>.</p>"
@@ -87,11 +73,15 @@ the second.
 
 
 class Extracted(NamedTuple):
-    """What `extract` found: a title when there is one, the text, and the page status it implies."""
+    """What `extract` found: a title when there is one, the text, and the page status it implies.
+
+    `error` says why, when the status is `extract_failed`.
+    """
 
     title: str | None
     text: str | None
     status: ExtractStatus
+    error: str | None = None
 
 
 def media_type(content_type: str | None) -> str:
@@ -109,10 +99,14 @@ def _charset(content_type: str | None) -> str | None:
 
 
 def _known_codec(name: str) -> str | None:
-    """`name` if Python can decode with it, else None."""
+    """`name` if Python can decode any bytes with it (replacing what is invalid), else None.
+
+    A page names its charset, so it may name a codec that is not a text encoding for arbitrary
+    bytes (`idna` and `punycode` raise instead of replacing): those are ignored like unknown names.
+    """
     try:
-        "".encode(name)
-    except (LookupError, ValueError):
+        _CODEC_PROBE.decode(name, errors="replace")
+    except (LookupError, ValueError, TypeError):
         return None
     return name
 
@@ -218,9 +212,9 @@ def _json(body: bytes, charset: str | None) -> str:
     """JSON pretty-printed with Unicode kept; a body that is not JSON is shown as text."""
     try:
         value = json.loads(body.decode(charset, errors="replace") if charset else body)
-    except (ValueError, UnicodeDecodeError):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         return _decode(body, charset)
-    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def extract(body: bytes, content_type: str | None, url: str) -> Extracted:
@@ -249,143 +243,22 @@ def extract(body: bytes, content_type: str | None, url: str) -> Extracted:
     return Extracted(title or None, text, "ok")
 
 
-def _cores() -> int:
-    """Count the cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+def extract_safely(body: bytes, content_type: str | None, url: str) -> Extracted:
+    """`extract`, with any failure of the extractors on this body as status `extract_failed`.
 
-
-def _init_worker() -> None:
-    """Prepare a worker process: quiet, polite, and bound to the life of the process that started it.
-
-    Library log records and warnings stay off the user's terminal. Workers run at a lower
-    priority, so the fetching process, which keeps the downloads moving, never waits behind an
-    extraction for a core; the workers still get every cycle it leaves idle. A worker blocks on its task
-    queue, which never reports the parent's death, so a parent killed outright would leave its
-    workers (and the forkserver) running for good; a watcher thread ends the worker instead.
+    Parsers meet hostile input (pypdf has raised AssertionError and AttributeError on mutated
+    PDFs; lxml can run out of memory); whatever they raise is this page's problem, never the batch's.
     """
-    for name in _LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    if hasattr(os, "nice"):
-        with contextlib.suppress(OSError):
-            os.nice(_WORKER_NICENESS)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-
-
-def _exit_with(sentinel: int) -> None:
-    """Wait until the parent process is gone (its sentinel becomes readable), then exit."""
-    multiprocessing.connection.wait([sentinel])
-    os._exit(0)
-
-
-def _mp_context() -> multiprocessing.context.BaseContext:
-    """`forkserver` where there is one, else `spawn`.
-
-    `fork` is avoided: the parent runs an event loop, a cache thread and (with numpy loaded)
-    native thread pools, and forking a threaded process can leave a child holding a lock that
-    nobody will release. The forkserver imports this module once, so each worker forked from it
-    starts in milliseconds; only the server's own start (a new interpreter and its imports) is
-    paid, once per process.
-    """
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__, "tlmscore.evidence.warmup"])
-        return context
-    return multiprocessing.get_context("spawn")
+    try:
+        return extract(body, content_type, url)
+    except Exception as exc:  # noqa: BLE001  (one page's failure must stay that page's)
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        reason = f"the text could not be extracted ({type(exc).__name__}{': ' + detail if detail else ''})"
+        return Extracted(None, None, "extract_failed", reason)
 
 
 def start_forkserver() -> None:
-    """Start the server workers are forked from, and return without waiting for it to load.
+    """Start the server extraction workers are forked from (see `workers.start_forkserver`)."""
+    from tlmscore.evidence.workers import start_forkserver as start  # noqa: PLC0415
 
-    The `tlmscore` executable calls this first thing when it is going to fetch, so the server
-    imports and warms up trafilatura (a quarter of a second) on another core while the command
-    starts; the pool then finds it ready. Without a forkserver (Windows, macOS spawn) it does
-    nothing.
-    """
-    if _mp_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver  # noqa: PLC0415
-
-        forkserver.ensure_running()
-
-
-class ExtractPool:
-    """Runs `extract` in worker processes, overlapped with fetching.
-
-    The pool is created on first use, or by `start` as soon as a run sends its first request, so
-    the workers get ready while the first responses are on their way. Creation happens on a
-    thread: starting processes waits on the forkserver, and the event loop must not wait with it.
-    A run that finds everything in the cache starts no worker. A worker that crashes (a parser
-    fault on a hostile page) breaks the pool: it is replaced and the page tried once more, then
-    reported as `empty`.
-
-    As with any use of worker processes, a script that runs tlmscore must keep its top-level
-    work under `if __name__ == "__main__":`, since the workers import the main module.
-    """
-
-    def __init__(self, workers: int | None = None) -> None:
-        self._workers = workers or _cores()
-        self._pool: asyncio.Future[ProcessPoolExecutor] | None = None
-
-    @property
-    def workers(self) -> int:
-        """How many extractions run at once."""
-        return self._workers
-
-    @property
-    def started(self) -> bool:
-        """Whether worker processes exist (or are being started)."""
-        return self._pool is not None
-
-    def start(self) -> None:
-        """Start the workers in the background, unless they are running; returns at once."""
-        if self._pool is None:
-            self._pool = asyncio.get_running_loop().run_in_executor(None, self._create)
-
-    def _create(self) -> ProcessPoolExecutor:
-        """Create the pool and give each worker a tiny page, so all of them start now, not at the first page.
-
-        Under `spawn` (no forkserver) this also pays each worker's first-call costs before real work.
-        """
-        executor = ProcessPoolExecutor(self._workers, mp_context=_mp_context(), initializer=_init_worker)
-        for _ in range(self._workers):
-            executor.submit(extract, WARM_UP_PAGE, "text/html", "")
-        return executor
-
-    async def extract(self, body: bytes, content_type: str | None, url: str) -> Extracted:
-        """Run `extract(body, content_type, url)` in a worker process."""
-        loop = asyncio.get_running_loop()
-        for _ in range(2):
-            self.start()
-            pool = self._pool
-            assert pool is not None  # noqa: S101 -- set by start()
-            try:
-                executor = await pool
-                return await loop.run_in_executor(executor, extract, body, content_type, url)
-            except (BrokenProcessPool, OSError, EOFError):
-                self._discard(pool)
-        raise FetchError("empty", "the text extractor crashed on this page")
-
-    def _discard(self, pool: asyncio.Future[ProcessPoolExecutor]) -> None:
-        """Drop a broken pool, once however many pages saw it break; the next page starts another."""
-        if self._pool is not pool:
-            return
-        self._pool = None
-        if not pool.cancelled() and pool.exception() is None:
-            pool.result().shutdown(wait=False, cancel_futures=True)
-
-    async def aclose(self) -> None:
-        """Stop the workers (pages still queued are cancelled)."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        try:
-            executor = await pool
-        except (OSError, EOFError):  # the pool never started; nothing to stop
-            return
-        await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(executor.shutdown, wait=True, cancel_futures=True)
-        )
+    start()

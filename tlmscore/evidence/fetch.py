@@ -28,12 +28,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from tlmscore.errors import FetchError
+from tlmscore.evidence.body import read_body
 from tlmscore.evidence.cache import CachedPage, PageCache
-from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type, supported_type
+from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
 from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
-from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
+from tlmscore.evidence.page import PAGE_STATUSES, AsOf, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
 from tlmscore.evidence.transport import http_transport, within
+from tlmscore.evidence.workers import ExtractPool, Limits
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -139,8 +141,10 @@ class Fetcher:
         self._host_limits: dict[str, asyncio.Semaphore] = {}
 
     async def __aenter__(self) -> Fetcher:
-        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION).__aenter__()
-        self._extractor = ExtractPool(self._settings.extract_workers)
+        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION,
+                                      resolver=self._resolver).__aenter__()
+        self._extractor = ExtractPool(self._settings.extract_workers, Limits(
+            cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
         self._limit = asyncio.Semaphore(self._settings.concurrency)
         if not self._settings.offline and self._given_client is None:
             # Made on a thread while the batch is read: loading the CA certificates takes a while.
@@ -168,14 +172,16 @@ class Fetcher:
         if failures:
             raise failures[0]
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
         return await in_given_order(self.pages_as_done(urls), urls)
 
-    async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` for every URL in `urls`, in the order the pages become ready.
 
         Pages are requested in the order of `urls`, so the records cited first are complete first.
+        The live web has no history, so `as_of` plays no part here (see `archive.ArchivePages`).
         """
         if not urls:
             return
@@ -259,12 +265,8 @@ class Fetcher:
 
     async def _extracted(self, page: Page, body: bytes, content_type: str | None) -> Page:
         """`page` with the title, text and status that extraction gives its body."""
-        try:
-            extractor = self._opened(self._extractor)
-            found = await extractor.extract(body, content_type, page.final_url or page.url)
-        except FetchError as exc:
-            return replace(page, status="empty", title=None, text=None, error=str(exc))
-        error = None
+        found = await self._opened(self._extractor).extract(body, content_type, page.final_url or page.url)
+        error = found.error  # why, for extract_failed (a page's failure never raises)
         if found.status == "unsupported_type":
             error = f"unsupported content type {page.content_type or 'unknown'}"
         elif found.status == "empty":
@@ -372,20 +374,13 @@ class Fetcher:
         return replace(reply, body=body)
 
     async def _read_capped(self, response: httpx.Response, cap: int) -> bytes | None:
-        """Read the (decoded) body; return None as soon as it grows past `cap` bytes."""
-        chunks: list[bytes] = []
-        size = 0
+        """Read and decode the body (`body.read_body`); None as soon as it grows past `cap` bytes."""
         try:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > cap:
-                    return None
-                chunks.append(chunk)
+            return await read_body(response, cap)
         except httpx.ReadTimeout:
             raise FetchError(
                 "timeout", f"timed out after {_seconds(self._settings.timeout)} reading the body"
             ) from None
-        return b"".join(chunks)
 
     async def _http(self) -> httpx.AsyncClient:
         """Return the client requests go through: the one given, or one made for this fetcher."""

@@ -1,4 +1,10 @@
-"""The page record (a contract) and the `PageSource` seam the renderer reads pages through."""
+"""The page record (a contract) and the `PageSource` seam the renderer reads pages through.
+
+A source is asked for pages together with `as_of`: for each URL (by `url_key`), the time the
+answer citing it was given, so a source that keeps history (a web archive) can give the page as
+the model read it. A URL cited by several answers is asked for as of the earliest of them: a
+snapshot at or before that time is at or before every answer citing it.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,8 @@ from typing import Any, Literal, Protocol, get_args
 
 from tlmscore.urls import url_key
 
-__all__ = ["PAGE_STATUSES", "MemoryPages", "Page", "PageSource", "PageStatus", "find_page", "in_given_order",
-           "pages_as_done"]
+__all__ = ["PAGE_STATUSES", "AsOf", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus", "answered_at",
+           "find_page", "in_given_order", "pages_as_done"]
 
 PageStatus = Literal[
     "ok",
@@ -24,8 +30,13 @@ PageStatus = Literal[
     "empty",
     "redirect_loop",
     "offline_miss",
+    "extract_failed",
 ]
 PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
+PageOrigin = Literal["live", "archive", "log"]
+"""Where a page's text came from: fetched from the web, from a web archive's snapshot, or from the log itself."""
+AsOf = Mapping[str, float]
+"""`url_key(url)` -> Unix time the page is wanted as of (when the answer citing it was given)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,8 @@ class Page:
     """What is known about one URL: its text when fetched, or why it could not be.
 
     `text` is set only when `status == "ok"`; a failed page never carries invented content.
+    `source` says where the text came from; `archived_at` is the snapshot's time (Unix seconds)
+    when it came from an archive.
     """
 
     url: str
@@ -45,6 +58,8 @@ class Page:
     bytes: int = 0
     fetched_at: float | None = None
     error: str | None = None
+    source: PageOrigin = "live"
+    archived_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -74,13 +89,30 @@ def find_page(pages: Mapping[str, Page], url: str) -> Page:
 class PageSource(Protocol):
     """Gives pages for URLs. The fetcher implements it; tests pass a `MemoryPages`.
 
-    The result maps every URL asked for (as given) to a `Page`; a URL it cannot serve maps to a
-    failed page, never to nothing.
+    Every URL asked for (as given) gets a `Page`; a URL a source cannot serve gets a failed page,
+    never nothing. The pipeline reads pages through `pages_as_done`, so a record is rendered as
+    soon as its own pages are ready. A class that subclasses `PageSource` and implements one of
+    the two methods gets the other from it.
     """
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
-        """Return one page per URL in `urls`."""
-        ...
+    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
+        """Return one page per URL in `urls`, keyed and ordered as given."""
+        return await in_given_order(self.pages_as_done(urls, as_of), urls)
+
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` for every URL in `urls`, each as soon as its page is ready."""
+        for item in (await self.pages(urls, as_of)).items():
+            yield item
+
+
+def answered_at(response: Mapping[str, Any]) -> float | None:
+    """When a logged response was made (Unix seconds): Responses `created_at`, Chat `created`."""
+    for name in ("created_at", "created"):
+        value = response.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
 
 
 async def in_given_order(stream: AsyncIterator[tuple[str, Page]], urls: Sequence[str]) -> dict[str, Page]:
@@ -89,25 +121,15 @@ async def in_given_order(stream: AsyncIterator[tuple[str, Page]], urls: Sequence
     return {url: found[url] for url in urls}
 
 
-async def pages_as_done(source: PageSource, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
-    """`(url, page)` for every URL in `urls`, each as soon as its page is ready.
-
-    A source that can stream (it has a `pages_as_done(urls)` async generator, as the fetcher
-    does) hands each page over when it is done, so a batch can render a record while the pages of
-    later records are still downloading; from any other source all pages come when `pages`
-    returns.
-    """
-    stream = getattr(source, "pages_as_done", None)
-    if stream is None:
-        for item in (await source.pages(urls)).items():
-            yield item
-        return
-    async with aclosing(stream(urls)) as items:
+async def pages_as_done(source: PageSource, urls: Sequence[str],
+                        as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+    """`(url, page)` for every URL in `urls` from `source`, each as soon as its page is ready."""
+    async with aclosing(source.pages_as_done(urls, as_of)) as items:
         async for item in items:
             yield item
 
 
-class MemoryPages:
+class MemoryPages(PageSource):
     """A `PageSource` over pages held in memory, matched by `url_key`; a miss is `offline_miss`."""
 
     def __init__(self, pages: Iterable[Page] | Mapping[str, str] = ()) -> None:
@@ -119,8 +141,8 @@ class MemoryPages:
         for page in items:
             self._pages[url_key(page.url)] = page
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
-        """Return the held page for each URL, or an `offline_miss` page."""
+    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
+        """Return the held page for each URL, or an `offline_miss` page (`as_of` plays no part)."""
         return {url: self.get(url) for url in urls}
 
     def get(self, url: str) -> Page:

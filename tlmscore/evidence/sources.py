@@ -1,15 +1,27 @@
-"""The page source a run uses: saved page records first, then the cache and the network."""
+"""The page source a run uses, composed in layers with a fixed order.
+
+A run reads each page from the first layer that has it (a layer "has" a page unless it answers
+`offline_miss`):
+
+1. the page records of `settings.page_files` (`--pages`), in the order given;
+2. the source the caller passed (`prepare(..., pages=...)`), when there is one; otherwise
+3. the fetcher: the cache, then the web (never the web when `settings.offline`), with a web
+   archive as `settings.archive` says (`archive.ArchivePages`).
+
+A caller's source takes the place of the fetcher rather than going in front of it, so a test or
+an audit with `MemoryPages` never reaches the network; to put one in front of the cache and the
+web, compose explicitly: `LayeredPages(MemoryPages(...), Fetcher(settings))`.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import aclosing, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
 
 from tlmscore.errors import ConfigError
-from tlmscore.evidence.fetch import Fetcher
-from tlmscore.evidence.page import MemoryPages, Page, PageSource, in_given_order, pages_as_done
+from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.settings import Settings
 
 __all__ = ["LayeredPages", "load_page_records", "open_page_source"]
@@ -33,36 +45,47 @@ def load_page_records(path: Path) -> list[Page]:
     return [_page(line, f"{path}:{n}") for n, line in enumerate(lines, start=1) if line.strip()]
 
 
-class LayeredPages:
-    """Pages from `first` where it has them (status not `offline_miss`), the rest from `then`."""
+class LayeredPages(PageSource):
+    """Pages from the first of `layers` that has them (status not `offline_miss`), in order.
 
-    def __init__(self, first: MemoryPages, then: PageSource) -> None:
-        self._first = first
-        self._then = then
+    A URL no layer has gets the last layer's answer. Each layer is asked only for what the
+    layers before it lacked; a layer that streams hands its pages over as they are ready.
+    """
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
-        """One page per URL."""
-        return await in_given_order(self.pages_as_done(urls), urls)
+    def __init__(self, first: PageSource, *then: PageSource) -> None:
+        self._layers = (first, *then)
 
-    async def pages_as_done(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
-        """`(url, page)` per URL: the saved ones at once, the others as `then` gets them."""
-        missing: list[str] = []
-        for url, page in (await self._first.pages(urls)).items():
-            if page.status == "offline_miss":
-                missing.append(url)
-            else:
-                yield url, page
-        if missing:
-            async with aclosing(pages_as_done(self._then, missing)) as rest:
-                async for item in rest:
-                    yield item
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` per URL, from the first layer that has it."""
+        missing = list(urls)
+        for depth, layer in enumerate(self._layers):
+            if not missing:
+                return
+            last = depth == len(self._layers) - 1
+            still: list[str] = []
+            async with aclosing(pages_as_done(layer, missing, as_of)) as found:
+                async for url, page in found:
+                    if page.status == "offline_miss" and not last:
+                        still.append(url)
+                    else:
+                        yield url, page
+            missing = still
 
 
 @asynccontextmanager
 async def open_page_source(settings: Settings,
                            progress: Callable[[str, int, int | None], None] | None = None,
-                           ) -> AsyncIterator[PageSource]:
-    """The run's page source: `settings.page_files`, then the cache, then (unless offline) the web."""
+                           given: PageSource | None = None) -> AsyncIterator[PageSource]:
+    """The run's page source: `settings.page_files`, then `given` or else the cache, web and archive."""
     saved = [page for path in settings.page_files for page in load_page_records(Path(path))]
-    async with Fetcher(settings, progress=progress) as fetcher:
-        yield LayeredPages(MemoryPages(saved), fetcher) if saved else fetcher
+    async with AsyncExitStack() as stack:
+        origin = given
+        if origin is None:
+            # Imported here: a run given its own source never loads the network stack.
+            from tlmscore.evidence.archive import ArchivePages  # noqa: PLC0415
+            from tlmscore.evidence.fetch import Fetcher  # noqa: PLC0415
+
+            fetcher = await stack.enter_async_context(Fetcher(settings, progress=progress))
+            origin = fetcher if settings.archive == "off" else ArchivePages(fetcher, settings)
+        yield LayeredPages(MemoryPages(saved), origin) if saved else origin
