@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from openai.types.responses import Response
 from pydantic import ValidationError
 
-from tlmscore import read_transcripts, transcripts
+from tlmscore import logfile, read_transcripts
 from tlmscore.errors import TranscriptError
 
 MESSAGE = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
@@ -157,4 +157,4 @@ OTHER_BYTES = st.sampled_from([b"a", b'"', b" ", b"-", b".", b"e", b"\xc3\xa9", 
 @given(st.lists(st.one_of(DIGIT_RUNS, OTHER_BYTES), max_size=12))
 def test_the_long_number_check_finds_exactly_the_runs_of_twenty_digits(parts: list[bytes]) -> None:
     raw = b"".join(parts)
-    assert transcripts._has_long_number(raw) == bool(re.search(rb"[0-9]{20}", raw))
+    assert logfile._has_long_number(raw) == bool(re.search(rb"[0-9]{20}", raw))

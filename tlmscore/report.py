@@ -25,13 +25,14 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from tlmscore.errors import ConfigError
+from tlmscore.logfile import load_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
 __all__ = ["FORMATS", "Checkpoint", "ChunkWriter", "RowWriter", "Summary", "arrow_table", "checkpoint_path",
-           "json_line", "output_format"]
+           "json_line", "output_format", "safe_text"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
@@ -56,12 +57,27 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def safe_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate (`json` reads one from an escape) becomes U+FFFD.
+
+    A string with a lone surrogate cannot be encoded as UTF-8, so a row holding one could not be
+    written to any output format.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def _finite(value: Any) -> Any:
-    """`value` with every NaN or infinity inside it replaced by None, as orjson writes them."""
+    """`value` as orjson writes it: NaN and infinities as None, lone surrogates replaced (see `safe_text`)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return safe_text(value)
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {safe_text(str(k)): _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
@@ -71,7 +87,7 @@ def _to_json(value: Any, option: int) -> bytes:
     """`value` as JSON (UTF-8, Unicode kept, keys as strings, NaN and infinities as null).
 
     orjson encodes the long prompt strings several times faster than the standard library; a
-    value it refuses (an integer wider than 64 bits) goes through `json` instead.
+    value it refuses (an integer wider than 64 bits, a lone surrogate) goes through `json` instead.
     """
     try:
         return orjson.dumps(value, default=str, option=option | orjson.OPT_NON_STR_KEYS)
@@ -89,7 +105,15 @@ def _cell(value: Any) -> Any:
     """A value as one CSV or Parquet text cell: lists and dicts as JSON with sorted keys."""
     if isinstance(value, (list, dict)):
         return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
+    if isinstance(value, str):
+        return safe_text(value)
     return _json_safe(value)
+
+
+def _text_cell(value: Any) -> str | None:
+    """A value of a text column as text: a number or a boolean (a numeric response id) as its JSON."""
+    cell = _cell(value)
+    return cell if cell is None or isinstance(cell, str) else _to_json(cell, 0).decode("utf-8")
 
 
 def _parquet_options() -> dict[str, Any]:
@@ -125,7 +149,7 @@ def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> 
         schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
     strings = {f.name for f in schema if f.type == pa.string()}
     lines = [
-        json_line({name: _cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
+        json_line({name: _text_cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
                    else row.get(name) for name in schema.names})
         for row in rows
     ]
@@ -152,6 +176,7 @@ class RowWriter:
         self._csv: Any = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
+        self._closed = False
 
     def __enter__(self) -> RowWriter:
         return self
@@ -164,6 +189,8 @@ class RowWriter:
         """Append rows to the file."""
         if not rows:
             return
+        if self._closed:
+            raise ValueError(f"{self.path}: the writer is closed")
         if self.format == ".jsonl":
             self._write_jsonl(rows)
         elif self.format == ".csv":
@@ -208,7 +235,10 @@ class RowWriter:
         self._parquet.write_table(table)
 
     def close(self) -> None:
-        """Finish the file; an empty run still leaves a valid empty file."""
+        """Finish the file; an empty run still leaves a valid empty file. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.format == ".parquet" and self._parquet is None:
             import pyarrow as pa  # noqa: PLC0415
             import pyarrow.parquet as pq  # noqa: PLC0415
@@ -288,17 +318,24 @@ class Checkpoint:
             self.output.replace(self.path)
 
     def _load_lines(self) -> None:
-        """Read the rows written so far; a last line cut off by a kill is dropped."""
-        kept: list[str] = []
-        with self.path.open(encoding="utf-8") as handle:
+        """Read the rows written so far; a last line cut off by a kill is dropped.
+
+        The rows are copied line by line to a temporary file that then replaces the checkpoint
+        (synced first), so a kill during the copy leaves the old checkpoint whole and the copy
+        never holds more than one line in memory.
+        """
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with self.path.open("rb") as handle, temporary.open("wb") as kept:
             for line in handle:
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
+                    row = load_line(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     break
                 self.done.add((str(row["source"]), int(row["line"])))
-                kept.append(line if line.endswith("\n") else line + "\n")
-        self.path.write_text("".join(kept), encoding="utf-8")
+                kept.write(line if line.endswith(b"\n") else line + b"\n")
+            kept.flush()
+            os.fsync(kept.fileno())
+        temporary.replace(self.path)
 
     def _load_parts(self) -> None:
         """Read which records the saved parts hold; a part a kill left half-written is dropped."""
