@@ -172,3 +172,14 @@ def test_closing_a_row_writer_twice_keeps_the_output(tmp_path: Path) -> None:
         assert path.stat().st_size == size > 0
         with pytest.raises(ValueError, match="closed"):
             writer.write([{"id": "b", "source": "s", "line": 2}])
+
+
+def test_a_lone_surrogate_in_a_cited_url_does_not_reach_the_cache(tmp_path: Path) -> None:
+    """Found by the fuzz suite: a URL with a lone surrogate could not be hashed into a cache key."""
+    record = {"request": {"messages": [{"role": "user", "content": "How many people live in SF?"}]},
+              "response": {"object": "chat.completion", "citations": ["https://example.org/\\ud800", "x"],
+                           "choices": [{"message": {"role": "assistant", "content": "About 830,000.[1]"}}]}}
+    line = json.dumps(record).encode().replace(b"\\\\ud800", b"\\ud800")
+    assert b"\\ud800" in line and b"\\\\ud800" not in line
+    code, rows, _ = run(tmp_path, write(tmp_path / "u.jsonl", line, GOOD))
+    assert code == 0 and [r["error"] for r in rows] == [None, None]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import re
 import shutil
 import tempfile
 import zlib
@@ -29,6 +30,7 @@ __all__ = ["RandomAccess", "ReadStoppedError", "is_jsonl", "json_file_records", 
 READ_ERRORS = (OSError, EOFError, zlib.error)
 """What reading a damaged file raises: `gzip.BadGzipFile` is an `OSError`, a truncated stream `EOFError`."""
 _BOM = codecs.BOM_UTF8
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class ReadStoppedError(TranscriptError):
@@ -89,6 +91,46 @@ def _has_long_number(raw: bytes) -> bool:
     return _LONG_RUN in raw.translate(_DIGITS_AS_NINES)
 
 
+def safe_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate (`json` reads one from an escape) becomes U+FFFD.
+
+    A string with a lone surrogate cannot be encoded as UTF-8: not hashed for a cache key, not
+    sent to a scorer, not written to any output format.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with `safe_text` applied to every string in it, keys included; iterative, as values may be deep."""
+    if isinstance(value, str):
+        return safe_text(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            items = [(safe_text(k) if isinstance(k, str) else k, v) for k, v in node.items()]
+            node.clear()
+            node.update((k, safe_text(v) if isinstance(v, str) else v) for k, v in items)
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            node[:] = [safe_text(v) if isinstance(v, str) else v for v in node]
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return value
+
+
+def _json_loads(text: str) -> Any:
+    """`json.loads`, with nesting too deep as a `JSONDecodeError` and lone surrogates replaced."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _too_deep(text) from None
+    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
 def _too_deep(text: str | bytes) -> json.JSONDecodeError:
     doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
     return json.JSONDecodeError("nested too deeply to read", doc, 0)
@@ -100,8 +142,8 @@ def load_line(raw: bytes) -> Any:
     What orjson refuses (invalid JSON, but also `NaN` or a lone surrogate, which `json` reads)
     goes through `json`, so the values read and the error messages are those of `json`. So does
     a line with a run of 20 digits: orjson would read an integer wider than 64 bits as a float.
-    A value nested deeper than Python can recurse is a `json.JSONDecodeError` too, and a UTF-8 BOM
-    before the line is skipped.
+    A value nested deeper than Python can recurse is a `json.JSONDecodeError` too, a lone surrogate
+    becomes U+FFFD (see `safe_text`), and a UTF-8 BOM before the line is skipped.
     """
     if raw.startswith(_BOM):
         raw = raw[3:]
@@ -110,11 +152,7 @@ def load_line(raw: bytes) -> Any:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    text = raw.rstrip(b"\r\n").decode("utf-8")
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise _too_deep(text) from None
+    return _json_loads(raw.rstrip(b"\r\n").decode("utf-8"))
 
 
 def json_file_records(path: Path) -> list[Any]:
@@ -128,11 +166,7 @@ def json_file_records(path: Path) -> list[Any]:
             data = handle.read()
     except READ_ERRORS as exc:
         raise TranscriptError(f"{path}: unreadable: {type(exc).__name__}: {exc}") from None
-    text = data.decode("utf-8-sig")
-    try:
-        obj = json.loads(text)
-    except RecursionError:
-        raise _too_deep(text) from None
+    obj = _json_loads(data.decode("utf-8-sig"))
     return obj if isinstance(obj, list) else [obj]
 
 

@@ -25,14 +25,14 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from tlmscore.errors import ConfigError
-from tlmscore.logfile import load_line
+from tlmscore.logfile import load_line, safe_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
 __all__ = ["FORMATS", "Checkpoint", "ChunkWriter", "RowWriter", "Summary", "arrow_table", "checkpoint_path",
-           "json_line", "output_format", "safe_text"]
+           "json_line", "output_format"]
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
@@ -55,19 +55,6 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
-
-
-def safe_text(text: str) -> str:
-    """`text` as valid Unicode: each lone surrogate (`json` reads one from an escape) becomes U+FFFD.
-
-    A string with a lone surrogate cannot be encoded as UTF-8, so a row holding one could not be
-    written to any output format.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def _finite(value: Any) -> Any:
