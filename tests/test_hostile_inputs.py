@@ -183,3 +183,16 @@ def test_a_lone_surrogate_in_a_cited_url_does_not_reach_the_cache(tmp_path: Path
     assert b"\\ud800" in line and b"\\\\ud800" not in line
     code, rows, _ = run(tmp_path, write(tmp_path / "u.jsonl", line, GOOD))
     assert code == 0 and [r["error"] for r in rows] == [None, None]
+
+
+def test_an_unreadable_second_input_stops_the_run_before_it_starts(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path / "good.jsonl", GOOD)
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(GOOD)
+    out = tmp_path / "o.jsonl"
+    code = main(["prepare", str(good), str(bad), "-o", str(out), "--offline", "--quiet",
+                 "--cache-dir", str(tmp_path / "c")])
+    assert code == 2
+    assert f"{bad}: unreadable: BadGzipFile" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl.gz", "good.jsonl"]

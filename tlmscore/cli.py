@@ -17,6 +17,7 @@ from tlmscore.batch import run_batch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
+from tlmscore.logfile import check_readable
 from tlmscore.manifest import build_manifest, start_run
 from tlmscore.progress import ProgressBars
 from tlmscore.report import Checkpoint, ChunkWriter, Summary, output_format
@@ -108,6 +109,7 @@ def _check_inputs(paths: Sequence[Path]) -> None:
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
+        check_readable(path)
 
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:

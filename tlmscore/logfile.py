@@ -50,6 +50,19 @@ def open_log(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
+def check_readable(path: Path) -> None:
+    """Raise `TranscriptError` for a file whose start cannot be read (a `.gz` that is not gzip, say).
+
+    A quick check before a run starts; a file that breaks later is reported where it breaks.
+    """
+    try:
+        with open_log(path) as handle:
+            handle.read(1)
+    except READ_ERRORS as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise TranscriptError(f"{path}: unreadable: {type(exc).__name__}: {reason}") from None
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds one record per line (`.jsonl`, `.ndjson`, optionally gzipped)."""
     suffixes = [s.lower() for s in path.suffixes]
