@@ -51,7 +51,8 @@ def test_wrapper_bare_and_bad_records_each_give_one_transcript(tmp_path: Path) -
 
 
 def test_lines_only_the_standard_library_reads_are_read_as_it_reads_them(tmp_path: Path) -> None:
-    """NaN, a lone surrogate and a 71-bit integer are read as `json` reads them (the last is not a float)."""
+    """NaN and a 71-bit integer are read as `json` reads them (the last is not a float); a lone surrogate,
+    which no output format (nor a cache key) can encode, is read as U+FFFD."""
     response = ', "response": ' + json.dumps(RESPONSE) + "}"
     lines = [
         json.dumps({"id": "a", "request": {"input": "Zürich \u2028 東京"}, "response": RESPONSE}, ensure_ascii=False),
@@ -61,9 +62,9 @@ def test_lines_only_the_standard_library_reads_are_read_as_it_reads_them(tmp_pat
     ]
     got = list(read_transcripts(write_lines(tmp_path / "odd.jsonl", lines)))
     assert [t.error for t in got] == [None] * 4
-    assert [t.raw for t in got[:1] + got[2:]] == [json.loads(line) for line in lines[:1] + lines[2:]]
+    assert [t.raw for t in (got[0], got[3])] == [json.loads(line) for line in (lines[0], lines[3])]
     assert got[1].request["temperature"] != got[1].request["temperature"]  # NaN
-    assert got[2].request["input"] == "bad \udc80 half"
+    assert got[2].request["input"] == "bad \ufffd half"
     assert got[3].request["seed"] == 2**70 + 1 and isinstance(got[3].request["seed"], int)
 
 

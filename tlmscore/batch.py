@@ -191,13 +191,14 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
 
             pages = await stack.enter_async_context(open_page_source(settings, progress))
         page_source = pages
-        batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
+        batch = await asyncio.to_thread(BatchInputs, settings.batch_inputs) if settings.batch_inputs else None
+        joined = batch if batch is not None else ()
         if batch is not None:
             stack.callback(batch.close)
-        chains = await asyncio.to_thread(_chain_index, source, batch or ())
+        chains = await asyncio.to_thread(_chain_index, source, joined)
         if chains is not None:
             stack.callback(chains.close)
-        records = (t for t in read_transcripts(source, batch_inputs=batch or ()) if (t.source, t.line) not in skip)
+        records = (t for t in read_transcripts(source, batch_inputs=joined) if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         empty: list[Transcript] = []
         while chunk := await asyncio.to_thread(next, chunks, empty):

@@ -307,19 +307,37 @@ class Checkpoint:
     def _load_lines(self) -> None:
         """Read the rows written so far; a last line cut off by a kill is dropped.
 
-        The rows are copied line by line to a temporary file that then replaces the checkpoint
-        (synced first), so a kill during the copy leaves the old checkpoint whole and the copy
-        never holds more than one line in memory.
+        The file is read a line at a time (only the keys of the rows are kept). When its end
+        needs mending, the good part is copied to a temporary file that then replaces the
+        checkpoint (synced first), so a kill during the copy leaves the old checkpoint whole.
         """
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with self.path.open("rb") as handle, temporary.open("wb") as kept:
+        good = 0
+        mended = False
+        with self.path.open("rb") as handle:
             for line in handle:
                 try:
                     row = load_line(line)
                 except (json.JSONDecodeError, UnicodeDecodeError):
+                    mended = True
                     break
                 self.done.add((str(row["source"]), int(row["line"])))
-                kept.write(line if line.endswith(b"\n") else line + b"\n")
+                good += len(line)
+                mended = mended or not line.endswith(b"\n")
+        if mended:
+            self._keep_first(good)
+
+    def _keep_first(self, size: int) -> None:
+        """Replace the checkpoint by its first `size` bytes, ending in a newline."""
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with self.path.open("rb") as source, temporary.open("wb") as kept:
+            remaining = size
+            last = b"\n"
+            while remaining > 0 and (block := source.read(min(remaining, 1 << 20))):
+                kept.write(block)
+                remaining -= len(block)
+                last = block[-1:]
+            if last != b"\n":
+                kept.write(b"\n")
             kept.flush()
             os.fsync(kept.fileno())
         temporary.replace(self.path)
