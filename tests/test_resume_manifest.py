@@ -97,6 +97,8 @@ def test_resume_under_a_symlink_redoes_nothing(tmp_path: Path, capsys: pytest.Ca
 
 @pytest.mark.parametrize(("command", "change", "message"), [
     ("prepare", [], "scorer"),
+    ("score", ["--scorer", "judge", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+     "with scorer 'grounding', this one `score` with scorer 'judge'"),
     ("score", ["--option", "threshold=0.7"], "options of scorer 'grounding'"),
     ("score", ["--urls", "all"], "urls: 'cited' then, 'all' now"),
     ("score", ["--reasoning", "summary"], "reasoning"),
