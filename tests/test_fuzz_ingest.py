@@ -10,6 +10,7 @@ empty cache, to one of the three output formats.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import tempfile
 from pathlib import Path
@@ -122,3 +123,44 @@ def test_any_line_in_gives_exactly_one_row_out(lines: list[bytes], suffix: str) 
         for row in rows:
             assert isinstance(row["prompt"], str) or isinstance(row["error"], str)
             assert not isinstance(row["error"], str) or row["error"].startswith(f"{log}:{row['line']}:")
+
+
+GZ_LINES = [line + b"\n" for line in RECORDS[:40]]
+
+
+def read_rows_of(lines: list[bytes], root: Path) -> list[dict[str, Any]]:
+    """The rows the same lines give from a plain, intact file."""
+    log = root / "plain.jsonl"
+    log.write_bytes(b"".join(lines))
+    out = root / "plain-out.jsonl"
+    assert main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "c2")]) == 0
+    return [{"id": row["id"].replace("plain.jsonl", "cut.jsonl.gz")} for row in read_rows(out)]
+GZ_DATA = gzip.compress(b"".join(GZ_LINES), mtime=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, len(GZ_DATA)), st.binary(max_size=8))
+def test_a_gzip_cut_anywhere_keeps_what_it_could_read(cut: int, tail: bytes) -> None:
+    """A .jsonl.gz cut at any byte (and followed by any bytes): exit 2 when nothing is readable, else
+    every line read before the break is its row and one error row says where reading stopped."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        log = root / "cut.jsonl.gz"
+        log.write_bytes(GZ_DATA[:cut] + tail)
+        out = root / "out.jsonl"
+        code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
+        if code == 2:
+            assert not out.exists()
+            return
+        assert code == 0
+        rows = read_rows(out)
+        if not rows:  # nothing but gzip's zero padding: an empty log
+            assert (GZ_DATA[:cut] + tail).strip(b"\0") == b""
+            return
+        intact = cut == len(GZ_DATA) and tail == b"\0" * len(tail)
+        read = rows if intact else rows[:-1]
+        assert [int(r["line"]) for r in read] == list(range(1, len(read) + 1))
+        assert [r["id"] for r in read] == [r["id"] for r in read_rows_of(GZ_LINES[: len(read)], root)]
+        if not intact:
+            assert read, "a file that breaks before its first line is unreadable: exit 2"
+            assert f"reading stopped after line {len(read)}" in rows[-1]["error"]
