@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,6 +197,7 @@ class RandomAccess:
     def __init__(self) -> None:
         self._handles: dict[Path, IO[bytes]] = {}
         self._json: tuple[Path, list[Any]] | None = None
+        self._lock = threading.Lock()  # a seek and its read belong together; the batch reads on a worker thread
 
     def __enter__(self) -> RandomAccess:
         return self
@@ -205,21 +207,23 @@ class RandomAccess:
 
     def line(self, path: Path, offset: int) -> bytes:
         """The line starting at byte `offset` of the (decompressed) file; empty past the end."""
-        handle = self._handles.get(path)
-        if handle is None:
-            handle = self._handles[path] = self._open(path)
-        handle.seek(offset)
-        return handle.readline()
+        with self._lock:
+            handle = self._handles.get(path)
+            if handle is None:
+                handle = self._handles[path] = self._open(path)
+            handle.seek(offset)
+            return handle.readline()
 
     def json_records(self, path: Path) -> list[Any]:
         """The records of a `.json` file, parsed once while it is the one being looked into."""
-        if self._json is None or self._json[0] != path:
-            try:
-                records = json_file_records(path)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                records = []
-            self._json = (path, records)
-        return self._json[1]
+        with self._lock:
+            if self._json is None or self._json[0] != path:
+                try:
+                    records = json_file_records(path)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    records = []
+                self._json = (path, records)
+            return self._json[1]
 
     @staticmethod
     def _open(path: Path) -> IO[bytes]:
@@ -235,7 +239,8 @@ class RandomAccess:
 
     def close(self) -> None:
         """Close every file opened (and so remove the decompressed copies)."""
-        handles, self._handles = self._handles, {}
+        with self._lock:
+            handles, self._handles = self._handles, {}
+            self._json = None
         for handle in handles.values():
             handle.close()
-        self._json = None
