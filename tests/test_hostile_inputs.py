@@ -196,3 +196,14 @@ def test_an_unreadable_second_input_stops_the_run_before_it_starts(tmp_path: Pat
     assert code == 2
     assert f"{bad}: unreadable: BadGzipFile" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl.gz", "good.jsonl"]
+
+
+def test_a_record_object_that_cannot_be_dumped_is_an_error_row() -> None:
+    class Broken:
+        def model_dump(self, **_: Any) -> dict[str, Any]:
+            raise ValueError("cannot serialize")
+
+    good = json.loads(GOOD)
+    got = list(read_transcripts([Broken(), good]))
+    assert got[0].error == "<records>:1: record could not be read: ValueError: cannot serialize"
+    assert got[1].error is None

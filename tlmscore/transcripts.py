@@ -168,8 +168,12 @@ def _unwrap(record: dict[str, Any],
 
 def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
     """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
-    record = _plain(obj)
     rid = f"{source}:{line}"
+    try:
+        record = _plain(obj)
+    except Exception as exc:  # noqa: BLE001  (an SDK object that cannot be dumped is this record's error)
+        return Transcript(id=rid, source=source, line=line, raw=obj,
+                          error=f"{rid}: record could not be read: {type(exc).__name__}: {exc}")
     if not isinstance(record, dict):
         return Transcript(id=rid, source=source, line=line, raw=record,
                           error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
