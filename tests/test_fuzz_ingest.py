@@ -164,3 +164,22 @@ def test_a_gzip_cut_anywhere_keeps_what_it_could_read(cut: int, tail: bytes) -> 
         if not intact:
             assert read, "a file that breaks before its first line is unreadable: exit 2"
             assert f"reading stopped after line {len(read)}" in rows[-1]["error"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.one_of(structure_mutation(), record), min_size=1, max_size=4), st.booleans())
+def test_any_element_of_a_json_array_gives_exactly_one_row(elements: list[bytes], single: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        log = root / "fuzz.json"
+        log.write_bytes(elements[0] if single else b"[" + b",\n".join(elements) + b"]")
+        out = root / "out.parquet"
+        code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
+        assert code == 0
+        rows = read_rows(out)
+        try:
+            expected = 1 if single else len(json.loads(log.read_bytes().decode("utf-8")))
+        except ValueError:  # not UTF-8 (a lone surrogate written raw) or not JSON: the file is one error row
+            expected = 1
+            assert isinstance(rows[0]["error"], str)
+        assert [int(row["line"]) for row in rows] == list(range(1, expected + 1))
