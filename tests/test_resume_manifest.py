@@ -133,3 +133,16 @@ def test_resume_without_a_manifest_is_refused(tmp_path: Path, capsys: pytest.Cap
     assert main(["score", str(log), *args, "--resume"]) == 2
     assert "manifest.json is missing" in capsys.readouterr().err
     assert out.exists()
+
+
+def test_a_file_name_that_is_not_utf8_resumes_without_doubling(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
+    log.write_bytes((Path(__file__).parents[1] / "fixtures" / "demo.jsonl").read_bytes())
+    out = tmp_path / "out.jsonl"
+    args = ["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path / "c")]
+    assert main(args) == 0
+    rows = out.read_bytes().split(b"\n")[:-1]
+    assert b"caf\xef\xbf\xbd.jsonl" in rows[0]  # U+FFFD where the name's odd byte was
+    assert main([*args, "--resume"]) == 0
+    assert out.read_bytes().split(b"\n")[:-1] == rows

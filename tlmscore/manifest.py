@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore.errors import ConfigError
+from tlmscore.logfile import safe_text
 from tlmscore.report import checkpoint_path
 from tlmscore.settings import Settings
 
@@ -91,7 +92,7 @@ def write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1, ensure_ascii=False)
+        json.dump(manifest, handle, indent=1)  # ASCII: a file name need not be UTF-8 (see `resume_names`)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
@@ -140,7 +141,11 @@ def resume_names(before: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str,
                for name, value in now["settings"].items() if before.get("settings", {}).get(name) != value]
     if changed:
         raise _refuse("settings that change rows differ (" + "; ".join(changed) + ")")
-    return {str(old["name"]): str(new["name"]) for old, new in zip(before["inputs"], now["inputs"], strict=True)}
+    names: dict[str, str] = {}
+    for old, new in zip(before["inputs"], now["inputs"], strict=True):
+        # A file name that is not UTF-8 reaches the rows with U+FFFD in place of its odd bytes.
+        names[str(old["name"])] = names[safe_text(str(old["name"]))] = str(new["name"])
+    return names
 
 
 def start_run(output: Path, manifest: Mapping[str, Any], *, resume: bool) -> dict[str, str]:

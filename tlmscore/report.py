@@ -523,4 +523,4 @@ class Summary:
         lines += [f"  error: {e}" for e in self.first_errors]
         if self.errors > len(self.first_errors):
             lines.append(f"  … and {self.errors - len(self.first_errors)} more errors (see the 'error' column)")
-        return "\n".join(lines)
+        return safe_text("\n".join(lines))  # a file name need not be UTF-8; stderr may not take it
