@@ -105,8 +105,12 @@ def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
     Checkpoint(out, resume=False).write(rows(1, 3))
     with checkpoint_path(out).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(rows(3, 4)[0])[:20])
+    before = checkpoint_path(out).stat().st_ino
     resumed = Checkpoint(out, resume=True)
     assert resumed.done == {("log.jsonl", 1), ("log.jsonl", 2)}
+    assert checkpoint_path(out).stat().st_ino != before  # rewritten beside it, then renamed over it
+    assert checkpoint_path(out).read_bytes().count(b"\n") == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert resumed.finish() == 2
     assert list(pd.read_csv(out).line) == [1, 2]
 
@@ -193,3 +197,13 @@ def test_chunk_writer_waits_for_the_last_chunk_when_the_batch_fails() -> None:
     with pytest.raises(KeyboardInterrupt):
         interrupted()
     assert written == [1, 2, 3]
+
+
+def test_a_clean_jsonl_checkpoint_is_not_rewritten_on_resume(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    Checkpoint(out, resume=False).write(rows(1, 4))
+    before = checkpoint_path(out).stat()
+    resumed = Checkpoint(out, resume=True)
+    after = checkpoint_path(out).stat()
+    assert len(resumed.done) == 3
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)

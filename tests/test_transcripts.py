@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from openai.types.responses import Response
 from pydantic import ValidationError
 
-from tlmscore import read_transcripts, transcripts
+from tlmscore import logfile, read_transcripts
 from tlmscore.errors import TranscriptError
 
 MESSAGE = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
@@ -51,7 +51,8 @@ def test_wrapper_bare_and_bad_records_each_give_one_transcript(tmp_path: Path) -
 
 
 def test_lines_only_the_standard_library_reads_are_read_as_it_reads_them(tmp_path: Path) -> None:
-    """NaN, a lone surrogate and a 71-bit integer are read as `json` reads them (the last is not a float)."""
+    """NaN and a 71-bit integer are read as `json` reads them (the last is not a float); a lone surrogate,
+    which no output format (nor a cache key) can encode, is read as U+FFFD."""
     response = ', "response": ' + json.dumps(RESPONSE) + "}"
     lines = [
         json.dumps({"id": "a", "request": {"input": "Zürich \u2028 東京"}, "response": RESPONSE}, ensure_ascii=False),
@@ -61,9 +62,9 @@ def test_lines_only_the_standard_library_reads_are_read_as_it_reads_them(tmp_pat
     ]
     got = list(read_transcripts(write_lines(tmp_path / "odd.jsonl", lines)))
     assert [t.error for t in got] == [None] * 4
-    assert [t.raw for t in got[:1] + got[2:]] == [json.loads(line) for line in lines[:1] + lines[2:]]
+    assert [t.raw for t in (got[0], got[3])] == [json.loads(line) for line in (lines[0], lines[3])]
     assert got[1].request["temperature"] != got[1].request["temperature"]  # NaN
-    assert got[2].request["input"] == "bad \udc80 half"
+    assert got[2].request["input"] == "bad \ufffd half"
     assert got[3].request["seed"] == 2**70 + 1 and isinstance(got[3].request["seed"], int)
 
 
@@ -157,4 +158,4 @@ OTHER_BYTES = st.sampled_from([b"a", b'"', b" ", b"-", b".", b"e", b"\xc3\xa9", 
 @given(st.lists(st.one_of(DIGIT_RUNS, OTHER_BYTES), max_size=12))
 def test_the_long_number_check_finds_exactly_the_runs_of_twenty_digits(parts: list[bytes]) -> None:
     raw = b"".join(parts)
-    assert transcripts._has_long_number(raw) == bool(re.search(rb"[0-9]{20}", raw))
+    assert logfile._has_long_number(raw) == bool(re.search(rb"[0-9]{20}", raw))

@@ -10,7 +10,7 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from tlmscore.batch import prepare, score
+    from tlmscore.batch import aiter_rows, aprepare, ascore, prepare, score
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
     from tlmscore.model import Conversation, ScoringInput, Transcript
@@ -32,6 +32,9 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "__version__",
+    "aiter_rows",
+    "aprepare",
+    "ascore",
     "prepare",
     "read_transcripts",
     "render",
@@ -41,6 +44,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 _HOMES = {
+    "aiter_rows": "tlmscore.batch",
+    "aprepare": "tlmscore.batch",
+    "ascore": "tlmscore.batch",
     "prepare": "tlmscore.batch",
     "score": "tlmscore.batch",
     "ConfigError": "tlmscore.errors",

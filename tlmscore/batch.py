@@ -10,7 +10,17 @@ import asyncio
 import concurrent.futures
 import itertools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Container,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +28,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore.chains import ChainIndex, with_history
 from tlmscore.convert import convert_transcript
+from tlmscore.convert.context import ItemConverter
+from tlmscore.convert.registry import ConverterLike
+from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
 from tlmscore.evidence.plan import plan_urls
@@ -31,8 +44,8 @@ from tlmscore.urls import url_key
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Progress", "aiter_chunks", "frame", "prepare", "prepare_chunk",
-           "run_batch", "run_sync", "score"]
+__all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Progress", "aiter_chunks", "aiter_rows", "aprepare", "ascore", "frame",
+           "prepare", "prepare_chunk", "run_batch", "run_sync", "score"]
 
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
@@ -51,14 +64,15 @@ class _Converted:
     history_complete: bool | None = None
 
 
-def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None) -> _Converted:
+def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
+             converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
     if transcript.error is not None:
         return _Converted(transcript, None, transcript.error)
     try:
         if chains is None:
-            return _Converted(transcript, convert_transcript(transcript, settings), None, True)
+            return _Converted(transcript, convert_transcript(transcript, settings, converters=converters), None, True)
         history = chains.history(transcript)
-        conv = convert_transcript(with_history(transcript, history), settings)
+        conv = convert_transcript(with_history(transcript, history), settings, converters=converters)
         conv = replace(conv, warnings=(*history.warnings, *conv.warnings))
         return _Converted(transcript, conv, None, history.complete)
     except TlmscoreError as exc:
@@ -128,14 +142,15 @@ def _as_of(converted: Sequence[_Converted]) -> dict[str, float]:
 
 
 async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
-                        chains: ChainIndex | None = None, scorer: Scorer | None = None) -> list[dict[str, Any]]:
+                        chains: ChainIndex | None = None, scorer: Scorer | None = None, *,
+                        converters: Mapping[str, ItemConverter] | None = None) -> list[dict[str, Any]]:
     """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
 
     A record is rendered as soon as its own pages are ready (from a source that streams them),
     while the pages of later records are still on their way. With `chains`, a follow-up call is
     converted with the history it continues; with `scorer`, the rows get the score columns.
     """
-    converted = [_convert(t, settings, chains) for t in transcripts]
+    converted = [_convert(t, settings, chains, converters) for t in transcripts]
     rendered: list[tuple[dict[str, Any], ScoringInput | None] | None] = [None] * len(converted)
     pages: dict[str, Page] = {}
     waiting: dict[str, list[int]] = {}
@@ -172,26 +187,55 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource | None = None,
                        progress: Progress | None = None, scorer: Scorer | None = None,
-                       skip: Container[tuple[str, int]] = ()) -> AsyncIterator[list[dict[str, Any]]]:
+                       skip: Container[tuple[str, int]] = (),
+                       converters: Mapping[str, ConverterLike] | None = None,
+                       ) -> AsyncGenerator[list[dict[str, Any]], None]:
     """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records.
 
     Records whose `(source, line)` is in `skip` (done by an earlier, interrupted run) are passed over.
+    `converters` adds or replaces item converters (see `tlmscore.convert.registry.converters`).
+    Files are read on a worker thread, a chunk at a time, so the event loop stays free meanwhile.
     """
     done = 0
+    table = registered_converters(converters)
     async with AsyncExitStack() as stack:
         from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
 
         # Page files first, then the caller's source or else the cache and the web (see sources).
         page_source = await stack.enter_async_context(open_page_source(settings, progress, given=pages))
-        batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else ()
-        chains = await asyncio.to_thread(_chain_index, source, batch)
-        records = (t for t in read_transcripts(source, batch_inputs=batch) if (t.source, t.line) not in skip)
-        for chunk in _chunks(records, settings.chunk_size):
-            rows = await prepare_chunk(chunk, settings, page_source, chains, scorer)
+        batch = await asyncio.to_thread(BatchInputs, settings.batch_inputs) if settings.batch_inputs else None
+        joined = batch if batch is not None else ()
+        if batch is not None:
+            stack.callback(batch.close)
+        chains = await asyncio.to_thread(_chain_index, source, joined)
+        if chains is not None:
+            stack.callback(chains.close)
+        records = (t for t in read_transcripts(source, batch_inputs=joined) if (t.source, t.line) not in skip)
+        chunks = _chunks(records, settings.chunk_size)
+        empty: list[Transcript] = []
+        while chunk := await asyncio.to_thread(next, chunks, empty):
+            rows = await prepare_chunk(chunk, settings, page_source, chains, scorer, converters=table)
             done += len(rows)
             if progress is not None:
                 progress("records", done, None)
             yield rows
+
+
+async def aiter_rows(source: Source, settings: Settings | None = None, *,
+                     scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
+                     pages: PageSource | None = None, progress: Progress | None = None,
+                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """Every row, in input order, as soon as its chunk is done; scored when `scorer` is given.
+
+    The async form of `prepare` and `score` for code already inside an event loop (a notebook, a
+    service): nothing is run on a loop of its own.
+    """
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    async with aclosing(aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
+                                     scorer=chosen, converters=converters)) as chunks:
+        async for rows in chunks:
+            for row in rows:
+                yield row
 
 
 def _chain_index(source: Source, batch: BatchInputs | tuple[()]) -> ChainIndex | None:
@@ -241,30 +285,53 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return ordered
 
 
+async def aprepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
+                   progress: Progress | None = None,
+                   converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """`prepare`, awaited in the caller's event loop."""
+    collected: list[dict[str, Any]] = []
+    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
+                                   converters=converters):
+        collected.extend(rows)
+    result: pd.DataFrame = frame(collected)
+    return result
+
+
+async def ascore(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
+                 options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
+                 progress: Progress | None = None,
+                 converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """`score`, awaited in the caller's event loop."""
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    collected: list[dict[str, Any]] = []
+    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress, scorer=chosen,
+                                   converters=converters):
+        collected.extend(rows)
+    result: pd.DataFrame = frame(collected)
+    return result
+
+
 def prepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
-            progress: Progress | None = None) -> pd.DataFrame:
+            progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """One row per input record, in input order, with the rendered prompt and response.
 
     `pages` takes the place of the cache and the web (e.g. `MemoryPages` in tests or audits of saved
-    evidence); `settings.page_files` are still read first (see `tlmscore.evidence.sources`).
+    evidence); `settings.page_files` are still read first (see `tlmscore.evidence.sources`);
+    `converters` adds or replaces item converters by item type. Inside a running event loop,
+    `await aprepare(...)` does the same without a thread.
     """
-    collected: list[dict[str, Any]] = []
-    run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress)
-    result: pd.DataFrame = frame(collected)
-    return result
+    return run_sync(lambda: aprepare(source, settings, pages=pages, progress=progress, converters=converters))
 
 
 def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
           options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
-          progress: Progress | None = None) -> pd.DataFrame:
+          progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.
 
     `scorer` is a registered name (`grounding`, `tlm`, `judge`) set up with `options`, or a
     `Scorer` object. Problems a scorer can see before work starts (a missing key) raise
-    `ScorerError` at once; failures on single rows become those rows' errors.
+    `ScorerError` at once; failures on single rows become those rows' errors. Inside a running
+    event loop, `await ascore(...)` does the same without a thread.
     """
     chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    collected: list[dict[str, Any]] = []
-    run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress, scorer=chosen)
-    result: pd.DataFrame = frame(collected)
-    return result
+    return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters))

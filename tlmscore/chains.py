@@ -12,32 +12,27 @@ any order, without holding the logs in memory:
    (file, line, byte offset);
 3. `history()` loads just those records on demand, keeping a bounded number in a cache.
 
+Reading is ingest's: `transcripts.scan` walks the sources (so locations name records exactly as
+the batch's reader does) and `transcripts.load_at` reads a record again through a `RandomAccess`,
+which decompresses a gzipped file once rather than from its start on every lookup.
+
 A link that is not in the set gives a warning and `complete=False`, never an error. Instructions
 are not inherited: a follow-up is rendered with its own `instructions` only, as the API does.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from tlmscore.convert.outputs import is_item_reference
-from tlmscore.errors import TranscriptError
+from tlmscore.logfile import RandomAccess
 from tlmscore.model import Transcript
-from tlmscore.transcripts import (
-    BatchInputs,
-    Source,
-    is_jsonl,
-    json_file_records,
-    load_line,
-    normalize_record,
-    open_log,
-)
+from tlmscore.transcripts import BatchInputs, Location, Look, Source, load_at, scan
 
 __all__ = ["ChainIndex", "History", "Location", "conversation_id", "previous_response_id", "with_history"]
 
@@ -47,17 +42,6 @@ _REFERENCE = b'"item_reference"'
 _ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 K = TypeVar("K")
 V = TypeVar("V")
-Look = Callable[[bytes], bool]
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where a record is: a file and line (with the line's byte offset), or a record held in memory."""
-
-    source: str
-    line: int
-    offset: int = -1
-    record: Any = None
 
 
 @dataclass(frozen=True)
@@ -168,11 +152,16 @@ class ChainIndex:
         self._items = items or {}
         self._conversations = conversations or {}
         self._batch = batch
+        self._files = RandomAccess()
         self._records: _Lru[tuple[str, int], Transcript] = _Lru(cache_size)
         self._contexts: _Lru[str, History] = _Lru(cache_size)
 
     def __len__(self) -> int:
         return len(self._responses) + len(self._items) + sum(len(v) for v in self._conversations.values())
+
+    def close(self) -> None:
+        """Close the files looked into (and remove decompressed copies); later lookups open them again."""
+        self._files.close()
 
     @classmethod
     def build(cls, source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
@@ -210,9 +199,10 @@ class ChainIndex:
         key = (location.source, location.line)
         cached = self._records.get(key)
         if cached is None:
-            cached = _load(location, self._batch)
-            if cached is not None:
-                self._records.put(key, cached)
+            loaded = load_at(location, self._files, self._batch)
+            if loaded.error is None:
+                self._records.put(key, loaded)
+                cached = loaded
         return cached
 
     def _context(self, response_id: str) -> History:
@@ -297,70 +287,6 @@ def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[s
 
 def _records(source: Source, batch: BatchInputs | None, look: Look) -> Iterator[tuple[Location, Transcript]]:
     """Every usable record of `source` whose raw line passes `look` (records in memory always do)."""
-    if isinstance(source, (str, Path)):
-        yield from _file_records(source, batch, look)
-        return
-    if isinstance(source, dict) or hasattr(source, "model_dump"):
-        source = [source]
-    for number, item in enumerate(source, start=1):
-        if isinstance(item, (str, Path)):
-            yield from _file_records(item, batch, look)
-            continue
-        t = normalize_record(item, source="<records>", line=number, batch=batch)
+    for location, t in scan(source, batch, look):
         if t.error is None:
-            yield Location("<records>", number, record=item), t
-
-
-def _file_records(given: str | Path, batch: BatchInputs | None, look: Look) -> Iterator[tuple[Location, Transcript]]:
-    """The records of one file; named as the reader names them, so locations match transcripts."""
-    path, name = Path(given), str(given)
-    if not path.is_file():
-        raise TranscriptError(f"{path}: no such file")
-    if not is_jsonl(path):
-        for number, obj in enumerate(_json_file(path), start=1):
-            t = normalize_record(obj, source=name, line=number, batch=batch)
-            if t.error is None:
-                yield Location(name, number), t
-        return
-    with open_log(path) as handle:
-        offset = 0
-        for number, raw in enumerate(handle, start=1):
-            parsed = _parse(raw, name, number, batch) if raw.strip() and look(raw) else None
-            if parsed is not None:
-                yield Location(name, number, offset), parsed
-            offset += len(raw)
-
-
-def _parse(raw: bytes, source: str, line: int, batch: BatchInputs | None) -> Transcript | None:
-    """A raw JSONL line as a usable transcript (read as ingest reads it), or None."""
-    try:
-        obj = load_line(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    t = normalize_record(obj, source=source, line=line, batch=batch)
-    return t if t.error is None else None
-
-
-def _json_file(path: Path) -> list[Any]:
-    """The records of a `.json` file, as ingest reads them; none when it is not JSON."""
-    try:
-        return json_file_records(path)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return []
-
-
-def _load(location: Location, batch: BatchInputs | None) -> Transcript | None:
-    """The record at `location`, read again from its file (or taken from memory)."""
-    if location.record is not None:
-        t = normalize_record(location.record, source=location.source, line=location.line, batch=batch)
-        return t if t.error is None else None
-    path = Path(location.source)
-    if location.offset < 0:
-        records = _json_file(path)
-        if not 0 < location.line <= len(records):
-            return None
-        t = normalize_record(records[location.line - 1], source=location.source, line=location.line, batch=batch)
-        return t if t.error is None else None
-    with open_log(path) as handle:
-        handle.seek(location.offset)
-        return _parse(handle.readline(), location.source, location.line, batch)
+            yield location, t

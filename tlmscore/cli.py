@@ -17,6 +17,8 @@ from tlmscore.batch import run_batch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
+from tlmscore.logfile import check_readable
+from tlmscore.manifest import build_manifest, start_run
 from tlmscore.progress import ProgressBars
 from tlmscore.report import Checkpoint, ChunkWriter, Summary, output_format
 from tlmscore.scoring.base import get_scorer, scorer_names
@@ -117,6 +119,7 @@ def _check_inputs(paths: Sequence[Path]) -> None:
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
+        check_readable(path)
 
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -141,8 +144,13 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
     settings = settings_from_args(args)
-    scorer = get_scorer(args.scorer, _scorer_options(args)) if scoring else None
+    options = _scorer_options(args) if scoring else {}
+    scorer = get_scorer(args.scorer, options) if scoring else None
+    manifest = build_manifest(args.command, args.inputs, settings, scorer=args.scorer if scoring else None,
+                              scorer_options=options)
+    names = start_run(args.output, manifest, resume=args.resume)
     checkpoint = Checkpoint(args.output, resume=args.resume)
+    skip = {(names.get(source, source), line) for source, line in checkpoint.done}
     summary = Summary()
     if checkpoint.done:
         print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
@@ -157,7 +165,7 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
                 checkpoint.preload()
             bars.update(stage, done, total)
 
-        run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=checkpoint.done)
+        run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
     total = checkpoint.finish(settings.chunk_size)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if checkpoint.done:

@@ -5,16 +5,20 @@
 
 A change fails the test with a unified diff per transcript; `pytest --tlmscore-update` rewrites
 the golden files instead (and records a folder that has none yet).
+
+pytest loads this module in every session of every project where tlmscore is installed, so it
+imports nothing of tlmscore at load time: the pipeline is imported when a snapshot is checked.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tlmscore.fixtures import GOLDEN, check_fixtures, record_fixtures
-from tlmscore.settings import Settings
+if TYPE_CHECKING:
+    from tlmscore.settings import Settings
 
 __all__ = ["Snapshot", "pytest_addoption", "tlmscore_snapshot"]
 
@@ -28,6 +32,9 @@ class Snapshot:
 
     def check(self, folder: str | Path, settings: Settings | None = None) -> None:
         """Fail the calling test with a diff when any golden file of `folder` would change."""
+        from tlmscore.fixtures import GOLDEN, check_fixtures, record_fixtures  # noqa: PLC0415  (see module doc)
+        from tlmscore.settings import Settings  # noqa: PLC0415
+
         path = Path(folder)
         settings = settings or self.settings or Settings()
         if not (path / GOLDEN).is_dir():

@@ -1,5 +1,6 @@
 """Report: rows to files (JSONL, CSV, Parquet), written chunk by chunk as the batch goes.
 
+How a row is encoded is `tlmscore.encoding`'s (its public names are importable from here too).
 pyarrow is imported only when a Parquet file is written or read, so a run writing JSONL does not
 pay for it at start-up.
 """
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import heapq
-import io
 import json
 import math
 import os
@@ -22,9 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
-from tlmscore.errors import ConfigError
+from tlmscore import encoding
+from tlmscore.encoding import FORMATS, arrow_table, json_line, output_format
+from tlmscore.logfile import load_line, safe_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,111 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "Checkpoint", "ChunkWriter", "RowWriter", "Summary", "arrow_table", "checkpoint_path",
            "json_line", "output_format"]
 
-FORMATS = (".jsonl", ".csv", ".parquet")
 _ERRORS_SHOWN = 10
 _LOWEST_SHOWN = 5
-_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
-_DICTIONARY = ["source", "model", "scorer"]
-"""Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
 _PART_GLOB = "part-*.parquet"
-
-
-def output_format(path: Path) -> str:
-    """The output format named by `path`'s suffix, or a `ConfigError` listing the choices."""
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ConfigError(f"{path}: output must end in one of {', '.join(FORMATS)}")
-    return suffix
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every NaN or infinity inside it replaced by None, as orjson writes them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _to_json(value: Any, option: int) -> bytes:
-    """`value` as JSON (UTF-8, Unicode kept, keys as strings, NaN and infinities as null).
-
-    orjson encodes the long prompt strings several times faster than the standard library; a
-    value it refuses (an integer wider than 64 bits) goes through `json` instead.
-    """
-    try:
-        return orjson.dumps(value, default=str, option=option | orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError:
-        text = json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
-        return (text + "\n" if option & orjson.OPT_APPEND_NEWLINE else text).encode("utf-8")
-
-
-def json_line(row: dict[str, Any]) -> bytes:
-    """One row as a line of JSON, newline included."""
-    return _to_json(row, orjson.OPT_APPEND_NEWLINE)
-
-
-def _cell(value: Any) -> Any:
-    """A value as one CSV or Parquet text cell: lists and dicts as JSON with sorted keys."""
-    if isinstance(value, (list, dict)):
-        return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
-    return _json_safe(value)
-
-
-def _parquet_options() -> dict[str, Any]:
-    """How Parquet files are written.
-
-    Prompts of one batch repeat the same pages. zstd at level 3 (Arrow's default is 1), over a
-    table in one piece (see `arrow_table`), finds those repeats: on the benchmark's 500 rows the
-    file is 2.5 MB at level 1 and 0.28 MB this way, and writing it takes 8 ms instead of 18.
-    """
-    return {"compression": "zstd", "compression_level": 3, "use_dictionary": _DICTIONARY}
-
-
-def _arrow_type(name: str) -> pa.DataType:
-    import pyarrow as pa  # noqa: PLC0415
-
-    if name in _INTEGERS:
-        return pa.int64()
-    special = {"warnings": pa.list_(pa.string()), "score": pa.float64(), "history_complete": pa.bool_()}
-    return special.get(name, pa.string())
-
-
-def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
-    """Rows as an Arrow table: the contract's types, any other value as a string (JSON for lists and dicts).
-
-    Without `schema`, the columns are the keys of the first row. The rows go through pyarrow's
-    JSON reader: parsing in C++ is faster than building arrays from Python objects, and it does
-    not import pandas (which `pyarrow.array` does on first use, a third of a second).
-    """
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.json as pj  # noqa: PLC0415
-
-    if schema is None:
-        schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
-    strings = {f.name for f in schema if f.type == pa.string()}
-    lines = [
-        json_line({name: _cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
-                   else row.get(name) for name in schema.names})
-        for row in rows
-    ]
-    longest = max((len(line) for line in lines), default=0)
-    table = pj.read_json(
-        io.BytesIO(b"".join(lines)),
-        read_options=pj.ReadOptions(block_size=max(1 << 20, longest + 2)),  # a row never spans two blocks
-        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-    )
-    # One piece, not one per block: Parquet then compresses a column across all its rows, where
-    # the repeats are, rather than a block at a time.
-    return table.combine_chunks()
 
 
 class RowWriter:
@@ -152,6 +50,7 @@ class RowWriter:
         self._csv: Any = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
+        self._closed = False
 
     def __enter__(self) -> RowWriter:
         return self
@@ -164,6 +63,8 @@ class RowWriter:
         """Append rows to the file."""
         if not rows:
             return
+        if self._closed:
+            raise ValueError(f"{self.path}: the writer is closed")
         if self.format == ".jsonl":
             self._write_jsonl(rows)
         elif self.format == ".csv":
@@ -194,7 +95,7 @@ class RowWriter:
         if self._csv is None:
             self._csv = csv.DictWriter(handle, fieldnames=list(rows[0].keys()), extrasaction="ignore")
             self._csv.writeheader()
-        self._csv.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+        self._csv.writerows({k: encoding.cell(v) for k, v in row.items()} for row in rows)
         handle.flush()
 
     def _write_parquet(self, rows: list[dict[str, Any]]) -> None:
@@ -204,11 +105,14 @@ class RowWriter:
         if self._parquet is None:
             self._schema = table.schema
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._parquet = pq.ParquetWriter(str(self.path), table.schema, **_parquet_options())
+            self._parquet = pq.ParquetWriter(str(self.path), table.schema, **encoding.parquet_options())
         self._parquet.write_table(table)
 
     def close(self) -> None:
-        """Finish the file; an empty run still leaves a valid empty file."""
+        """Finish the file; an empty run still leaves a valid empty file. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.format == ".parquet" and self._parquet is None:
             import pyarrow as pa  # noqa: PLC0415
             import pyarrow.parquet as pq  # noqa: PLC0415
@@ -271,7 +175,7 @@ class Checkpoint:
         """
         if self._parts and not self._preloading:
             self._preloading = True
-            threading.Thread(target=_load_pyarrow, name="tlmscore-pyarrow", daemon=True).start()
+            threading.Thread(target=encoding.load_pyarrow, name="tlmscore-pyarrow", daemon=True).start()
 
     def _remove(self) -> None:
         if self.path.is_dir():
@@ -288,17 +192,42 @@ class Checkpoint:
             self.output.replace(self.path)
 
     def _load_lines(self) -> None:
-        """Read the rows written so far; a last line cut off by a kill is dropped."""
-        kept: list[str] = []
-        with self.path.open(encoding="utf-8") as handle:
+        """Read the rows written so far; a last line cut off by a kill is dropped.
+
+        The file is read a line at a time (only the keys of the rows are kept). When its end
+        needs mending, the good part is copied to a temporary file that then replaces the
+        checkpoint (synced first), so a kill during the copy leaves the old checkpoint whole.
+        """
+        good = 0
+        mended = False
+        with self.path.open("rb") as handle:
             for line in handle:
                 try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
+                    row = load_line(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    mended = True
                     break
                 self.done.add((str(row["source"]), int(row["line"])))
-                kept.append(line if line.endswith("\n") else line + "\n")
-        self.path.write_text("".join(kept), encoding="utf-8")
+                good += len(line)
+                mended = mended or not line.endswith(b"\n")
+        if mended:
+            self._keep_first(good)
+
+    def _keep_first(self, size: int) -> None:
+        """Replace the checkpoint by its first `size` bytes, ending in a newline."""
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with self.path.open("rb") as source, temporary.open("wb") as kept:
+            remaining = size
+            last = b"\n"
+            while remaining > 0 and (block := source.read(min(remaining, 1 << 20))):
+                kept.write(block)
+                remaining -= len(block)
+                last = block[-1:]
+            if last != b"\n":
+                kept.write(b"\n")
+            kept.flush()
+            os.fsync(kept.fileno())
+        temporary.replace(self.path)
 
     def _load_parts(self) -> None:
         """Read which records the saved parts hold; a part a kill left half-written is dropped."""
@@ -335,7 +264,7 @@ class Checkpoint:
         final = self.path / f"part-{number:06d}.parquet"
         temporary = final.with_suffix(".tmp")
         with temporary.open("wb") as handle:
-            pq.write_table(arrow_table(rows), handle, **_parquet_options())
+            pq.write_table(arrow_table(rows), handle, **encoding.parquet_options())
             handle.flush()
             os.fsync(handle.fileno())
         temporary.replace(final)
@@ -377,9 +306,9 @@ class Checkpoint:
             parts[0].replace(self.output)
         else:
             schema = pa.unify_schemas([pq.read_schema(p) for p in parts], promote_options="permissive")
-            with pq.ParquetWriter(str(self.output), schema, **_parquet_options()) as writer:
+            with pq.ParquetWriter(str(self.output), schema, **encoding.parquet_options()) as writer:
                 for part in parts:
-                    writer.write_table(_conform(pq.read_table(part), schema))
+                    writer.write_table(encoding.conform(pq.read_table(part), schema))
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
@@ -418,20 +347,6 @@ class ChunkWriter:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
-
-
-def _load_pyarrow() -> None:
-    import pyarrow.json  # noqa: PLC0415
-    import pyarrow.parquet  # noqa: PLC0415, F401
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` with `schema`'s columns in its order; a column it lacks is all nulls."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
-               for f in schema]
-    return pa.table(columns, schema=schema)
 
 
 @dataclass
@@ -481,4 +396,4 @@ class Summary:
         lines += [f"  error: {e}" for e in self.first_errors]
         if self.errors > len(self.first_errors):
             lines.append(f"  … and {self.errors - len(self.first_errors)} more errors (see the 'error' column)")
-        return "\n".join(lines)
+        return safe_text("\n".join(lines))  # a file name need not be UTF-8; stderr may not take it

@@ -1,40 +1,56 @@
 """Ingest: log files and in-memory records become `Transcript`s, one per record, errors included.
 
 Reading is lenient to schema drift (fields are checked where they are used, not against one SDK
-version's types) and streamed: a JSONL file is read line by line, never all at once.
+version's types) and streamed: a JSONL file is read line by line, never all at once. `scan` is the
+one walk over a source's records (files of either kind, records in memory, lists of both); the
+reader of a batch and the chain index both use it, and `load_at` reads a record again at the place
+`scan` gave it.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
+from typing import Any
 
 from tlmscore.errors import TranscriptError
+from tlmscore.logfile import RandomAccess, ReadStoppedError, is_jsonl, json_file_records, lines, load_line, open_log
 from tlmscore.model import Transcript
 
-__all__ = ["BatchInputs", "Source", "is_jsonl", "json_file_records", "load_line", "normalize_record", "open_log",
-           "read_path", "read_transcripts"]
+__all__ = ["BatchInputs", "Location", "Look", "Source", "is_jsonl", "json_file_records", "load_at", "load_line",
+           "normalize_record", "open_log", "read_path", "read_transcripts", "scan"]
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+Look = Callable[[bytes], bool]
+"""A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
 _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a record is: a file and line (with the line's byte offset), or a record held in memory."""
+
+    source: str
+    line: int
+    offset: int = -1
+    record: Any = None
 
 
 class BatchInputs:
     """The request bodies of OpenAI Batch API input files, found by `custom_id` and read on demand.
 
     Input lines are `{"custom_id", "method", "url", "body"}`; only each line's place is kept in
-    memory (custom_id → file and byte offset), so input files of any size can be joined.
+    memory (custom_id → file and byte offset), so input files of any size can be joined. Lookups
+    go through `RandomAccess`, so a gzipped input file is decompressed once, not once per lookup.
     """
 
     def __init__(self, paths: Sequence[str | Path] = ()) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self._where: dict[str, tuple[int, int]] = {}
+        self._files = RandomAccess()
         for index, path in enumerate(self.paths):
             if not path.is_file():
                 raise TranscriptError(f"{path}: no such batch input file")
@@ -43,14 +59,15 @@ class BatchInputs:
     def __len__(self) -> int:
         return len(self._where)
 
+    def close(self) -> None:
+        """Close the input files (and remove decompressed copies); later lookups open them again."""
+        self._files.close()
+
     def _scan(self, index: int, path: Path) -> None:
-        offset = 0
-        with open_log(path) as handle:
-            for raw in handle:
-                custom_id = self._custom_id(raw)
-                if custom_id is not None:
-                    self._where.setdefault(custom_id, (index, offset))
-                offset += len(raw)
+        for _, offset, raw in lines(path):
+            custom_id = self._custom_id(raw)
+            if custom_id is not None:
+                self._where.setdefault(custom_id, (index, offset))
 
     @staticmethod
     def _custom_id(raw: bytes) -> str | None:
@@ -58,7 +75,7 @@ class BatchInputs:
         try:
             if match is not None:
                 return str(json.loads(match.group(1)))
-            obj = json.loads(raw) if raw.strip() else None
+            obj = load_line(raw) if raw.strip() else None
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None
         return str(obj["custom_id"]) if isinstance(obj, dict) and "custom_id" in obj else None
@@ -69,12 +86,10 @@ class BatchInputs:
         if where is None:
             return None
         index, offset = where
-        with open_log(self.paths[index]) as handle:
-            handle.seek(offset)
-            try:
-                line = json.loads(handle.readline())
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                return None
+        try:
+            line = load_line(self._files.line(self.paths[index], offset))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
         body = line.get("body") if isinstance(line, dict) else None
         return body if isinstance(body, dict) else None
 
@@ -130,12 +145,16 @@ def _unwrap(record: dict[str, Any],
         raise TranscriptError(message)
     if "custom_id" in record and isinstance(record.get("response"), dict) and "body" in record["response"]:
         batch = record["response"]
+        body = _plain(batch.get("body") or {})
         if batch.get("status_code") not in (None, 200) or record.get("error"):
-            detail = record.get("error") or (batch.get("body") or {}).get("error") or batch.get("status_code")
+            detail = record.get("error") or (body.get("error") if isinstance(body, dict) else body) or \
+                batch.get("status_code")
             raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
+        if not isinstance(body, dict):
+            raise TranscriptError(f"batch response body must be an object, not {type(body).__name__}")
         custom_id = str(record["custom_id"])
         request = inputs.request(custom_id) if inputs is not None else None
-        return request or {}, _plain(batch.get("body") or {}), {"custom_id": custom_id}
+        return request or {}, body, {"custom_id": custom_id}
     if "response" in record or "request" in record:
         request, response = record.get("request", {}), _plain(record.get("response"))
         if not isinstance(request, dict):
@@ -149,8 +168,12 @@ def _unwrap(record: dict[str, Any],
 
 def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
     """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
-    record = _plain(obj)
     rid = f"{source}:{line}"
+    try:
+        record = _plain(obj)
+    except Exception as exc:  # noqa: BLE001  (an SDK object that cannot be dumped is this record's error)
+        return Transcript(id=rid, source=source, line=line, raw=obj,
+                          error=f"{rid}: record could not be read: {type(exc).__name__}: {exc}")
     if not isinstance(record, dict):
         return Transcript(id=rid, source=source, line=line, raw=record,
                           error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
@@ -163,101 +186,107 @@ def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | N
     except TranscriptError as exc:
         error = f"{source}:{line}: {exc.reason}"
         return Transcript(id=rid, source=source, line=line, raw=record, error=error)
+    except Exception as exc:  # noqa: BLE001  (a record of a shape nobody foresaw is its own error row)
+        error = f"{source}:{line}: unreadable record: {type(exc).__name__}: {exc}"
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
     return Transcript(id=rid, source=source, line=line, request=request, response=response,
                       metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
-
-
-def open_log(path: Path) -> IO[bytes]:
-    """A log file opened for binary reading, gzip-decompressed when it ends in `.gz`."""
-    if path.suffix == ".gz":
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
-    return path.open("rb")
-
-
-_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
-_LONG_RUN = b"9" * 20
-
-
-def _has_long_number(raw: bytes) -> bool:
-    """Whether `raw` holds a run of 20 digits, too wide for orjson to read as an integer.
-
-    Every digit becomes a 9 and a run of twenty 9s is searched for: a tenth of the time of the
-    regular expression `[0-9]{20}` on log lines, which is paid for every line of every batch.
-    """
-    return _LONG_RUN in raw.translate(_DIGITS_AS_NINES)
-
-
-def load_line(raw: bytes) -> Any:
-    """One JSONL line parsed: by orjson (several times faster), else by the standard library.
-
-    What orjson refuses (invalid JSON, but also `NaN` or a lone surrogate, which `json` reads)
-    goes through `json`, so the values read and the error messages are those of `json`. So does
-    a line with a run of 20 digits: orjson would read an integer wider than 64 bits as a float.
-    """
-    if not _has_long_number(raw):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
-
-
-def _read_jsonl(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
-    with open_log(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = load_line(raw)
-            except UnicodeDecodeError as exc:
-                yield _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
-            except json.JSONDecodeError as exc:
-                yield _failed(name, number, f"invalid JSON: {exc.msg} at column {exc.colno}")
-            else:
-                yield normalize_record(obj, source=name, line=number, batch=batch)
-
-
-def json_file_records(path: Path) -> list[Any]:
-    """The records of a `.json` file (optionally gzipped): an array of them, or one.
-
-    Raises `UnicodeDecodeError` or `json.JSONDecodeError` for a file that is not UTF-8 JSON.
-    """
-    with open_log(path) as handle:
-        data = handle.read()
-    obj = json.loads(data.decode("utf-8"))
-    return obj if isinstance(obj, list) else [obj]
-
-
-def _read_json(path: Path, name: str, batch: BatchInputs | None) -> Iterator[Transcript]:
-    try:
-        items = json_file_records(path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        line = getattr(exc, "lineno", 1)
-        yield _failed(name, line, f"invalid JSON: {getattr(exc, 'msg', exc)}")
-        return
-    for number, item in enumerate(items, start=1):
-        yield normalize_record(item, source=name, line=number, batch=batch)
 
 
 def _failed(source: str, line: int, message: str) -> Transcript:
     return Transcript(id=f"{source}:{line}", source=source, line=line, error=f"{source}:{line}: {message}")
 
 
-def is_jsonl(path: Path) -> bool:
-    """Whether a file holds one record per line (`.jsonl`, `.ndjson`, optionally gzipped)."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in (".jsonl", ".ndjson")
+def _parsed(raw: bytes, name: str, number: int, batch: BatchInputs | None) -> Transcript:
+    """One raw JSONL line as a transcript; a line that is not JSON becomes an error transcript."""
+    try:
+        obj = load_line(raw)
+    except UnicodeDecodeError as exc:
+        return _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except json.JSONDecodeError as exc:
+        return _failed(name, number, f"invalid JSON: {exc.msg} at column {exc.colno}")
+    return normalize_record(obj, source=name, line=number, batch=batch)
+
+
+def _jsonl_records(path: Path, name: str, batch: BatchInputs | None,
+                   look: Look | None) -> Iterator[tuple[Location, Transcript]]:
+    """The lines of a JSONL file; where reading breaks off, one error record says so.
+
+    A file that breaks before its first line is unreadable: `TranscriptError`, not a row.
+    """
+    try:
+        for number, offset, raw in lines(path):
+            if raw.strip() and (look is None or look(raw)):
+                yield Location(name, number, offset), _parsed(raw, name, number, batch)
+    except ReadStoppedError as stop:
+        if stop.lines_read == 0:
+            raise TranscriptError(f"{name}: unreadable: {stop.cause}") from None
+        line = stop.lines_read + 1
+        yield Location(name, line), _failed(name, line, f"reading stopped after line {stop.lines_read} "
+                                                         f"(byte {stop.offset}): {stop.cause}; the rest "
+                                                         "of the file is not read")
+
+
+def _json_records(path: Path, name: str, batch: BatchInputs | None) -> Iterator[tuple[Location, Transcript]]:
+    try:
+        items = json_file_records(path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        line = getattr(exc, "lineno", 1)
+        yield Location(name, line), _failed(name, line, f"invalid JSON: {getattr(exc, 'msg', exc)}")
+        return
+    for number, item in enumerate(items, start=1):
+        yield Location(name, number), normalize_record(item, source=name, line=number, batch=batch)
+
+
+def _file(given: str | Path, batch: BatchInputs | None, look: Look | None) -> Iterator[tuple[Location, Transcript]]:
+    """The records of one file, named as given (so locations and transcripts agree)."""
+    path = Path(given)
+    if not path.is_file():
+        raise TranscriptError(f"{path}: no such file")
+    if is_jsonl(path):
+        yield from _jsonl_records(path, str(given), batch, look)
+    else:
+        yield from _json_records(path, str(given), batch)
+
+
+def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None) -> Iterator[tuple[Location,
+                                                                                                    Transcript]]:
+    """Every record of `source` with its location, in order; bad records carry `error`.
+
+    With `look`, a JSONL line is parsed only when `look(raw)` is true (others are passed over
+    without a row): the chain index uses it to find the few records it needs quickly.
+    """
+    if isinstance(source, (str, Path)):
+        yield from _file(source, batch, look)
+        return
+    if isinstance(source, dict) or hasattr(source, "model_dump"):
+        source = [source]
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, (str, Path)):
+            yield from _file(item, batch, look)
+        else:
+            yield (Location("<records>", number, record=item),
+                   normalize_record(item, source="<records>", line=number, batch=batch))
+
+
+def load_at(location: Location, files: RandomAccess, batch: BatchInputs | None = None) -> Transcript:
+    """The record at `location` (from `scan`) read again: from memory, or from its file via `files`."""
+    if location.record is not None or location.source == "<records>":
+        return normalize_record(location.record, source=location.source, line=location.line, batch=batch)
+    path = Path(location.source)
+    if location.offset < 0:
+        records = files.json_records(path)
+        if not 0 < location.line <= len(records):
+            return _failed(location.source, location.line, "record not found")
+        return normalize_record(records[location.line - 1], source=location.source, line=location.line, batch=batch)
+    raw = files.line(path, location.offset)
+    return _parsed(raw, location.source, location.line, batch)
 
 
 def read_path(path: str | Path, batch: BatchInputs | None = None) -> Iterator[Transcript]:
     """Transcripts of one file: `.jsonl`/`.ndjson` line by line, `.json` as an array or one object."""
-    p = Path(path)
-    if not p.is_file():
-        raise TranscriptError(f"{p}: no such file")
-    reader = _read_jsonl if is_jsonl(p) else _read_json
-    yield from reader(p, str(path), batch)
+    for _, transcript in _file(path, batch, None):
+        yield transcript
 
 
 def read_transcripts(source: Source, *,
@@ -266,18 +295,9 @@ def read_transcripts(source: Source, *,
 
     `source` is a path, a list of paths, a record dict, an SDK `Response`, or an iterable of those.
     `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
-    line with the same `custom_id`.
+    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`.
     """
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
-    if isinstance(source, (str, Path)):
-        yield from read_path(source, batch)
-        return
-    if isinstance(source, dict) or hasattr(source, "model_dump"):
-        yield normalize_record(source, source="<records>", line=1, batch=batch)
-        return
-    for number, item in enumerate(source, start=1):
-        if isinstance(item, (str, Path)):
-            yield from read_path(item, batch)
-        else:
-            yield normalize_record(item, source="<records>", line=number, batch=batch)
+    for _, transcript in scan(source, batch):
+        yield transcript

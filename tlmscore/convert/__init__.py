@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tlmscore.convert.content import content_text
-from tlmscore.convert.context import Context
+from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
 from tlmscore.convert.providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert.registry import REGISTRY, item_type
+from tlmscore.convert.registry import converters as installed_converters
 from tlmscore.convert.structured import apply_structured_output, json_schema_format
 from tlmscore.convert.tools import declare_chat_tool, declare_tools
 from tlmscore.errors import TranscriptError
@@ -41,14 +42,15 @@ def input_items(value: Any) -> list[dict[str, Any]]:
     raise TranscriptError(f"request.input must be a string or a list, not {type(value).__name__}")
 
 
-def split_answer(output: Sequence[dict[str, Any]]) -> int:
+def split_answer(output: Sequence[dict[str, Any]], converters: Mapping[str, ItemConverter] | None = None) -> int:
     """Where the answer starts: the trailing run of answer items (messages, client-side calls).
 
     Reasoning inside the run is skipped over; the run stops at the first item that is context.
     """
+    table = converters if converters is not None else installed_converters()
     start = len(output)
     for i in range(len(output) - 1, -1, -1):
-        spec = REGISTRY.get(item_type(output[i]))
+        spec = table.get(item_type(output[i]))
         kind = spec.kind if spec is not None else "context"
         if kind == "context":
             break
@@ -72,19 +74,22 @@ def convert_items(
     tools: Sequence[dict[str, Any]] | None = None,
     instructions: Any = None,
     settings: Settings | None = None,
+    converters: Mapping[str, ItemConverter] | None = None,
 ) -> Conversation:
     """Responses API items (history, then output) as a conversation.
 
-    Items from `answer_start` on form the answer; the rest is what the model saw.
+    Items from `answer_start` on form the answer; the rest is what the model saw. `converters`
+    (see `tlmscore.convert.registry.converters`) defaults to the built-in and installed ones.
     """
     settings = settings or Settings()
+    table = converters if converters is not None else installed_converters()
     ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning)
     start = len(items) if answer_start is None else answer_start
     turns: list[Turn] = []
     answer: list[Turn] = []
     for i, item in enumerate(items):
         ctx.index = i
-        spec = REGISTRY.get(item_type(item))
+        spec = table.get(item_type(item))
         produced = spec.convert(item, ctx) if spec is not None else convert_unknown(item, ctx)
         (answer if i >= start else turns).extend(produced)
     declared = tuple(declare_tools(tools or [], ctx.used_tools))
@@ -139,7 +144,8 @@ def convert_chat(
     )
 
 
-def convert_transcript(transcript: Transcript, settings: Settings | None = None) -> Conversation:
+def convert_transcript(transcript: Transcript, settings: Settings | None = None, *,
+                       converters: Mapping[str, ItemConverter] | None = None) -> Conversation:
     """A whole transcript: request history plus the response's output, answer split off.
 
     A search-augmented chat answer (with `search_results`, `citations` or `url_citation`
@@ -162,6 +168,6 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None)
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
     instructions = request.get("instructions", response.get("instructions"))
-    conv = convert_items(history + output, answer_start=len(history) + split_answer(output), tools=tools,
-                         instructions=instructions, settings=settings)
+    conv = convert_items(history + output, answer_start=len(history) + split_answer(output, converters),
+                         tools=tools, instructions=instructions, settings=settings, converters=converters)
     return apply_structured_output(conv, json_schema_format(request, response, history), output)

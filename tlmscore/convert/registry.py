@@ -1,15 +1,30 @@
-"""The converter registry, keyed on `item["type"]`; each family module contributes its types."""
+"""The converter registry, keyed on `item["type"]`; each family module contributes its types.
+
+Other packages add converters for item types of their own (or replace how a type is shown)
+through the `tlmscore.converters` entry-point group, as scorers are added through
+`tlmscore.scorers`: an entry point named after an item type loads an `ItemConverter` (or a plain
+`convert(item, ctx) -> list[Turn]` function, taken as a context item), and an entry point may also
+load a mapping of item types to converters. A caller can pass converters of its own to
+`converters(extra)`, and through it to `convert_transcript`, `tlmscore.prepare` and `tlmscore.score`.
+"""
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from types import MappingProxyType
 
 from tlmscore.convert import code, computer, custom, files, functions, images, mcp, messages, shell, web
-from tlmscore.convert.context import ItemConverter
+from tlmscore.convert.context import Converter, ItemConverter
 from tlmscore.convert.outputs import is_item_reference
 
-__all__ = ["REGISTRY", "item_type"]
+__all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "ConverterLike", "converters", "item_type", "plugin_converters"]
+
+ENTRY_POINT_GROUP = "tlmscore.converters"
+ConverterLike = ItemConverter | Converter
+"""What may be given for an item type: an `ItemConverter`, or a bare function (a context item)."""
 
 REGISTRY: Mapping[str, ItemConverter] = MappingProxyType({
     **messages.CONVERTERS,
@@ -23,6 +38,47 @@ REGISTRY: Mapping[str, ItemConverter] = MappingProxyType({
     **images.CONVERTERS,
     **custom.CONVERTERS,
 })
+"""The built-in converters."""
+
+
+def _as_converter(kind: str, value: object) -> ItemConverter:
+    if isinstance(value, ItemConverter):
+        return value
+    if callable(value):
+        return ItemConverter(value)
+    raise TypeError(f"the converter for item type {kind!r} must be an ItemConverter or a function, "
+                    f"not {type(value).__name__}")
+
+
+@functools.cache
+def plugin_converters() -> Mapping[str, ItemConverter]:
+    """The converters installed packages declare in the `tlmscore.converters` entry-point group.
+
+    Read once per process (installed packages do not change while it runs). An entry point that
+    fails to load, or loads something that is not a converter, is skipped with a warning.
+    """
+    found: dict[str, ItemConverter] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        try:
+            loaded = ep.load()
+            table = loaded.items() if isinstance(loaded, Mapping) else [(ep.name, loaded)]
+            found.update({str(kind): _as_converter(str(kind), value) for kind, value in table})
+        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop conversion)
+            warnings.warn(f"tlmscore: converter plug-in {ep.name!r} ({ep.value}) skipped: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
+    return MappingProxyType(found)
+
+
+@functools.cache
+def _installed() -> Mapping[str, ItemConverter]:
+    return MappingProxyType({**REGISTRY, **plugin_converters()})
+
+
+def converters(extra: Mapping[str, ConverterLike] | None = None) -> Mapping[str, ItemConverter]:
+    """The converters a conversion uses: built-in, then installed plug-ins, then `extra`; later ones win."""
+    if not extra:
+        return _installed()
+    return MappingProxyType({**_installed(), **{kind: _as_converter(kind, v) for kind, v in extra.items()}})
 
 
 def item_type(item: object) -> str:

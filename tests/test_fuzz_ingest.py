@@ -1,0 +1,185 @@
+"""Fuzzing ingest with mutated real records: any line in → exactly one row out, exit 0.
+
+The seeds are the records of the project's fixtures and, when the shared corpus is present, its
+recorded Responses API outputs. Each example mutates a few of them, at the byte level (cuts,
+hostile tokens, stray newlines) or in their structure (a value replaced by one of another type,
+a key dropped), writes them as a JSONL file and runs `prepare --offline` on it in-process with an
+empty cache, to one of the three output formats.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import CORPUS, FIXTURES
+from tlmscore.cli import main
+
+
+def _seed_lines() -> list[bytes]:
+    lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
+             for line in path.read_bytes().splitlines() if line.strip()]
+    for folder in (CORPUS / "responses", Path("/work/shared/corpus/responses")):
+        if folder.is_dir():
+            lines += [json.dumps(json.loads(p.read_bytes())).encode() for p in sorted(folder.glob("*.json"))]
+            break
+    return lines
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+SEEDS = _seed_lines()
+RECORDS = [line for line in SEEDS if _parses(line)]
+seed = st.integers(0, len(SEEDS) - 1).map(SEEDS.__getitem__)
+record = st.integers(0, len(RECORDS) - 1).map(RECORDS.__getitem__)
+HOSTILE_BYTES = [b"\\ud800", b"\\udfff\\ud800", b"\xef\xbb\xbf", b"[" * 3000, b"{" * 50, b"\x00", b"\xff\xfe",
+                 b"NaN", b"-Infinity", b"1e999", b"123456789012345678901234567890", b'"', b"\\", b"\n", b"\r\n",
+                 b",", b":", b"null", b"\xe2\x80\xa8", b"\xed\xa0\x80"]
+HOSTILE_VALUES: list[Any] = [
+    None, True, 0, -1, 2**70, 1e308, float("nan"), "", "\ud800", "x" * 5000, [], {}, [None], {"type": None},
+    {"type": "message"}, {"type": "web_search_call"}, {"type": 7}, "resp_", {"id": 5}, [[[[]]]],
+]
+
+
+@st.composite
+def byte_mutation(draw: st.DrawFn) -> bytes:
+    line = draw(seed)
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(line)))
+        action = draw(st.sampled_from(["cut", "insert", "truncate", "repeat"]))
+        if action == "cut":
+            line = line[:at] + line[at + draw(st.integers(1, 40)):]
+        elif action == "insert":
+            line = line[:at] + draw(st.sampled_from(HOSTILE_BYTES)) + line[at:]
+        elif action == "truncate":
+            line = line[:at]
+        else:
+            line = line[:at] + line[max(0, at - 30):at] + line[at:]
+    return line
+
+
+def _places(value: Any, found: list[tuple[Any, Any]]) -> None:
+    """Every (container, key) pair inside `value`, iteratively (seeds are not deep)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        keys = list(node) if isinstance(node, dict) else range(len(node)) if isinstance(node, list) else []
+        for key in keys:
+            found.append((node, key))
+            stack.append(node[key])
+
+
+@st.composite
+def structure_mutation(draw: st.DrawFn) -> bytes:
+    value = json.loads(draw(record))
+    for _ in range(draw(st.integers(1, 4))):
+        places: list[tuple[Any, Any]] = []
+        _places(value, places)
+        if not places:
+            break
+        node, key = places[draw(st.integers(0, len(places) - 1))]
+        if isinstance(node, dict) and draw(st.booleans()):
+            del node[key]
+        else:
+            node[key] = copy.deepcopy(HOSTILE_VALUES[draw(st.integers(0, len(HOSTILE_VALUES) - 1))])
+    return json.dumps(value, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
+
+
+def read_rows(out: Path) -> list[dict[str, Any]]:
+    if out.suffix == ".jsonl":
+        return [json.loads(line) for line in out.read_bytes().split(b"\n") if line]  # not splitlines: U+2028 is text
+    frame = pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
+    return frame.to_dict("records")  # type: ignore[return-value]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.one_of(byte_mutation(), structure_mutation(), seed), min_size=1, max_size=4),
+       st.sampled_from([".jsonl", ".csv", ".parquet"]))
+def test_any_line_in_gives_exactly_one_row_out(lines: list[bytes], suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        log = root / "fuzz.jsonl"
+        log.write_bytes(b"".join(line + b"\n" for line in lines))
+        expected = [n for n, raw in enumerate(log.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+        out = root / f"out{suffix}"
+        code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
+        assert code == 0
+        rows = read_rows(out)
+        assert [int(row["line"]) for row in rows] == expected
+        for row in rows:
+            assert isinstance(row["prompt"], str) or isinstance(row["error"], str)
+            assert not isinstance(row["error"], str) or row["error"].startswith(f"{log}:{row['line']}:")
+
+
+GZ_LINES = [line + b"\n" for line in RECORDS[:40]]
+
+
+def read_rows_of(lines: list[bytes], root: Path) -> list[dict[str, Any]]:
+    """The rows the same lines give from a plain, intact file."""
+    log = root / "plain.jsonl"
+    log.write_bytes(b"".join(lines))
+    out = root / "plain-out.jsonl"
+    assert main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "c2")]) == 0
+    return [{"id": row["id"].replace("plain.jsonl", "cut.jsonl.gz")} for row in read_rows(out)]
+GZ_DATA = gzip.compress(b"".join(GZ_LINES), mtime=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, len(GZ_DATA)), st.binary(max_size=8))
+def test_a_gzip_cut_anywhere_keeps_what_it_could_read(cut: int, tail: bytes) -> None:
+    """A .jsonl.gz cut at any byte (and followed by any bytes): exit 2 when nothing is readable, else
+    every line read before the break is its row and one error row says where reading stopped."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        log = root / "cut.jsonl.gz"
+        log.write_bytes(GZ_DATA[:cut] + tail)
+        out = root / "out.jsonl"
+        code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
+        if code == 2:
+            assert not out.exists()
+            return
+        assert code == 0
+        rows = read_rows(out)
+        if not rows:  # nothing but gzip's zero padding: an empty log
+            assert (GZ_DATA[:cut] + tail).strip(b"\0") == b""
+            return
+        intact = cut == len(GZ_DATA) and tail == b"\0" * len(tail)
+        read = rows if intact else rows[:-1]
+        assert [int(r["line"]) for r in read] == list(range(1, len(read) + 1))
+        assert [r["id"] for r in read] == [r["id"] for r in read_rows_of(GZ_LINES[: len(read)], root)]
+        if not intact:
+            assert read, "a file that breaks before its first line is unreadable: exit 2"
+            assert f"reading stopped after line {len(read)}" in rows[-1]["error"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.one_of(structure_mutation(), record), min_size=1, max_size=4), st.booleans())
+def test_any_element_of_a_json_array_gives_exactly_one_row(elements: list[bytes], single: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        log = root / "fuzz.json"
+        log.write_bytes(elements[0] if single else b"[" + b",\n".join(elements) + b"]")
+        out = root / "out.parquet"
+        code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
+        assert code == 0
+        rows = read_rows(out)
+        try:
+            expected = 1 if single else len(json.loads(log.read_bytes().decode("utf-8")))
+        except ValueError:  # not UTF-8 (a lone surrogate written raw) or not JSON: the file is one error row
+            expected = 1
+            assert isinstance(rows[0]["error"], str)
+        assert [int(row["line"]) for row in rows] == list(range(1, expected + 1))
