@@ -21,6 +21,7 @@ from tlmscore.prompt import render_prompt, render_response
 from tlmscore.settings import Settings
 
 __all__ = [
+    "LAST_MESSAGE_WARNING",
     "form_prompt_string",
     "form_response_string_chat_completions",
     "form_response_string_chat_completions_api",
@@ -31,6 +32,15 @@ __all__ = [
 _RESPONSES_KWARGS = ("instructions", "input")
 LAST_MESSAGE_WARNING = ("The last message is a tool call or assistant message. The next message should not be an LLM "
                         "response. This prompt should not be used for trustworthiness scoring.")
+
+
+def _reference(settings: Settings | None) -> Settings:
+    """`settings` (or the defaults) set to render the reference's bytes.
+
+    JSON blocks escape non-ASCII (`json.dumps`' default, which cleanlab-tlm uses) and `<think>`
+    text is left in answers, as it leaves it.
+    """
+    return (settings or Settings()).model_copy(update={"ascii_json": True, "think": "keep"})
 
 
 def _plain(obj: Any) -> Any:
@@ -114,7 +124,7 @@ def form_prompt_string(
     answer; its web results are filled from `pages` (a URL to `Page` mapping), and a page not there
     is shown as unavailable rather than fetched.
     """
-    settings = settings or Settings()
+    settings = _reference(settings)
     kwargs = dict(responses_api_kwargs)
     if response is not None:
         kwargs["response"] = response
@@ -126,7 +136,7 @@ def form_prompt_string(
         last = messages[-1] if messages else {}
         if last.get("role") == "assistant" or "tool_calls" in last:
             _warn_last()
-        conv = convert_chat(messages, tools=tools)
+        conv = convert_chat(messages, tools=tools, settings=settings)
     return render_prompt(conv, pages, settings)
 
 
@@ -134,8 +144,9 @@ def form_response_string_responses_api(response: Any) -> str:
     """The answer of a Responses API `Response` (or its dict) as a string, tool calls included."""
     output = list((_plain(response) or {}).get("output") or [])
     start = split_answer(output)
-    conv = convert_items(output, answer_start=start)
-    return render_response(conv)
+    settings = _reference(None)
+    conv = convert_items(output, answer_start=start, settings=settings)
+    return render_response(conv, settings=settings)
 
 
 def _message_dict(response: Any) -> dict[str, Any]:
@@ -171,8 +182,9 @@ def form_response_string_chat_completions_api(response: Any) -> str:
             warnings.warn(f"Error formatting tool_calls in response: {exc}. Returning content only.",
                           UserWarning, stacklevel=2)
             return str(message.get("content") or "")
-    conv = convert_chat([], answer=message)
-    return render_response(conv)
+    settings = _reference(None)
+    conv = convert_chat([], answer=message, settings=settings)
+    return render_response(conv, settings=settings)
 
 
 def form_response_string_chat_completions(response: Any) -> str:

@@ -9,6 +9,7 @@ from tlmscore.convert.content import content_text
 from tlmscore.convert.context import Context
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
+from tlmscore.convert.messages import assistant_text
 from tlmscore.convert.providers import chat_search_items, chat_search_sources, chat_tools_as_responses
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.structured import apply_structured_output, json_schema_format
@@ -78,7 +79,7 @@ def convert_items(
     Items from `answer_start` on form the answer; the rest is what the model saw.
     """
     settings = settings or Settings()
-    ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning)
+    ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning, think=settings.think)
     start = len(items) if answer_start is None else answer_start
     turns: list[Turn] = []
     answer: list[Turn] = []
@@ -114,7 +115,8 @@ def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> T
         calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
                               call_id=call_id))
     label = msg.get("name")
-    return Message(role=role, text=content_text(msg.get("content")),
+    text = content_text(msg.get("content"))
+    return Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text,
                    name=label if isinstance(label, str) and label else None, calls=tuple(calls))
 
 
@@ -123,10 +125,11 @@ def convert_chat(
     *,
     answer: dict[str, Any] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
+    settings: Settings | None = None,
 ) -> Conversation:
     """Chat Completions messages (and the answering message) to a chat-style conversation."""
     names: dict[str, str] = {}
-    ctx = Context(items=())
+    ctx = Context(items=(), think=(settings or Settings()).think)
     turns = [_chat_message(m, names, ctx) for m in messages]
     answer_turns = (_chat_message(answer, names, ctx),) if answer is not None else ()
     return Conversation(
@@ -154,7 +157,7 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None)
         choices = response.get("choices") or [{}]
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         return convert_chat(request.get("messages") or [], answer=message or {"role": "assistant", "content": ""},
-                            tools=request.get("tools"))
+                            tools=request.get("tools"), settings=settings)
     history = input_items(request.get("input"))
     output = response.get("output")
     if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):

@@ -8,7 +8,10 @@ it is removed from what is scored. Shapes handled:
 - one or more closed blocks `<think>…</think>`, anywhere in the text;
 - a leading block without its opening tag (`…</think>answer`): chat templates that open the
   block in the prompt (DeepSeek-R1, QwQ) make the model write only the closing tag;
-- an opening tag never closed (`<think>…` to the end): the answer was cut off while reasoning.
+- an opening tag never closed at the start of the text (`<think>…` to the end): the answer was
+  cut off while reasoning, and there is no answer text.
+
+A lone `<think>` elsewhere (prose about the tag) is left as it is.
 """
 
 from __future__ import annotations
@@ -56,10 +59,10 @@ def split_think(text: str) -> ThinkSplit:
     for match in _BLOCK.finditer(rest):
         reasoning.append(match.group(0)[len(_OPEN):-len(_CLOSE)].strip())
     rest = _BLOCK.sub("", rest)
-    unclosed = False
-    opening = rest.find(_OPEN)
-    if opening != -1:
-        reasoning.append(rest[opening + len(_OPEN):].strip())
-        rest = rest[:opening]
-        unclosed = True
+    unclosed = rest.lstrip().startswith(_OPEN)
+    if unclosed:
+        reasoning.append(rest.lstrip()[len(_OPEN):].strip())
+        rest = ""
+    if not reasoning:
+        return ThinkSplit(text)
     return ThinkSplit(rest.strip(), tuple(reasoning), unclosed)
