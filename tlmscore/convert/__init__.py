@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tlmscore.convert.content import content_text
 from tlmscore.convert.context import Context
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
+from tlmscore.convert.instructions import call_instructions
 from tlmscore.convert.messages import assistant_text
 from tlmscore.convert.providers import chat_search_items, chat_search_sources, chat_tools_as_responses
 from tlmscore.convert.registry import REGISTRY, item_type
@@ -163,7 +165,10 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None)
     if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
-    instructions = request.get("instructions", response.get("instructions"))
+    instructions = call_instructions(request, response)
+    history = [*instructions.items, *history]
     conv = convert_items(history + output, answer_start=len(history) + split_answer(output), tools=tools,
-                         instructions=instructions, settings=settings)
+                         instructions=instructions.text, settings=settings)
+    if instructions.warnings:
+        conv = replace(conv, warnings=(*instructions.warnings, *conv.warnings))
     return apply_structured_output(conv, json_schema_format(request, response, history), output)
