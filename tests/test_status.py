@@ -67,6 +67,8 @@ def completion(content: str | None, finish_reason: str, **message_fields: Any) -
     (response([], status="completed"), "incomplete:empty_output"),
     (response([REASONING, message("")], status="completed"), "incomplete:no_answer"),
     (response([message("<think>The user wants")], status="completed"), "incomplete:no_answer"),
+    (response([message("Paris is")], status="incomplete"), "incomplete:unknown"),
+    (response([message("Paris is") | {"status": "incomplete"}]), "incomplete:unknown"),
 ])
 def test_responses_status_values(body: dict[str, Any], value: str) -> None:
     status = response_status(body)

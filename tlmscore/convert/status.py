@@ -11,7 +11,9 @@ that keep the API's error code and message; cut-short answers are scored, with a
   (the same cause, one name for scorers), `content_filter` is `content_filter`; a completed
   response with only reasoning whose `usage.output_tokens` reached `max_output_tokens` is
   `max_output_tokens`; `empty_output` when `output` is empty; `no_answer` when there is no answer
-  text or call (only reasoning, tool items such as a generated image, empty or `<think>`-only text).
+  text or call (only reasoning, tool items such as a generated image, empty or `<think>`-only text);
+  `unknown` when the response (or, with no response status logged, its message) is marked
+  incomplete without a reason.
 - `failed` (error row): `status: "failed"` with its `error`; an API error object or a failed Batch
   API line logged instead of a response; Chat `finish_reason: "error"`.
 - `queued`, `in_progress`, `cancelled` (error row): a background response logged unfinished.
@@ -43,6 +45,7 @@ _REASONS = {
     "steered": "the response stopped early to take new input (steered)",
     "empty_output": "the response's output is empty: there is no answer",
     "no_answer": "there is no answer text: the output holds only reasoning, tool items or empty text",
+    "unknown": "the response stopped early and no reason was logged",
 }
 # Chat Completions `finish_reason` values (OpenAI's and those of OpenAI-compatible servers).
 _CHAT_DONE = frozenset({"stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "eos"})
@@ -108,19 +111,37 @@ def _used_every_token(response: Mapping[str, Any], request: Mapping[str, Any]) -
     return isinstance(limit, int) and isinstance(used, int) and used >= limit
 
 
-def _responses_status(response: Mapping[str, Any], request: Mapping[str, Any]) -> ResponseStatus:
-    status = response.get("status")
-    if status == "failed":
-        return ResponseStatus("failed", error=f"response failed: {error_detail(response.get('error'))}"
-                              if response.get("error") else "response failed, with no error recorded")
-    if status in _UNFINISHED:
-        return ResponseStatus(str(status), error=_UNFINISHED[str(status)])
-    output = response.get("output")
-    texts = _answer_texts(output) if isinstance(output, list) else []
+def _unfinished(status: str, response: Mapping[str, Any]) -> ResponseStatus:
+    """A failed, queued, in-progress or cancelled response: no answer, the API's error when it gave one."""
+    if status != "failed":
+        return ResponseStatus(status, error=_UNFINISHED[status])
+    error = response.get("error")
+    return ResponseStatus("failed", error=f"response failed: {error_detail(error)}" if error
+                          else "response failed, with no error recorded")
+
+
+def _stopped_early(status: Any, response: Mapping[str, Any], output: Any) -> tuple[str, str] | None:
+    """(reason, where it was read) when the response says it stopped early, else None."""
     if status == "incomplete":
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, Mapping) else None
-        return _incomplete(str(reason or "unknown"), "incomplete_details.reason", empty=_no_answer(texts))
+        return str(reason or "unknown"), "incomplete_details.reason"
+    if status is None and isinstance(output, list) and any(
+            isinstance(item, dict) and item_type(item) == "message" and item.get("status") == "incomplete"
+            for item in output):  # no response status logged (assembled from a stream): the message's own
+        return "unknown", "output message status"
+    return None
+
+
+def _responses_status(response: Mapping[str, Any], request: Mapping[str, Any]) -> ResponseStatus:
+    status = response.get("status")
+    if status == "failed" or status in _UNFINISHED:
+        return _unfinished(str(status), response)
+    output = response.get("output")
+    texts = _answer_texts(output) if isinstance(output, list) else []
+    stopped = _stopped_early(status, response, output)
+    if stopped is not None:
+        return _incomplete(*stopped, empty=_no_answer(texts))
     if _no_answer(texts):
         if _used_every_token(response, request):
             return _incomplete("max_output_tokens", "usage.output_tokens", empty=True)
