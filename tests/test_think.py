@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tlmscore
 from tlmscore import MemoryPages, Settings, compat
+from tlmscore.cli import main
 from tlmscore.convert.think import split_think
 
 OFFLINE = Settings(offline=True)
@@ -96,3 +99,13 @@ def test_settings_can_keep_the_reasoning_text() -> None:
 def test_compat_keeps_the_reference_text() -> None:
     reply = {"role": "assistant", "content": "<think>x</think>Paris."}
     assert compat.form_response_string_chat_completions_api(reply) == "<think>x</think>Paris."
+
+
+def test_command_line_keeps_the_reasoning_when_told(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "deepseek.jsonl"
+    source.write_text(json.dumps(RECORDS[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    for flag, starts in ((["--think", "keep"], "<think>"), ([], "紀元前7世紀")):
+        out = tmp_path / f"out{len(flag)}.jsonl"
+        assert main(["prepare", str(source), "-o", str(out), "--offline", "--quiet", *flag]) == 0
+        assert json.loads(out.read_text(encoding="utf-8"))["response"].startswith(starts)
+    capsys.readouterr()
