@@ -238,3 +238,19 @@ def test_writers_keep_the_column(tmp_path: Path, suffix: str) -> None:
     read = {".jsonl": lambda p: pd.read_json(p, lines=True), ".csv": pd.read_csv, ".parquet": pd.read_parquet}
     back = read[suffix](out)
     assert list(back.response_status) == list(df.response_status)
+
+
+def test_fidelity_fixture_statuses() -> None:
+    from tests.conftest import FIXTURES
+
+    df = tlmscore.prepare(FIXTURES / "fidelity.jsonl", OFFLINE, pages=MemoryPages({})).set_index("id")
+    assert dict(df.response_status) == {
+        "failed-rate-limit": "failed", "background-queued": "queued", "background-cancelled": "cancelled",
+        "incomplete-max-tokens-zh": "incomplete:max_output_tokens",
+        "incomplete-content-filter-ja": "incomplete:content_filter",
+        "reasoning-used-every-token": "incomplete:max_output_tokens",
+        "completed-empty-output": "incomplete:empty_output",
+        "tool-call-unicode-ar": "completed", "stored-prompt-template": "completed", "deepseek-think": "completed",
+        "chat-length-ar": "incomplete:max_output_tokens"}
+    assert df.error.notna().sum() == 3
+    assert "rate_limit_exceeded: Rate limit reached" in df.loc["failed-rate-limit", "error"]
