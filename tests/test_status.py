@@ -254,3 +254,10 @@ def test_fidelity_fixture_statuses() -> None:
         "chat-length-ar": "incomplete:max_output_tokens"}
     assert df.error.notna().sum() == 3
     assert "rate_limit_exceeded: Rate limit reached" in df.loc["failed-rate-limit", "error"]
+
+
+def test_a_record_convert_rejects_still_reports_its_status() -> None:
+    body = response([], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    df = tlmscore.prepare([record("bad-input", body, {"model": "gpt-5", "input": 5})], OFFLINE, pages=MemoryPages({}))
+    assert df.response_status[0] == "incomplete:max_output_tokens"
+    assert "request.input must be a string or a list" in df.error[0]

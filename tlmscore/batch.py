@@ -76,10 +76,10 @@ def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | No
         conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *extra))
         return _Converted(transcript, conv, None, history.complete, status)
     except TlmscoreError as exc:
-        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}")
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}", status=status)
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: "
-                                            f"{type(exc).__name__}: {exc}")
+                                            f"{type(exc).__name__}: {exc}", status=status)
 
 
 def _count_calls(conv: Conversation) -> int:

@@ -3,6 +3,7 @@
 Pure: the same conversation, pages and settings give the same bytes in every process. Where the
 reference formatter (cleanlab-tlm 1.1.39) is right this matches it byte for byte; web evidence is
 rendered in a stable order, keeps Unicode, and says plainly when a page could not be retrieved.
+Every JSON block keeps Unicode too, unless `Settings.ascii_json` asks for the reference's escaping.
 """
 
 from __future__ import annotations
