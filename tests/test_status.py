@@ -145,6 +145,13 @@ def test_records_ingest_cannot_read_keep_the_api_error(record: dict[str, Any], e
     assert status is not None and status.value == "failed" and status.error == expected
 
 
+def test_chat_completion_with_an_error_and_no_choices_is_failed() -> None:
+    body = {"id": "gen-1", "object": "chat.completion", "choices": [],
+            "error": {"code": 429, "message": "Provider returned error", "metadata": {"provider_name": "x"}}}
+    status = record_status({"request": {"messages": []}, "response": body})
+    assert status is not None and status.error == "record is an API error, not a response: 429: Provider returned error"
+
+
 def test_records_without_a_status_are_unknown() -> None:
     assert record_status([1, 2]) is None
     assert record_status({"request": {}, "response": {"id": "resp_1"}}) is None

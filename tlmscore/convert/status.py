@@ -212,7 +212,7 @@ def record_status(record: Any) -> ResponseStatus | None:
         return record_status(record["response"])
     if record.get("status") == "failed" or record.get("status") in _UNFINISHED:
         return _responses_status(record, {})
-    if isinstance(record.get("error"), Mapping) and "output" not in record and "choices" not in record:
+    if isinstance(record.get("error"), Mapping) and "output" not in record and not record.get("choices"):
         return ResponseStatus("failed", error=f"record is an API error, not a response: "
                                              f"{error_detail(record['error'])}")
     return None
