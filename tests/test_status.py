@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
@@ -268,3 +271,22 @@ def test_a_record_convert_rejects_still_reports_its_status() -> None:
     df = tlmscore.prepare([record("bad-input", body, {"model": "gpt-5", "input": 5})], OFFLINE, pages=MemoryPages({}))
     assert df.response_status[0] == "incomplete:max_output_tokens"
     assert "request.input must be a string or a list" in df.error[0]
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=12)
+FIELDS = st.sampled_from(["status", "error", "incomplete_details", "output", "usage", "max_output_tokens",
+                          "choices", "custom_id", "response", "body", "status_code", "message", "finish_reason"])
+SHAPES = st.recursive(st.dictionaries(FIELDS, JSON, max_size=4),
+                      lambda inner: st.dictionaries(FIELDS, inner | JSON, max_size=4), max_leaves=8)
+VALUES = re.compile(r"completed|failed|queued|in_progress|cancelled|incomplete:.+")
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=SHAPES, fmt=st.sampled_from(["responses", "chat"]))
+def test_status_of_any_shape_is_a_value_never_an_exception(body: dict[str, Any], fmt: str) -> None:
+    status = response_status(body, body, fmt)
+    assert VALUES.fullmatch(status.value)
+    found = record_status(body)
+    assert found is None or VALUES.fullmatch(found.value)

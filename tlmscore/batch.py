@@ -55,9 +55,12 @@ class _Converted:
 
 def _status(transcript: Transcript) -> ResponseStatus | None:
     """The response's status; for a record ingest could not read, what the record says went wrong (or None)."""
-    if transcript.error is not None:
-        return record_status(transcript.raw)
-    return response_status(transcript.response, transcript.request, transcript.fmt)
+    try:
+        if transcript.error is not None:
+            return record_status(transcript.raw)
+        return response_status(transcript.response, transcript.request, transcript.fmt)
+    except Exception:  # noqa: BLE001  (an unforeseen shape leaves the status unknown; the record still gets its row)
+        return None
 
 
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None) -> _Converted:

@@ -66,6 +66,11 @@ class ResponseStatus:
     warning: str | None = None
 
 
+def _name(value: Any) -> str | None:
+    """A status or reason as logged: a string, else None (schema drift must not break a row)."""
+    return value if isinstance(value, str) and value else None
+
+
 def _incomplete(reason: str, source: str, *, empty: bool = False) -> ResponseStatus:
     why = _REASONS.get(reason, f"the response stopped early ({reason})")
     if empty and reason not in ("empty_output", "no_answer"):
@@ -120,12 +125,12 @@ def _unfinished(status: str, response: Mapping[str, Any]) -> ResponseStatus:
                           else "response failed, with no error recorded")
 
 
-def _stopped_early(status: Any, response: Mapping[str, Any], output: Any) -> tuple[str, str] | None:
+def _stopped_early(status: str | None, response: Mapping[str, Any], output: Any) -> tuple[str, str] | None:
     """(reason, where it was read) when the response says it stopped early, else None."""
     if status == "incomplete":
         details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, Mapping) else None
-        return str(reason or "unknown"), "incomplete_details.reason"
+        reason = _name(details.get("reason")) if isinstance(details, Mapping) else None
+        return reason or "unknown", "incomplete_details.reason"
     if status is None and isinstance(output, list) and any(
             isinstance(item, dict) and item_type(item) == "message" and item.get("status") == "incomplete"
             for item in output):  # no response status logged (assembled from a stream): the message's own
@@ -134,9 +139,9 @@ def _stopped_early(status: Any, response: Mapping[str, Any], output: Any) -> tup
 
 
 def _responses_status(response: Mapping[str, Any], request: Mapping[str, Any]) -> ResponseStatus:
-    status = response.get("status")
+    status = _name(response.get("status"))
     if status == "failed" or status in _UNFINISHED:
-        return _unfinished(str(status), response)
+        return _unfinished(status, response)
     output = response.get("output")
     texts = _answer_texts(output) if isinstance(output, list) else []
     stopped = _stopped_early(status, response, output)
@@ -152,7 +157,7 @@ def _responses_status(response: Mapping[str, Any], request: Mapping[str, Any]) -
 def _chat_status(response: Mapping[str, Any]) -> ResponseStatus:
     choices = response.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
-    reason = choice.get("finish_reason")
+    reason = _name(choice.get("finish_reason"))
     if reason == "error" or isinstance(choice.get("error"), Mapping):
         detail = error_detail(choice["error"]) if choice.get("error") else "finish_reason error"
         return ResponseStatus("failed", error=f"response failed: {detail}")
@@ -161,7 +166,7 @@ def _chat_status(response: Mapping[str, Any]) -> ResponseStatus:
     calls = bool(message.get("tool_calls") or message.get("function_call") or message.get("refusal"))
     empty = not calls and _no_answer([content_text(message.get("content"))])
     if reason in _CHAT_REASONS:
-        return _incomplete(_CHAT_REASONS[str(reason)], f"finish_reason {reason}", empty=empty)
+        return _incomplete(_CHAT_REASONS[reason], f"finish_reason {reason}", empty=empty)
     if empty:
         return _incomplete("no_answer", f"finish_reason {reason}" if reason else "no finish_reason")
     if reason is not None and reason not in _CHAT_DONE:
@@ -210,7 +215,7 @@ def record_status(record: Any) -> ResponseStatus | None:
         return _batch_status(record)
     if isinstance(record.get("response"), Mapping):
         return record_status(record["response"])
-    if record.get("status") == "failed" or record.get("status") in _UNFINISHED:
+    if _name(record.get("status")) in ("failed", *_UNFINISHED):
         return _responses_status(record, {})
     if isinstance(record.get("error"), Mapping) and "output" not in record and not record.get("choices"):
         return ResponseStatus("failed", error=f"record is an API error, not a response: "
