@@ -31,6 +31,7 @@ from tlmscore.convert import convert_transcript
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
+from tlmscore.convert.status import COMPLETED, ResponseStatus, record_status, response_status
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
 from tlmscore.evidence.plan import plan_urls
@@ -49,7 +50,7 @@ __all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Progress", "aiter_chunks", "aiter_ro
 
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
-    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete",
+    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
 )
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 Progress = Callable[[str, int, int | None], None]
@@ -62,24 +63,40 @@ class _Converted:
     conversation: Conversation | None
     error: str | None
     history_complete: bool | None = None
+    status: ResponseStatus | None = None
+
+
+def _status(transcript: Transcript) -> ResponseStatus | None:
+    """The response's status; for a record ingest could not read, what the record says went wrong (or None)."""
+    try:
+        if transcript.error is not None:
+            return record_status(transcript.raw)
+        return response_status(transcript.response, transcript.request, transcript.fmt)
+    except Exception:  # noqa: BLE001  (an unforeseen shape leaves the status unknown; the record still gets its row)
+        return None
 
 
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
              converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
+    status = _status(transcript)
+    if status is not None and status.error is not None:
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
     if transcript.error is not None:
-        return _Converted(transcript, None, transcript.error)
+        return _Converted(transcript, None, transcript.error, status=status)
+    extra = (status.warning,) if status is not None and status.warning else ()
     try:
         if chains is None:
-            return _Converted(transcript, convert_transcript(transcript, settings, converters=converters), None, True)
+            conv = convert_transcript(transcript, settings, converters=converters)
+            return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None, True, status)
         history = chains.history(transcript)
         conv = convert_transcript(with_history(transcript, history), settings, converters=converters)
-        conv = replace(conv, warnings=(*history.warnings, *conv.warnings))
-        return _Converted(transcript, conv, None, history.complete)
+        conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *extra))
+        return _Converted(transcript, conv, None, history.complete, status)
     except TlmscoreError as exc:
-        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}")
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}", status=status)
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: "
-                                            f"{type(exc).__name__}: {exc}")
+                                            f"{type(exc).__name__}: {exc}", status=status)
 
 
 def _count_calls(conv: Conversation) -> int:
@@ -97,13 +114,15 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
                                                                                 ScoringInput | None]:
     """The row of one record, and what a scorer needs of it (None for an error row)."""
     row = _base_row(item.transcript)
+    status = item.status.value if item.status else None
     empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
-                             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None}
+                             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
+                             "response_status": status}
     conv = item.conversation
     if conv is None:
         return row | empty, None
     try:
-        scoring = render(conv, pages, settings)
+        scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
                                        f"{type(exc).__name__}: {exc}"}, None
@@ -112,7 +131,7 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete}, scoring
+                  "history_complete": item.history_complete, "response_status": status}, scoring
 
 
 async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:

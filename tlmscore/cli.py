@@ -64,6 +64,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="records handled (fetched, scored, written) together (default 1000)")
     parser.add_argument("--reasoning", choices=("skip", "summary"), default="skip",
                         help="show reasoning summaries in the prompt (default: skip, as cleanlab-tlm)")
+    parser.add_argument("--think", choices=("remove", "keep"), default="remove",
+                        help="<think> reasoning in answer text: remove it, with a warning (default), or keep it")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -112,6 +114,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             values[flag] = getattr(args, flag)
     if args.quiet:
         values["progress"] = False
+    if getattr(args, "think", "remove") != "remove":
+        values["think"] = args.think
     return Settings(**values)
 
 

@@ -4,6 +4,7 @@ Pure: the same conversation, pages and settings give the same bytes in every pro
 reference formatter (cleanlab-tlm 1.1.39) is right this matches it byte for byte; web evidence is
 rendered in a stable order, keeps Unicode, and says plainly when a page could not be retrieved.
 `render` also hands scorers the evidence it showed as `Evidence` values (`tlmscore.shown`).
+Every JSON block keeps Unicode too, unless `Settings.ascii_json` asks for the reference's escaping.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ TOOL_CALL_SCHEMA = (
 _PREFIXES = {"system": "System: ", "developer": "System: ", "user": "User: ", "assistant": "Assistant: "}
 
 
-def tools_section(tools: Sequence[dict[str, Any]]) -> str:
-    """The system message that declares the tools."""
-    lines = "\n".join(json.dumps(t, separators=(",", ":")) for t in tools)
+def tools_section(tools: Sequence[dict[str, Any]], *, unicode: bool = False) -> str:
+    """The system message that declares the tools (non-ASCII escaped, as the reference writes it, unless `unicode`)."""
+    lines = "\n".join(_dumps(t, unicode, separators=(",", ":")) for t in tools)
     return f"{TOOL_DEFINITIONS_PREFIX}{lines}\n</tools>\n\n{TOOL_CALL_SCHEMA}"
 
 
@@ -61,8 +62,22 @@ def _prefix(label: str, previous: str | None) -> str:
     return _PREFIXES.get(label, label.capitalize() + ": ")
 
 
+def _dumps(value: Any, unicode: bool, **options: Any) -> str:
+    """`json.dumps` keeping Unicode when asked, unless the text cannot be UTF-8 (a lone surrogate): then escaped."""
+    if unicode:
+        text = json.dumps(value, ensure_ascii=False, **options)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return text
+    return json.dumps(value, **options)
+
+
 def _json_block(tag: str, value: dict[str, Any], *, unicode: bool = False) -> str:
-    return f"<{tag}>\n{json.dumps(value, indent=2, ensure_ascii=not unicode)}\n</{tag}>"
+    """A JSON block as the reference writes it (`indent=2`); with `unicode`, non-ASCII text is kept as it is."""
+    return f"<{tag}>\n{_dumps(value, unicode, indent=2)}\n</{tag}>"
 
 
 def _text_block(tag: str, value: dict[str, Any]) -> str:
@@ -91,7 +106,7 @@ def _web_block(turn: WebResult, shelf: PageShelf, previous: str | None) -> list[
     return ["Tool: " if previous != "tool" else "", _text_block("tool_response", body)]
 
 
-def _responses_parts(entries: Sequence[Turn], evidence: PageShelf) -> list[str]:
+def _responses_parts(entries: Sequence[Turn], evidence: PageShelf, unicode: bool) -> list[str]:
     """The Responses-format body: a role prefix whenever the speaking role changes."""
     parts: list[str] = []
     previous: str | None = None
@@ -105,7 +120,7 @@ def _responses_parts(entries: Sequence[Turn], evidence: PageShelf) -> list[str]:
             if previous != "assistant":
                 parts.append("Assistant: ")
             parts.append(_json_block("tool_call", {"name": turn.name, "arguments": turn.arguments,
-                                                   "call_id": turn.call_id}))
+                                                   "call_id": turn.call_id}, unicode=unicode))
             previous = "assistant"
         elif isinstance(turn, WebResult):
             parts.extend(_web_block(turn, evidence, previous))
@@ -115,13 +130,13 @@ def _responses_parts(entries: Sequence[Turn], evidence: PageShelf) -> list[str]:
                 parts.append("Tool: ")
             evidence.shown.extend(tool_evidence(turn))
             body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
-            parts.append(_json_block("tool_response", body))
+            parts.append(_json_block("tool_response", body, unicode=unicode))
             previous = "tool"
         parts.append("\n\n")
     return parts
 
 
-def _chat_parts(entries: Sequence[Turn], shown: list[Evidence]) -> list[str]:
+def _chat_parts(entries: Sequence[Turn], shown: list[Evidence], unicode: bool) -> list[str]:
     """The Chat Completions-format body, following the reference's rules for that format."""
     parts: list[str] = []
     previous: str | None = None
@@ -129,19 +144,19 @@ def _chat_parts(entries: Sequence[Turn], shown: list[Evidence]) -> list[str]:
         if isinstance(turn, ToolResult):
             shown.extend(tool_evidence(turn))
             body = {"name": turn.name, "call_id": turn.call_id, "output": turn.output}
-            parts.append(f"Tool: {_json_block('tool_response', body)}\n\n")
+            parts.append(f"Tool: {_json_block('tool_response', body, unicode=unicode)}\n\n")
         elif isinstance(turn, Message) and turn.role == "assistant":
             parts.append("Assistant: " + (f"{turn.text}\n\n" if turn.text else ""))
             for call in turn.calls:
                 block = {"name": call.name, "arguments": call.arguments, "call_id": call.call_id}
-                parts.append(_json_block("tool_call", block) + "\n\n")
+                parts.append(_json_block("tool_call", block, unicode=unicode) + "\n\n")
         elif isinstance(turn, Message):
             parts.append(f"{_prefix(turn.name or turn.role, previous)}{turn.text}\n\n")
             previous = turn.role
     return parts
 
 
-def _entries(conv: Conversation) -> list[Turn]:
+def _entries(conv: Conversation, unicode: bool) -> list[Turn]:
     """Turns with the instructions and the tools section inserted where the reference puts them."""
     entries = list(conv.turns)
     if conv.has_tools:
@@ -149,7 +164,7 @@ def _entries(conv: Conversation) -> list[Turn]:
         while leading < len(entries) and isinstance(entries[leading], Message) \
                 and entries[leading].role in SYSTEM_ROLES:  # type: ignore[union-attr]
             leading += 1
-        entries.insert(leading, Message(role="system", text=tools_section(conv.tools)))
+        entries.insert(leading, Message(role="system", text=tools_section(conv.tools, unicode=unicode)))
     if conv.instructions is not None and conv.style == "responses":
         entries.insert(0, Message(role="system", text=conv.instructions))
     return entries
@@ -162,14 +177,16 @@ def _web_refs(turns: Sequence[Turn]) -> list[tuple[WebRef, tuple[str, ...]]]:
 def _prompt(conv: Conversation, pages: Mapping[str, Page] | None,
             settings: Settings | None) -> tuple[str, list[Evidence]]:
     """The prompt, and the evidence it shows as values, in prompt order."""
-    entries = _entries(conv)
+    settings = settings or Settings()
+    unicode = not settings.ascii_json
+    entries = _entries(conv, unicode)
     if len(entries) == 1 and isinstance(entries[0], Message) and entries[0].role == "user" and not entries[0].calls:
         return entries[0].text, []
     if conv.style == "chat":
         shown: list[Evidence] = []
-        return ("".join(_chat_parts(entries, shown)) + "Assistant: ").strip(), shown
-    shelf = PageShelf(pages or {}, _web_refs(entries), settings or Settings())
-    body = "".join(_responses_parts(entries, shelf)).strip()
+        return ("".join(_chat_parts(entries, shown, unicode)) + "Assistant: ").strip(), shown
+    shelf = PageShelf(pages or {}, _web_refs(entries), settings)
+    body = "".join(_responses_parts(entries, shelf, unicode)).strip()
     return (body + "\n\nAssistant:").strip(), shelf.shown
 
 
@@ -179,10 +196,11 @@ def render_prompt(conv: Conversation, pages: Mapping[str, Page] | None = None,
     return _prompt(conv, pages, settings)[0]
 
 
-def _chat_response(turn: Turn) -> str:
+def _chat_response(turn: Turn, unicode: bool) -> str:
     if not isinstance(turn, Message):
         return ""
-    calls = "\n".join(_json_block("tool_call", {"name": c.name, "arguments": c.arguments}) for c in turn.calls)
+    calls = "\n".join(_json_block("tool_call", {"name": c.name, "arguments": c.arguments}, unicode=unicode)
+                      for c in turn.calls)
     if not calls:
         return turn.text
     return f"{turn.text}\n{calls}".strip() if turn.text else calls
@@ -191,10 +209,12 @@ def _chat_response(turn: Turn) -> str:
 def render_response(conv: Conversation, pages: Mapping[str, Page] | None = None,
                     settings: Settings | None = None) -> str:
     """The response: the answer the model gave, its tool calls included."""
+    settings = settings or Settings()
+    unicode = not settings.ascii_json
     if conv.style == "chat":
-        return "\n".join(_chat_response(t) for t in conv.answer)
-    shelf = PageShelf(pages or {}, _web_refs(conv.answer), settings or Settings())
-    body = "".join(_responses_parts(conv.answer, shelf)).strip()
+        return "\n".join(_chat_response(t, unicode) for t in conv.answer)
+    shelf = PageShelf(pages or {}, _web_refs(conv.answer), settings)
+    body = "".join(_responses_parts(conv.answer, shelf, unicode)).strip()
     return body.replace("Assistant:", "", 1).strip()
 
 

@@ -62,6 +62,10 @@ class Settings(BaseModel):
     evidence_chars: int = Field(default=200_000, ge=100)
 
     reasoning: Literal["skip", "summary"] = "skip"
+    think: Literal["remove", "keep"] = Field(
+        default="remove", description="`<think>` reasoning in answer text: removed (with a warning) or kept as text")
+    ascii_json: bool = Field(
+        default=False, description="escape non-ASCII in JSON blocks as cleanlab-tlm does (tlmscore.compat sets it)")
     progress: bool | None = Field(default=None, description="None: only on a terminal")
     chunk_size: int = Field(default=1000, ge=1)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tlmscore.convert.content import content_text
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.functions import parse_arguments
 from tlmscore.convert.generic import convert_unknown
+from tlmscore.convert.instructions import call_instructions
+from tlmscore.convert.messages import assistant_text
 from tlmscore.convert.providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
@@ -83,7 +86,7 @@ def convert_items(
     """
     settings = settings or Settings()
     table = converters if converters is not None else installed_converters()
-    ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning)
+    ctx = Context(items=items, urls=settings.urls, reasoning=settings.reasoning, think=settings.think)
     start = len(items) if answer_start is None else answer_start
     turns: list[Turn] = []
     answer: list[Turn] = []
@@ -119,7 +122,8 @@ def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> T
         calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
                               call_id=call_id))
     label = msg.get("name")
-    return Message(role=role, text=content_text(msg.get("content")),
+    text = content_text(msg.get("content"))
+    return Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text,
                    name=label if isinstance(label, str) and label else None, calls=tuple(calls))
 
 
@@ -128,10 +132,11 @@ def convert_chat(
     *,
     answer: dict[str, Any] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
+    settings: Settings | None = None,
 ) -> Conversation:
     """Chat Completions messages (and the answering message) to a chat-style conversation."""
     names: dict[str, str] = {}
-    ctx = Context(items=())
+    ctx = Context(items=(), think=(settings or Settings()).think)
     turns = [_chat_message(m, names, ctx) for m in messages]
     answer_turns = (_chat_message(answer, names, ctx),) if answer is not None else ()
     return Conversation(
@@ -161,13 +166,16 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
         choices = response.get("choices") or [{}]
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         return convert_chat(request.get("messages") or [], answer=message or {"role": "assistant", "content": ""},
-                            tools=request.get("tools"))
+                            tools=request.get("tools"), settings=settings)
     history = input_items(request.get("input"))
     output = response.get("output")
     if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
-    instructions = request.get("instructions", response.get("instructions"))
+    instructions = call_instructions(request, response)
+    history = [*instructions.items, *history]
     conv = convert_items(history + output, answer_start=len(history) + split_answer(output, converters),
-                         tools=tools, instructions=instructions, settings=settings, converters=converters)
+                         tools=tools, instructions=instructions.text, settings=settings, converters=converters)
+    if instructions.warnings:
+        conv = replace(conv, warnings=(*instructions.warnings, *conv.warnings))
     return apply_structured_output(conv, json_schema_format(request, response, history), output)

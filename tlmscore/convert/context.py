@@ -25,6 +25,7 @@ class Context:
     items: Sequence[dict[str, Any]]
     urls: Literal["cited", "sources", "all"] = "cited"
     reasoning: Literal["skip", "summary"] = "skip"
+    think: Literal["remove", "keep"] = "remove"
     index: int = 0
     warnings: list[str] = field(default_factory=list)
     call_names: dict[str, str] = field(default_factory=dict)
