@@ -121,6 +121,14 @@ def test_an_empty_run_leaves_a_readable_file(tmp_path: Path) -> None:
     assert len(pd.read_parquet(out)) == 0
 
 
+def test_an_empty_csv_run_keeps_its_header(tmp_path: Path) -> None:
+    out = tmp_path / "o.csv"
+    assert Checkpoint(out, resume=False).finish(columns=("id", "line", "error")) == 0
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["id", "line", "error"]
+    assert len(table) == 0
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_rows_keep_unicode_and_awkward_values(tmp_path: Path, suffix: str) -> None:
     """NaN becomes null, Unicode is kept as written, and a value orjson refuses still gets written."""

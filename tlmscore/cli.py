@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.batch import run_batch
+from tlmscore.batch import ROW_COLUMNS, SCORE_COLUMNS, run_batch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
@@ -170,7 +170,7 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             bars.update(stage, done, total)
 
         run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
-    total = checkpoint.finish(settings.chunk_size)
+    total = checkpoint.finish(settings.chunk_size, (*ROW_COLUMNS, *SCORE_COLUMNS) if scoring else ROW_COLUMNS)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if checkpoint.done:
         print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",

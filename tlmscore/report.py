@@ -15,7 +15,7 @@ import os
 import shutil
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +39,12 @@ _PART_GLOB = "part-*.parquet"
 
 
 class RowWriter:
-    """Writes rows to one file in the format its suffix names; call `write` per chunk, then `close`."""
+    """Writes rows to one file in the format its suffix names; call `write` per chunk, then `close`.
 
-    def __init__(self, path: Path) -> None:
+    `columns` heads a CSV file that gets no rows, so it still reads as a table.
+    """
+
+    def __init__(self, path: Path, columns: Sequence[str] = ()) -> None:
         self.path = path
         self.format = output_format(path)
         self.rows = 0
@@ -51,6 +54,7 @@ class RowWriter:
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
         self._closed = False
+        self._columns = tuple(columns)
 
     def __enter__(self) -> RowWriter:
         return self
@@ -125,6 +129,8 @@ class RowWriter:
         if self.format == ".jsonl":
             self._lines().close()
             self._binary = None
+        elif self.format == ".csv" and self._csv is None and self._columns:
+            csv.writer(self._text()).writerow(self._columns)  # no rows: the header alone
         elif self.format == ".csv":
             self._text()
         if self._handle is not None:
@@ -269,8 +275,11 @@ class Checkpoint:
             os.fsync(handle.fileno())
         temporary.replace(final)
 
-    def finish(self, chunk_size: int = 1000) -> int:
-        """Write the output file from the checkpoint; returns the row count."""
+    def finish(self, chunk_size: int = 1000, columns: Sequence[str] = ()) -> int:
+        """Write the output file from the checkpoint; returns the row count.
+
+        `columns` heads a CSV output that has no rows.
+        """
         if self._handle is not None:
             self._handle.close()
             self._handle = None
@@ -281,7 +290,7 @@ class Checkpoint:
         if self.output.suffix.lower() == ".jsonl":
             self.path.replace(self.output)
             return len(self.done) + self._written
-        with RowWriter(self.output) as writer, self.path.open(encoding="utf-8") as handle:
+        with RowWriter(self.output, columns) as writer, self.path.open(encoding="utf-8") as handle:
             batch: list[dict[str, Any]] = []
             for line in handle:
                 batch.append(json.loads(line))
