@@ -2,15 +2,20 @@
 
 `Fetcher.pages(urls)` gives one `Page` per URL. Each distinct page (by `url_key`) is looked up in
 the cache, and what is missing is fetched in parallel under a global and a per-host concurrency
-limit, with timeouts, bounded retries (connection failures, 429 and 5xx, honouring `Retry-After`)
-and redirects followed by hand so the address guard checks every hop. Bodies are streamed under a
-size cap, then handed to worker processes for extraction while other pages are still downloading.
+limit, with bounded retries (connection failures, 429 and 5xx, honouring `Retry-After`) and
+redirects followed by hand so the address guard checks every hop. One deadline (`Settings.timeout`,
+from the page's first request) covers connecting, redirects, retries and the waits between them;
+a `Retry-After` that ends past it is not waited for. Bodies are streamed under a size cap, then
+handed to worker processes for extraction while other pages are still downloading.
 
 Every failure is mapped here, at the boundary, to a page status with a short sentence saying what
-happened; nothing raises for a bad URL. Requests go to an address the guard checked, with the
-`Host` header and TLS server name of the URL, so DNS rebinding between check and connect fails.
-Plain http connections are kept alive between requests to the same address; https connections
-are not, so one verified for one name never serves another.
+happened; nothing raises for a bad URL. The fetcher's own client checks addresses where connections
+are made (`transport.GuardedBackend`), so connections are pooled by origin and kept alive, https
+included, and DNS rebinding between check and connect fails. Behind a proxy, which connects for
+us, each hop's host is resolved here and refused if it resolves to an address the guard refuses.
+A caller's own client (`client=`) has no such backend: each request then goes to an address
+checked here, with the `Host` header and TLS server name of the URL, on a connection of its own
+for https; redirects are never followed by that client (`follow_redirects=False` on every send).
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ import httpx
 from tlmscore.errors import FetchError
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, ExtractPool, media_type, supported_type
-from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
+from tlmscore.evidence.guard import Resolver, Target, check_url, check_url_form, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
-from tlmscore.evidence.transport import http_transport, within
+from tlmscore.evidence.transport import GuardedTransport, environment_proxies, tls_context, within
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
 from tlmscore.urls import canonical_url, url_key
@@ -132,6 +137,7 @@ class Fetcher:
         self._resolver: Resolver = resolver or system_resolver
         self._progress = progress
         self._client: httpx.AsyncClient | None = None
+        self._transport: GuardedTransport | None = None
         self._client_ready: asyncio.Future[httpx.AsyncClient] | None = None
         self._cache: PageCache | None = None
         self._extractor: ExtractPool | None = None
@@ -272,19 +278,29 @@ class Fetcher:
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
     async def _download(self, url: str) -> _Reply:
-        """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff."""
+        """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff.
+
+        Everything runs under one deadline; a wait that would end past it is not started.
+        """
+        deadline = _Deadline(self._settings.timeout)
         for attempt in range(self._settings.retries + 1):
             last = attempt == self._settings.retries
             try:
-                reply = await self._follow(url)
+                reply = await self._follow(url, deadline)
             except _RETRYABLE:
-                if last:
+                wait = self._backoff(attempt, None)
+                if last or wait >= deadline.remaining():
                     raise
-                await asyncio.sleep(self._backoff(attempt, None))
+                await asyncio.sleep(wait)
                 continue
             if reply.http_status not in _RETRY_STATUSES or last:
                 return reply
-            await asyncio.sleep(self._backoff(attempt, reply.retry_after))
+            wait = self._backoff(attempt, reply.retry_after)
+            if wait >= deadline.remaining():
+                asked = _seconds(reply.retry_after if reply.retry_after is not None else wait)
+                past = f"asked to retry after {asked}, past the page's limit of {_seconds(deadline.limit)}"
+                return replace(reply, reason=f"{reply.reason} ({past})".lstrip())
+            await asyncio.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -294,12 +310,12 @@ class Fetcher:
             retry_after = _FIRST_BACKOFF * 2**attempt * jitter
         return min(retry_after, self._settings.retry_after_cap)
 
-    async def _follow(self, url: str) -> _Reply:
+    async def _follow(self, url: str, deadline: _Deadline) -> _Reply:
         """Request `url` and follow redirects by hand, checking every hop with the guard."""
         seen = {canonical_url(url)}
         current = url
         for _ in range(self._settings.max_redirects + 1):
-            reply = await self._hop(current)
+            reply = await self._hop(current, deadline)
             if reply.location is None:
                 return reply
             current = str(httpx.URL(current).join(reply.location))
@@ -308,10 +324,11 @@ class Fetcher:
             seen.add(canonical_url(current))
         raise FetchError("redirect_loop", f"more than {self._settings.max_redirects} redirects")
 
-    async def _hop(self, url: str) -> _Reply:
-        """One request under the concurrency limits: check the address, send, read the reply."""
+    async def _hop(self, url: str, deadline: _Deadline) -> _Reply:
+        """One request under the concurrency limits and the page's deadline: check, send, read."""
         async with self._host_limit(_host_of(url)), self._opened(self._limit):
-            return await within(self._settings.timeout, self._exchange(url))
+            deadline.start()
+            return await within(deadline.remaining(), self._exchange(url))
 
     def _host_limit(self, host: str) -> asyncio.Semaphore:
         limit = self._host_limits.get(host)
@@ -320,21 +337,40 @@ class Fetcher:
         return limit
 
     async def _exchange(self, url: str) -> _Reply:
-        """Check `url`, send one GET to a checked address and read the reply within the size cap."""
-        target = await check_url(url, allow_hosts=self._settings.allow_hosts, resolver=self._resolver)
+        """Check `url`, send one GET and read the reply within the size cap."""
+        client = await self._http()
+        target = await self._checked(url)
         self._opened(self._extractor).start()  # workers get ready while the response is on its way
-        response = await self._send(target)
+        if self._transport is None:
+            response = await self._send_pinned(client, target)
+        else:
+            response = await client.send(client.build_request("GET", target.url), stream=True, follow_redirects=False)
         try:
             return await self._reply(str(target.url), response)
         finally:
             await response.aclose()
 
-    async def _send(self, target: Target) -> httpx.Response:
-        """Send the request to the first checked address that accepts a connection."""
-        client = await self._http()
-        # The pool keys a connection by the checked address alone. A plain connection carries no
-        # name, so any request to that address may reuse it; a TLS connection was verified for
-        # one name and must never serve another, so https connections are closed after one use.
+    async def _checked(self, url: str) -> Target:
+        """Check what can be checked of `url` before sending it, as the route it takes allows.
+
+        Through the fetcher's own transport the connection is checked as it is made, so only the
+        URL's form is checked here; behind a proxy the host is also resolved here (and passes when
+        it does not resolve: the proxy resolves names itself); a caller's client gets the address.
+        """
+        allow = self._settings.allow_hosts
+        if self._transport is None:
+            return await check_url(url, allow_hosts=allow, resolver=self._resolver)
+        target = check_url_form(url, allow_hosts=allow)
+        if self._transport.proxy_for(target.url) is None:
+            return target
+        return await check_url(url, allow_hosts=allow, resolver=self._resolver, unresolved_ok=True)
+
+    @staticmethod
+    async def _send_pinned(client: httpx.AsyncClient, target: Target) -> httpx.Response:
+        """Send the request through a caller's client to the first checked address that accepts."""
+        # The caller's pool keys a connection by the checked address alone. A plain connection
+        # carries no name, so any request to that address may reuse it; a TLS connection was
+        # verified for one name and must never serve another, so https connections are closed.
         headers = target.request_headers()
         if target.url.scheme == "https":
             headers["Connection"] = "close"
@@ -344,7 +380,7 @@ class Fetcher:
                 "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
             )
             try:
-                return await client.send(request, stream=True)
+                return await client.send(request, stream=True, follow_redirects=False)
             except httpx.ConnectError as exc:  # e.g. an IPv6 address on a host without IPv6
                 refused = exc
         assert refused is not None  # noqa: S101 -- a target always has an address
@@ -399,19 +435,39 @@ class Fetcher:
         return self._client
 
     def _new_client(self) -> httpx.AsyncClient:
-        # The semaphores bound the requests in flight; the pool only keeps idle connections. A pool
-        # bounded by the concurrency closes one server's idle connection to open another's whenever
-        # a batch spans more servers than that: on the benchmark, 243 connections for 300 requests
-        # against 46 with this bound.
+        """The fetcher's own client, on a guarded transport (made on a thread: it loads certificates)."""
+        settings = self._settings
+        if settings.proxy is not None:
+            proxies = {"http": settings.proxy, "https": settings.proxy}
+        else:
+            proxies = environment_proxies() if settings.trust_env else {}
+        self._transport = GuardedTransport(settings, self._resolver, ssl_context=tls_context(settings),
+                                           proxies=proxies)
         return httpx.AsyncClient(
             headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
-            timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
-            transport=http_transport(httpx.Limits(max_connections=None,
-                                                  max_keepalive_connections=2 * self._settings.concurrency)),
+            timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),
+            transport=self._transport,
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
             follow_redirects=False,
             trust_env=False,
         )
+
+
+class _Deadline:
+    """One page's time limit, counted from its first request."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self._end: float | None = None
+
+    def start(self) -> None:
+        if self._end is None:
+            self._end = asyncio.get_running_loop().time() + self.limit
+
+    def remaining(self) -> float:
+        if self._end is None:
+            return self.limit
+        return max(0.0, self._end - asyncio.get_running_loop().time())
 
 
 class _Counter:
