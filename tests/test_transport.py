@@ -18,7 +18,7 @@ import trustme
 
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.test_fetch import table_resolver
-from tlmscore.errors import FetchError
+from tlmscore.errors import ConfigError, FetchError
 from tlmscore.evidence.guard import Resolver
 from tlmscore.evidence.transport import GuardedTransport
 from tlmscore.settings import Settings
@@ -288,3 +288,19 @@ def test_tls_to_a_server_with_an_unknown_authority_is_a_connect_error(tls_server
     with pytest.raises(httpx.ConnectError, match="certificate"):
         get([f"https://127.0.0.1:{tls_server.port}/1"], transport())
     assert tls_server.count() == 0
+
+
+def test_a_proxy_other_than_http_is_a_configuration_error() -> None:
+    settings = Settings(cache_dir=Path("unused"))
+    with pytest.raises(ConfigError, match="only http and https proxies"):
+        GuardedTransport(settings, table_resolver({}), ssl_context=ssl.create_default_context(),
+                         proxies={"https": "socks5://127.0.0.1:1080"})
+
+
+@pytest.mark.parametrize(("no_proxy", "bypassed"), [("a.test", True), (".test", True), ("*", True),
+                                                     ("b.test, sub.a.test", False), ("", False)])
+def test_no_proxy_exempts_names_and_their_subdomains(no_proxy: str, bypassed: bool) -> None:
+    settings = Settings(cache_dir=Path("unused"))
+    guarded = GuardedTransport(settings, table_resolver({}), ssl_context=ssl.create_default_context(),
+                               proxies={"http": "http://127.0.0.1:3128", "no": no_proxy})
+    assert guarded.proxy_for(httpx.URL("http://a.test/page")) == (None if bypassed else "http://127.0.0.1:3128")

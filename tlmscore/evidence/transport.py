@@ -30,7 +30,7 @@ import certifi
 import httpcore
 import httpx
 
-from tlmscore.errors import FetchError
+from tlmscore.errors import ConfigError, FetchError
 from tlmscore.evidence.guard import Resolver, parse_ip_literal, vet_host
 from tlmscore.settings import Settings
 
@@ -39,6 +39,7 @@ __all__ = ["GuardedBackend", "GuardedTransport", "environment_proxies", "tls_con
 _T = TypeVar("_T")
 _TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
 _ADDRESSES_TRIED = 3
+_KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept, as httpx's default limits keep it
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 # httpcore's exceptions and the httpx ones they become, most specific first.
 _MAPPED: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
@@ -185,22 +186,29 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         proxies: dict[str, str] | None = None, backend: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
         # The fetcher's semaphores bound the requests in flight; the pools only keep idle connections,
-        # enough to keep one per server when a batch spans more servers than requests in flight.
-        keep = 2 * settings.concurrency
+        # enough to keep one per server when a batch spans more servers than requests in flight,
+        # for as long as httpx keeps them by default.
+        self._keep = 2 * settings.concurrency
         self._direct = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context, max_connections=None, max_keepalive_connections=keep,
+            ssl_context=ssl_context, max_connections=None, max_keepalive_connections=self._keep,
+            keepalive_expiry=_KEEPALIVE_EXPIRY,
             network_backend=GuardedBackend(settings.allow_hosts, resolver, backend))
         self._proxies = proxies or {}
-        self._proxy_pools: dict[str, httpcore.AsyncHTTPProxy] = {}
-        for url in dict.fromkeys(u for scheme, u in self._proxies.items() if scheme in ("http", "https", "all")):
-            proxy = httpx.Proxy(url)
-            if proxy.url.scheme not in ("http", "https"):
-                raise ValueError(f"only http and https proxies are supported, not {proxy.url.scheme!r}")
-            self._proxy_pools[url] = httpcore.AsyncHTTPProxy(
-                proxy_url=httpcore.URL(scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port,
-                                       target=proxy.url.raw_path),
-                proxy_auth=proxy.raw_auth, proxy_headers=proxy.headers.raw, ssl_context=ssl_context,
-                max_connections=None, max_keepalive_connections=keep)
+        self._proxy_pools = {
+            url: self._proxy_pool(url, ssl_context)
+            for url in dict.fromkeys(u for scheme, u in self._proxies.items() if scheme in ("http", "https", "all"))
+        }
+
+    def _proxy_pool(self, url: str, ssl_context: ssl.SSLContext) -> httpcore.AsyncHTTPProxy:
+        """A pool of connections through the proxy at `url` (CONNECT tunnels for https)."""
+        proxy = httpx.Proxy(url)
+        if proxy.url.scheme not in ("http", "https"):
+            raise ConfigError(f"only http and https proxies are supported, not {url!r}")
+        return httpcore.AsyncHTTPProxy(
+            proxy_url=httpcore.URL(scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port,
+                                   target=proxy.url.raw_path),
+            proxy_auth=proxy.raw_auth, proxy_headers=proxy.headers.raw, ssl_context=ssl_context,
+            max_connections=None, max_keepalive_connections=self._keep, keepalive_expiry=_KEEPALIVE_EXPIRY)
 
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The proxy a request for `url` goes through, or None when it connects directly."""
