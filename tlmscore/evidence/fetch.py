@@ -93,7 +93,8 @@ class Fetcher:
     Use it as an async context manager (`async with Fetcher(settings) as fetcher:`) so one
     connection pool, cache handle and extraction pool serve every call; `pages` also works
     outside one, opening and closing them around the call. `client` and `resolver` are seams: a
-    caller's `httpx.AsyncClient` is used as given and left open; `resolver` maps a host to its
+    caller's `httpx.AsyncClient` is used as given and left open (each request is sent to an address
+    checked here and never follows redirects itself, see `download`); `resolver` maps a host to its
     addresses (tests use it to point made-up names at a local server).
     """
 
