@@ -225,6 +225,15 @@ def test_ca_bundle_makes_tls_trust_that_authority(tmp_path: Path, ca_file: Path,
     assert "twenty minutes" in str(trusted["prompt"])
 
 
+def test_timeout_bounds_a_page_that_asks_to_retry_much_later(tmp_path: Path) -> None:
+    with EvidenceServer() as server:
+        url = server.route("/busy", Reply(429, b"slow down", "text/plain", headers={"Retry-After": "3600"}))
+        row = prepare(tmp_path, [url], "--allow-host", "127.0.0.1", "--timeout", "2")
+        assert (row["n_urls_ok"], row["n_urls_failed"]) == (0, 1)
+        assert "asked to retry after 3600 s, past the page's limit of 2 s" in str(row["prompt"])
+        assert server.count("/busy") == 1
+
+
 # ----------------------------------------------------------------------------------------- proxies
 
 @pytest.fixture
