@@ -369,17 +369,21 @@ def run_mode(mode: str, args) -> dict:
     return report(args, results, web)
 
 
-def floor_row(args, work: Path, counter, web: dict, cited: list[str]) -> tuple[float, int, str]:
-    """The bare keep-alive httpx loop over the batch's unique URLs, `--repeat` times."""
+def download_rows(args, work: Path, counter, web: dict) -> dict:
+    """The bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs, in turn."""
     me = [sys.executable, str(Path(__file__).resolve())]
-    (work / "urls.json").write_text(json.dumps(cited))
-    floors = []
+    (work / "urls.json").write_text(json.dumps(web["cited"]))
+    rows: dict[str, list[tuple[float, int, str]]] = {"network floor": [], "tlmscore downloads": []}
     for _ in range(args.repeat):
-        _, requests, out = run_child([*me, "_floor", str(work / "urls.json"), str(web["ca"]),
-                                      str(args.concurrency), str(PER_HOST)], counter)
-        seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
-        floors.append((seconds, requests, "bare keep-alive httpx loop, downloads only"))
-    return summarise(floors)
+        for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
+                                                                          web["hosts"])):
+            _, requests, out = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
+                                          str(args.concurrency), str(last)], counter)
+            seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
+            what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
+            what += ", downloads only"
+            rows[label].append((seconds, requests, what))
+    return {label: summarise(measured) for label, measured in rows.items()}
 
 
 def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
@@ -387,7 +391,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     results: dict = {}
     ca = web["ca"]
     if ca:
-        results["network floor"] = floor_row(args, work, counter, web, web["cited"])
+        results.update(download_rows(args, work, counter, web))
     if not args.skip_cleanlab:
         crashes = 0
         env = {"REQUESTS_CA_BUNDLE": str(ca)} if ca else {}
@@ -486,5 +490,7 @@ if __name__ == "__main__":
         child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
         https_web.floor_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_downloads":
+        https_web.downloads_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()

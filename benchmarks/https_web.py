@@ -8,7 +8,9 @@ TLS handshake flight and each request/response pay the round trip as on the real
 
 Pages are spread over sites by Zipf's law (a few big sites, many small ones), and
 `floor_child` fetches them with a bare keep-alive httpx loop under the same limits: the network
-floor of the run.
+floor of the run. `downloads_child` fetches them with tlmscore's own request side (the guarded
+transport, limits and request loop) reading bodies without extracting them, which compares the
+network part of tlmscore with the floor whatever the CPU is doing.
 """
 
 from __future__ import annotations
@@ -148,5 +150,31 @@ def floor_child(urls_file: Path, ca: Path, concurrency: int, per_host: int) -> N
 
             sizes = await asyncio.gather(*(one(u) for u in urls))
         return {"seconds": time.perf_counter() - start, "bytes": sum(sizes)}
+
+    print(json.dumps(asyncio.run(run())))
+
+
+def downloads_child(urls_file: Path, ca: Path, concurrency: int, sites: int) -> None:
+    """Fetch every URL once with tlmscore's `Downloader` (bodies read, not extracted); print JSON."""
+    from tlmscore.evidence.download import Downloader, Reply
+    from tlmscore.evidence.guard import system_resolver
+    from tlmscore.settings import Settings
+
+    urls = json.loads(urls_file.read_text())
+    settings = Settings(cache_dir=urls_file.parent / "unused-cache", concurrency=concurrency, ca_bundle=ca,
+                        allow_hosts={f"127.0.0.{n}" for n in range(1, sites + 1)})
+
+    async def read(url, response) -> Reply:
+        body = await response.aread()
+        return Reply(url, response.status_code, response.reason_phrase, None, body=body)
+
+    async def run() -> dict:
+        downloader = Downloader(settings, system_resolver, client=None, headers={})
+        start = time.perf_counter()
+        downloader.open()
+        replies = await asyncio.gather(*(downloader.download(u, read, lambda: None) for u in urls))
+        seconds = time.perf_counter() - start
+        await downloader.aclose()
+        return {"seconds": seconds, "bytes": sum(len(r.body or b"") for r in replies)}
 
     print(json.dumps(asyncio.run(run())))
