@@ -14,11 +14,20 @@ one run of this script:
   JSONL is the row format closest to what the cleanlab-tlm loop produces (strings in memory).
 
 It prints wall times, their ratio, the requests each run made (counted at the server), and the
-physical limit max(U * latency / concurrency, extraction CPU / cores) + start-up. Requests are per
-run (the most any run of that row made).
+physical limit max(network floor, extraction CPU / cores) + start-up. Requests are per run (the
+most any run of that row made).
 
-    python benchmarks/fetch_bench.py                      # 500 x 5 citations, 300 unique, 200 ms
-    python benchmarks/fetch_bench.py --direct --skip-cleanlab
+Two webs, both by default (`--mode http|https|both`), reported side by side:
+- http: 300 unique URLs on 127.0.0.1-8, 200 ms server latency; the network floor is
+  U * latency / (requests in flight);
+- https (`https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
+  behind a delay line that puts a 100 ms round trip on every exchange (TCP set-up, each TLS
+  flight, each request), 50 ms server time, certificates from a local authority given as
+  `--ca-bundle` (and `REQUESTS_CA_BUNDLE` for cleanlab-tlm); the network floor is measured in the
+  same run: a bare keep-alive httpx loop fetching the 150 pages under the same limits.
+
+    python benchmarks/fetch_bench.py                      # both webs, 500 x 5 citations
+    python benchmarks/fetch_bench.py --mode https --skip-cleanlab
 """
 
 from __future__ import annotations
@@ -38,8 +47,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import https_web
+
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
+# The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
+CORPUS = next((base / "shared" / "corpus" / "pages" for base in (ROOT.parent, ROOT.parent.parent)
+               if (base / "shared" / "corpus" / "pages").is_dir()), ROOT.parent / "shared" / "corpus" / "pages")
 PER_HOST = 6  # Settings.per_host default
 CLEANLAB_ATTEMPTS = 4
 CHILD_TIMEOUT = 300.0  # seconds; a run that hangs (it happens to cleanlab-tlm's) counts as a crash
@@ -147,13 +160,13 @@ def serve(port_out, counter, ready, options: dict) -> None:
 
 # --------------------------------------------------------------------------------------------- batch
 
-def build_batch(path: Path, port: int, *, n: int, k: int, unique: int, hosts: int) -> list[list[str]]:
+def build_batch(path: Path, unique_urls: list[str], *, n: int, k: int) -> list[list[str]]:
     """Write N transcripts, each citing K distinct URLs drawn at random from U (seeded, repeatable)."""
     rng = random.Random(42)
     cited_lists = []
     with path.open("w", encoding="utf-8") as out:
         for t in range(n):
-            urls = [url_for(i, port, hosts) for i in rng.sample(range(unique), min(k, unique))]
+            urls = rng.sample(unique_urls, min(k, len(unique_urls)))
             cited_lists.append(urls)
             out.write(json.dumps(transcript(t, urls)) + "\n")
     return cited_lists
@@ -202,7 +215,7 @@ def child_cleanlab(batch: Path) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start, "chars": chars}))
 
 
-def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int) -> None:
+def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str = "") -> None:
     """Fetch the batch's planned URLs with `Fetcher.pages`; print the timing and statuses as JSON."""
     from tlmscore.evidence.fetch import Fetcher
     from tlmscore.evidence.plan import plan_urls
@@ -214,7 +227,7 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int) -> None
          for part in item["content"] for a in part.get("annotations", [])]
         for r in records
     ]
-    settings = Settings(cache_dir=cache, concurrency=concurrency,
+    settings = Settings(cache_dir=cache, concurrency=concurrency, ca_bundle=Path(ca) if ca else None,
                         allow_hosts={f"127.0.0.{n}" for n in range(1, hosts + 1)})
 
     async def run() -> dict:
@@ -231,12 +244,14 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int) -> None
 
 # ------------------------------------------------------------------------------------------ measuring
 
-def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT) -> tuple[float, int, str]:
+def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dict | None = None
+              ) -> tuple[float, int, str]:
     """Run a command; return its wall time, the requests it made, and its stdout ("" if it hung)."""
     before = counter.value
     start = time.perf_counter()
     try:
-        done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=timeout)
+        done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=timeout,
+                              env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         print(f"  ! no answer after {timeout:g} s, stopped: {' '.join(args[:4])}...")
         return time.perf_counter() - start, counter.value - before, ""
@@ -282,54 +297,106 @@ def tlmscore_cli() -> list[str] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=("http", "https", "both"), default="both")
     parser.add_argument("--transcripts", type=int, default=500)
     parser.add_argument("--citations", type=int, default=5)
-    parser.add_argument("--unique", type=int, default=300)
-    parser.add_argument("--latency", type=float, default=0.2, help="seconds per request at the server")
-    parser.add_argument("--hosts", type=int, default=8, help="serve on 127.0.0.1..N (per-host limit is 6)")
+    parser.add_argument("--unique", type=int, default=300, help="http: unique URLs")
+    parser.add_argument("--latency", type=float, default=0.2, help="http: seconds per request at the server")
+    parser.add_argument("--hosts", type=int, default=8, help="http: serve on 127.0.0.1..N (per-host limit is 6)")
+    parser.add_argument("--pages", type=int, default=150, help="https: unique pages")
+    parser.add_argument("--sites", type=int, default=29, help="https: sites on 127.0.0.1..N, Zipf-sized")
+    parser.add_argument("--rtt", type=float, default=0.1, help="https: round trip added to every exchange")
+    parser.add_argument("--server-time", type=float, default=0.05, help="https: seconds per request at the server")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of URLs with 404/503/png faults")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="http: share of URLs with 404/503/png faults")
     parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
     parser.add_argument("--skip-cleanlab", action="store_true")
-    parser.add_argument("--repeat", type=int, default=3, help="tlmscore runs per row (median reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row (median reported)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     args = parser.parse_args()
+    modes = ["http", "https"] if args.mode == "both" else [args.mode]
+    summaries = {mode: run_mode(mode, args) for mode in modes}
+    if len(summaries) > 1:
+        side_by_side(summaries)
 
-    _, source = load_bodies()
+
+def start_web(mode: str, args, work: Path) -> tuple:
+    """Start the server process of `mode`; return it, its request counter, the URLs and the web's facts."""
     ctx = multiprocessing.get_context("spawn")
     counter, port_value, ready = ctx.Value("q", 0), ctx.Value("i", 0), ctx.Event()
-    options = {"latency": args.latency, "hosts": args.hosts, "fault_rate": args.fault_rate}
-    server = ctx.Process(target=serve, args=(port_value, counter, ready, options), daemon=True)
+    if mode == "http":
+        options = {"latency": args.latency, "hosts": args.hosts, "fault_rate": args.fault_rate}
+        target, hosts, ca = serve, args.hosts, None
+    else:
+        ca, cert, key = https_web.write_authority(work, args.sites)
+        options = {"rtt": args.rtt, "server_time": args.server_time, "sites": args.sites,
+                   "cert": str(cert), "key": str(key)}
+        target, hosts = https_web.serve_https, args.sites
+    server = ctx.Process(target=target, args=(port_value, counter, ready, options), daemon=True)
     server.start()
     if not ready.wait(20):
         sys.exit("the page server did not start")
     port = port_value.value
-    work = args.keep or Path(tempfile.mkdtemp(prefix="fetch-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    batch = work / "batch.jsonl"
-    cited = build_batch(batch, port, n=args.transcripts, k=args.citations, unique=args.unique, hosts=args.hosts)
-    args.unique = len({url for urls in cited for url in urls})
-    print(f"pages: {source}; batch: {args.transcripts} transcripts x {args.citations} citations, "
-          f"{args.unique} unique URLs on {args.hosts} host(s), latency {args.latency * 1000:.0f} ms, "
-          f"fault rate {args.fault_rate:g}, {cores()} cores")
+    if mode == "http":
+        urls = [url_for(i, port, hosts) for i in range(args.unique)]
+    else:
+        sites = https_web.site_of_pages(args.pages, hosts)
+        urls = [https_web.https_url(i, site, port) for i, site in enumerate(sites)]
+    return server, counter, urls, {"ca": ca, "hosts": hosts}
 
+
+def run_mode(mode: str, args) -> dict:
+    """Serve the web of `mode`, run every row against it and print its table; return the summary."""
+    _, source = load_bodies()
+    work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    server, counter, urls, web = start_web(mode, args, work)
+    batch = work / "batch.jsonl"
+    cited = build_batch(batch, urls, n=args.transcripts, k=args.citations)
+    web["cited"] = sorted({url for urls in cited for url in urls})
+    web["unique"] = len(web["cited"])
+    shape = (f"{args.latency * 1000:.0f} ms server latency" if mode == "http" else
+             f"{args.rtt * 1000:.0f} ms round trip per exchange, {args.server_time * 1000:.0f} ms server time")
+    print(f"\n== {mode}: pages: {source}; batch: {args.transcripts} transcripts x {args.citations} citations, "
+          f"{web['unique']} unique URLs on {web['hosts']} host(s), {shape}, {cores()} cores", flush=True)
     try:
-        results = measure(args, batch, work, port, counter)
+        results = measure(args, batch, work, counter, web)
     finally:
         server.terminate()
         server.join(5)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    report(args, results, port)
+    return report(args, results, web)
 
 
-def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
+def download_rows(args, work: Path, counter, web: dict) -> dict:
+    """The bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs, in turn."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    (work / "urls.json").write_text(json.dumps(web["cited"]))
+    rows: dict[str, list[tuple[float, int, str]]] = {"network floor": [], "tlmscore downloads": []}
+    for _ in range(args.repeat):
+        for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
+                                                                          web["hosts"])):
+            _, requests, out = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
+                                          str(args.concurrency), str(last)], counter)
+            seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
+            what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
+            what += ", downloads only"
+            rows[label].append((seconds, requests, what))
+    return {label: summarise(measured) for label, measured in rows.items()}
+
+
+def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     me = [sys.executable, str(Path(__file__).resolve())]
     results: dict = {}
+    ca = web["ca"]
+    if ca:
+        results.update(download_rows(args, work, counter, web))
     if not args.skip_cleanlab:
         crashes = 0
+        env = {"REQUESTS_CA_BUNDLE": str(ca)} if ca else {}
         for _ in range(CLEANLAB_ATTEMPTS):  # its thread-pool extraction aborts the process now and then
-            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter)
+            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter, env=env)
             if out.strip():
                 break
             crashes += 1
@@ -340,17 +407,19 @@ def measure(args, batch: Path, work: Path, port: int, counter) -> dict:
     if cli is None and not args.direct:
         print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
     formats = [".jsonl", ".parquet"] if cli is not None else [""]
+    trust = ["--ca-bundle", str(ca)] if ca else []
     for suffix in formats:
         runs: dict[str, list[tuple[float, int, str]]] = {"cold": [], "warm": []}
         for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
             cache = work / f"cache{suffix}-{attempt}"
             for run in ("cold", "warm"):
                 if cli is not None:
-                    hosts = [a for n in range(1, args.hosts + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+                    hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
                     command = [*cli, "prepare", str(batch), "-o", str(work / f"out{suffix}"), "--cache-dir",
-                               str(cache), "--concurrency", str(args.concurrency), "--quiet", *hosts]
+                               str(cache), "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
                 else:
-                    command = [*me, "_direct", str(batch), str(cache), str(args.hosts), str(args.concurrency)]
+                    command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency),
+                               str(ca or "")]
                 wall, requests, out = run_child(command, counter)
                 detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
                 runs[run].append((wall, requests, detail))
@@ -370,13 +439,17 @@ def summarise(measured: list[tuple[float, int, str]]) -> tuple[float, int, str]:
     return statistics.median(walls), max(requests for _, requests, _ in measured), detail
 
 
-def report(args, results: dict, port: int) -> None:
-    effective = min(args.concurrency, args.hosts * PER_HOST)
-    network = args.unique * args.latency / effective
-    cpu = extraction_cpu(args.unique, args.hosts, port)
+def report(args, results: dict, web: dict) -> dict:
+    """Print the table of one web; return its limit and rows for the side-by-side table."""
+    cpu = extraction_cpu(web["unique"], web["hosts"], 0)
     startup = startup_seconds("tlmscore.cli" if tlmscore_cli() and not args.direct else "tlmscore.evidence.fetch")
+    if "network floor" in results:
+        network, how = results["network floor"][0], "measured: the bare httpx loop"
+    else:
+        effective = min(args.concurrency, web["hosts"] * PER_HOST)
+        network, how = web["unique"] * args.latency / effective, f"{web['unique']} x {args.latency:g} s / {effective}"
     limit = max(network, cpu / cores()) + startup
-    print(f"\nphysical limit: max(network {network:.2f} s = {args.unique} x {args.latency:g} s / {effective}, "
+    print(f"\nphysical limit: max(network {network:.2f} s ({how}), "
           f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
           f"= {limit:.2f} s\n")
     print(f"{'run':<26}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
@@ -387,12 +460,37 @@ def report(args, results: dict, port: int) -> None:
         for label in ("tlmscore cold", "tlmscore cold → Parquet"):
             if label in results:
                 print(f"cleanlab-tlm / {label} = {results['cleanlab-tlm'][0] / results[label][0]:.1f}x")
+    return {"limit": limit, "results": results}
+
+
+def side_by_side(summaries: dict) -> None:
+    """One table: each row's median wall time, its ratio to its web's limit, and cleanlab-tlm's to it."""
+    modes = list(summaries)
+    labels = list(dict.fromkeys(label for s in summaries.values() for label in s["results"]))
+    print("\n== side by side: median s, x limit, (cleanlab-tlm s / row s)")
+    print(f"{'run':<26}" + "".join(f"{m:>30}" for m in modes))
+    print(f"{'limit':<26}" + "".join(f"{summaries[m]['limit']:>30.2f}" for m in modes))
+    for label in labels:
+        cells = []
+        for mode in modes:
+            results, limit = summaries[mode]["results"], summaries[mode]["limit"]
+            if label not in results:
+                cells.append(f"{'-':>30}")
+                continue
+            wall = results[label][0]
+            versus = results["cleanlab-tlm"][0] / wall if "cleanlab-tlm" in results else float("nan")
+            cells.append(f"{f'{wall:.2f} s {wall / limit:.2f}x ({versus:.1f}x)':>30}")
+        print(f"{label:<26}" + "".join(cells))
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_cleanlab":
         child_cleanlab(Path(sys.argv[2]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_direct":
-        child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
+        https_web.floor_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_downloads":
+        https_web.downloads_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()

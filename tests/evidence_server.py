@@ -51,6 +51,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.connected()
         super().setup()
 
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.disconnected()
+
     def do_GET(self) -> None:
         reply = self.server.enter(self.path, dict(self.headers.items()))
         try:
@@ -91,6 +97,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.tls = tls
         self.connections = 0
+        self.open_connections = 0
+        self.max_open_connections = 0
         self.server_names: list[str | None] = []
         if tls is not None:
             tls.sni_callback = self._server_name
@@ -122,6 +130,12 @@ class _Server(ThreadingHTTPServer):
     def connected(self) -> None:
         with self.lock:
             self.connections += 1
+            self.open_connections += 1
+            self.max_open_connections = max(self.max_open_connections, self.open_connections)
+
+    def disconnected(self) -> None:
+        with self.lock:
+            self.open_connections -= 1
 
     def _server_name(self, _tls: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> None:
         with self.lock:
@@ -178,6 +192,12 @@ class EvidenceServer:
         """Connections accepted so far (several requests may share one)."""
         with self._server.lock:
             return self._server.connections
+
+    @property
+    def max_open_connections(self) -> int:
+        """The most connections that were open at once."""
+        with self._server.lock:
+            return self._server.max_open_connections
 
     @property
     def server_names(self) -> list[str | None]:

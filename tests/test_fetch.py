@@ -20,10 +20,12 @@ import pytest
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.test_extract import make_pdf
 from tlmscore.evidence import cache as cache_module
+from tlmscore.evidence import download as download_module
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence import fetch as fetch_module
 from tlmscore.evidence import guard
 from tlmscore.evidence import plan as plan_module
+from tlmscore.evidence import transport as transport_module
 from tlmscore.evidence.fetch import USER_AGENT, Fetcher
 from tlmscore.evidence.guard import Resolver
 from tlmscore.evidence.page import PAGE_STATUSES, Page
@@ -234,6 +236,33 @@ def test_backoff_without_retry_after_is_capped(server: EvidenceServer, settings:
     assert one(settings, url).status == "ok"  # the fixture caps every wait at 0.05 s
     first, second = server.arrivals("/busy")
     assert 0.05 <= second - first < 0.5
+
+
+def test_a_retry_after_past_the_deadline_is_not_waited_for(server: EvidenceServer, settings: Settings) -> None:
+    url = server.route("/busy", Reply(429, b"slow down", headers={"Retry-After": "3600"}), Reply(body=ARTICLE))
+    patient = settings.model_copy(update={"timeout": 3.0, "retry_after_cap": 3600.0, "retries": 3})
+    page = one(patient, url)
+    assert (page.status, page.http_status) == ("http_error", 429)
+    assert page.error == "HTTP 429 Too Many Requests (asked to retry after 3600 s, past the page's limit of 3 s)"
+    assert server.count("/busy") == 1
+
+
+def test_one_deadline_covers_every_retry(server: EvidenceServer, settings: Settings) -> None:
+    url = server.route("/down", Reply(503, b"busy", "text/plain", delay=0.3))
+    many = settings.model_copy(update={"timeout": 1.0, "retries": 10})
+    page = one(many, url)
+    assert page.status == "timeout"
+    assert page.error == "timed out after 1 s fetching the page from 127.0.0.1"
+    assert 1 <= server.count("/down") < many.retries + 1
+
+
+def test_one_deadline_covers_every_redirect(server: EvidenceServer, settings: Settings) -> None:
+    for n in range(10):
+        server.route(f"/r{n}", Reply(302, headers={"Location": f"/r{n + 1}"}, delay=0.3))
+    long_chain = settings.model_copy(update={"timeout": 1.0, "max_redirects": 20, "retries": 0})
+    page = one(long_chain, server.url("/r0"))
+    assert page.status == "timeout"
+    assert server.count() < 10
 
 
 # ------------------------------------------------------------------------------------- slow and big
@@ -459,7 +488,8 @@ def test_every_page_status_is_covered_by_this_module() -> None:
     assert all(f'"{status}"' in source for status in PAGE_STATUSES)
 
 
-@pytest.mark.parametrize("module", [guard, fetch_module, cache_module, extract_module, plan_module])
+@pytest.mark.parametrize("module", [guard, fetch_module, cache_module, extract_module, plan_module, download_module,
+                                    transport_module])
 def test_public_names_are_declared(module: types.ModuleType) -> None:
     """Every public function and class is in `__all__` (ruff's RUF022 keeps `__all__` sorted)."""
     public = {

@@ -209,3 +209,40 @@ private_v4 = st.one_of(
 def test_every_private_ipv4_address_is_refused_in_any_spelling(ip: ipaddress.IPv4Address) -> None:
     for spelling in (str(ip), str(int(ip)), hex(int(ip)), f"[::ffff:{ip}]"):
         assert refusal(f"http://{spelling}/").status == "blocked"
+
+
+def test_vet_host_gives_every_checked_address_once_and_refuses_a_private_one_among_them() -> None:
+    table: dict[str, Sequence[str]] = {"ok.test": ["93.184.215.14", "93.184.215.14", "2606:4700::6810:84e5"],
+                                       "mixed.test": ["93.184.215.14", "10.0.0.7"]}
+    resolver = fixed_resolver(table)
+    vetted = asyncio.run(guard.vet_host("OK.test.", 443, allow_hosts=frozenset(), resolver=resolver))
+    assert vetted == ("93.184.215.14", "2606:4700::6810:84e5")
+    with pytest.raises(FetchError, match=r"mixed\.test resolves to 10\.0\.0\.7, which is a private address"):
+        asyncio.run(guard.vet_host("mixed.test", 443, allow_hosts=frozenset(), resolver=resolver))
+    allowed = asyncio.run(guard.vet_host("mixed.test", 443, allow_hosts=frozenset({"mixed.test"}), resolver=resolver))
+    assert allowed == ("93.184.215.14", "10.0.0.7")
+
+
+def test_vet_host_reads_ip_literals_without_resolving() -> None:
+    with pytest.raises(FetchError, match="loopback"):
+        asyncio.run(guard.vet_host("[::1]", 80, allow_hosts=frozenset(), resolver=fixed_resolver({})))
+    assert asyncio.run(guard.vet_host("::1", 80, allow_hosts=frozenset({"::1"}), resolver=fixed_resolver({}))) == (
+        "::1",)
+
+
+def test_check_url_form_checks_what_the_url_shows_and_resolves_nothing() -> None:
+    target = guard.check_url_form("https://Example.test/a", allow_hosts=frozenset())
+    assert (target.host, target.addresses) == ("example.test", ())
+    with pytest.raises(FetchError, match="loopback"):
+        guard.check_url_form("http://0x7f.1/admin", allow_hosts=frozenset())
+    with pytest.raises(FetchError, match="only http and https"):
+        guard.check_url_form("file:///etc/passwd", allow_hosts=frozenset())
+
+
+def test_behind_a_proxy_a_name_that_does_not_resolve_here_passes_but_a_private_answer_does_not() -> None:
+    resolver = fixed_resolver({"intranet.test": ["192.168.1.5"]})
+    passed = asyncio.run(check_url("http://only-the-proxy-knows.test/", allow_hosts=frozenset(), resolver=resolver,
+                                   unresolved_ok=True))
+    assert passed.addresses == ()
+    with pytest.raises(FetchError, match="private"):
+        asyncio.run(check_url("http://intranet.test/", allow_hosts=frozenset(), resolver=resolver, unresolved_ok=True))

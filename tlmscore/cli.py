@@ -67,6 +67,31 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--think", choices=("remove", "keep"), default="remove",
                         help="<think> reasoning in answer text: remove it, with a warning (default), or keep it")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_network(parser)
+
+
+def _add_network(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--per-host", type=int, default=None, help="parallel fetches per host (default 6)")
+    parser.add_argument("--proxy", metavar="URL", default=None,
+                        help="send every fetch through this http(s) proxy (the address guard then sees less)")
+    parser.add_argument("--trust-env", action="store_true",
+                        help="use HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY from the environment")
+    parser.add_argument("--ca-bundle", type=Path, default=None, metavar="FILE",
+                        help="trust only the certificate authorities in this PEM file")
+    parser.add_argument("--trust-store", choices=("system", "certifi"), default=None,
+                        help="certificate authorities to trust: the operating system's (default) or certifi's")
+
+
+def _network_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The Settings fields the network flags set (those given)."""
+    given = {"per_host": args.per_host, "proxy": args.proxy, "ca_bundle": args.ca_bundle,
+             "trust_store": args.trust_store}
+    values = {name: value for name, value in given.items() if value is not None}
+    if args.trust_env:
+        values["trust_env"] = True
+    if args.ca_bundle is not None and not args.ca_bundle.is_file():
+        raise ConfigError(f"{args.ca_bundle}: no such CA bundle")
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +141,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["progress"] = False
     if getattr(args, "think", "remove") != "remove":
         values["think"] = args.think
+    values.update(_network_values(args))
     return Settings(**values)
 
 

@@ -47,6 +47,11 @@ class Settings(BaseModel):
     retries: int = Field(default=2, ge=0, le=10)
     retry_after_cap: float = Field(default=30.0, ge=0)
     max_redirects: int = Field(default=5, ge=0, le=30)
+    proxy: str | None = Field(default=None, description="an http(s) proxy for every fetch, e.g. http://proxy:3128")
+    trust_env: bool = Field(default=False, description="use HTTPS_PROXY, HTTP_PROXY, NO_PROXY from the environment")
+    ca_bundle: Path | None = Field(default=None, description="PEM file of the only authorities TLS trusts")
+    trust_store: Literal["system", "certifi"] = Field(
+        default="system", description="system: the OS store (truststore); certifi: Mozilla's list")
     max_bytes: int = Field(default=5_000_000, ge=1)
     cache_max_age: float = Field(default=30 * 86400.0, gt=0, description="seconds a fetched page stays fresh")
     failure_ttl: float = Field(default=3600.0, ge=0, description="seconds a failed fetch is remembered")
@@ -68,6 +73,13 @@ class Settings(BaseModel):
         default=False, description="escape non-ASCII in JSON blocks as cleanlab-tlm does (tlmscore.compat sets it)")
     progress: bool | None = Field(default=None, description="None: only on a terminal")
     chunk_size: int = Field(default=1000, ge=1)
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError(f"the proxy must be an http:// or https:// URL, not {value!r}")
+        return value
 
     @field_validator("allow_hosts", mode="before")
     @classmethod

@@ -2,25 +2,20 @@
 
 `Fetcher.pages(urls)` gives one `Page` per URL. Each distinct page (by `url_key`) is looked up in
 the cache, and what is missing is fetched in parallel under a global and a per-host concurrency
-limit, with timeouts, bounded retries (connection failures, 429 and 5xx, honouring `Retry-After`)
-and redirects followed by hand so the address guard checks every hop. Bodies are streamed under a
-size cap, then handed to worker processes for extraction while other pages are still downloading.
+limit, with bounded retries, redirects checked hop by hop and one deadline per page (see
+`download`). Bodies are streamed under a size cap, then handed to worker processes for extraction
+while other pages are still downloading.
 
 Every failure is mapped here, at the boundary, to a page status with a short sentence saying what
-happened; nothing raises for a bad URL. Requests go to an address the guard checked, with the
-`Host` header and TLS server name of the URL, so DNS rebinding between check and connect fails.
-Plain http connections are kept alive between requests to the same address; https connections
-are not, so one verified for one name never serves another.
+happened; nothing raises for a bad URL.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, replace
-from http.cookiejar import CookieJar, DefaultCookiePolicy
+from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar, cast
 from urllib.parse import urlsplit
@@ -30,15 +25,16 @@ import httpx
 from tlmscore.errors import FetchError
 from tlmscore.evidence.body import read_body
 from tlmscore.evidence.cache import CachedPage, PageCache
+from tlmscore.evidence.download import Downloader
+from tlmscore.evidence.download import Reply as _Reply
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
-from tlmscore.evidence.guard import Resolver, Target, check_url, system_resolver
+from tlmscore.evidence.guard import Resolver, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, AsOf, Page, PageStatus, in_given_order
 from tlmscore.evidence.plan import plan_urls
-from tlmscore.evidence.transport import http_transport, within
 from tlmscore.evidence.workers import ExtractPool, Limits
 from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
-from tlmscore.urls import canonical_url, url_key
+from tlmscore.urls import url_key
 
 __all__ = ["ACCEPT", "USER_AGENT", "Fetcher", "Progress"]
 
@@ -52,30 +48,12 @@ Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-_RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _BAD_URL = (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError, UnicodeError)
 _FAILURES = (FetchError, httpx.HTTPError, OSError, asyncio.TimeoutError, *_BAD_URL)
-_FIRST_BACKOFF = 0.5
-_ADDRESSES_TRIED = 3
 _REASONS = {
     "offline_miss": "not in the cache, and offline mode never fetches",
     "empty": "no readable text found in the page",
 }
-
-
-@dataclass(frozen=True)
-class _Reply:
-    """What one request brought back: a redirect, an error status, a refusal or a body."""
-
-    url: str
-    http_status: int
-    reason: str
-    content_type: str | None
-    location: str | None = None
-    body: bytes | None = None
-    retry_after: float | None = None
-    failure: tuple[PageStatus, str] | None = None
 
 
 def _seconds(value: float) -> str:
@@ -117,7 +95,8 @@ class Fetcher:
     Use it as an async context manager (`async with Fetcher(settings) as fetcher:`) so one
     connection pool, cache handle and extraction pool serve every call; `pages` also works
     outside one, opening and closing them around the call. `client` and `resolver` are seams: a
-    caller's `httpx.AsyncClient` is used as given and left open; `resolver` maps a host to its
+    caller's `httpx.AsyncClient` is used as given and left open (each request is sent to an address
+    checked here and never follows redirects itself, see `download`); `resolver` maps a host to its
     addresses (tests use it to point made-up names at a local server).
     """
 
@@ -133,22 +112,19 @@ class Fetcher:
         self._given_client = client
         self._resolver: Resolver = resolver or system_resolver
         self._progress = progress
-        self._client: httpx.AsyncClient | None = None
-        self._client_ready: asyncio.Future[httpx.AsyncClient] | None = None
+        self._downloader: Downloader | None = None
         self._cache: PageCache | None = None
         self._extractor: ExtractPool | None = None
-        self._limit: asyncio.Semaphore | None = None
-        self._host_limits: dict[str, asyncio.Semaphore] = {}
 
     async def __aenter__(self) -> Fetcher:
         self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION,
                                       resolver=self._resolver).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers, Limits(
             cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
-        self._limit = asyncio.Semaphore(self._settings.concurrency)
-        if not self._settings.offline and self._given_client is None:
-            # Made on a thread while the batch is read: loading the CA certificates takes a while.
-            self._client_ready = asyncio.get_running_loop().run_in_executor(None, self._new_client)
+        self._downloader = Downloader(self._settings, self._resolver, client=self._given_client,
+                                      headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
+        if not self._settings.offline:
+            self._downloader.open()  # the client is made on a thread while the batch is read
         return self
 
     async def __aexit__(
@@ -158,12 +134,9 @@ class Fetcher:
 
     async def aclose(self) -> None:
         """Close the connection pool (unless it was given), the cache and the extraction workers."""
-        client, self._client = self._client, None
-        ready, self._client_ready = self._client_ready, None
-        if client is None and ready is not None:
-            client = await ready
-        if client is not None and client is not self._given_client:
-            await client.aclose()
+        downloader, self._downloader = self._downloader, None
+        if downloader is not None:
+            await downloader.aclose()
         extractor, self._extractor = self._extractor, None
         cache, self._cache = self._cache, None
         # Both wait on threads (workers exiting, the last cache writes), so they wait together.
@@ -243,7 +216,7 @@ class Fetcher:
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            reply = await self._download(url)
+            reply = await self._opened(self._downloader).download(url, self._reply, self._start_extractor)
         except _FAILURES as exc:
             status, error = _describe(exc, self._settings, _host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
@@ -273,84 +246,9 @@ class Fetcher:
             error = _REASONS["empty"]
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
-    async def _download(self, url: str) -> _Reply:
-        """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff."""
-        for attempt in range(self._settings.retries + 1):
-            last = attempt == self._settings.retries
-            try:
-                reply = await self._follow(url)
-            except _RETRYABLE:
-                if last:
-                    raise
-                await asyncio.sleep(self._backoff(attempt, None))
-                continue
-            if reply.http_status not in _RETRY_STATUSES or last:
-                return reply
-            await asyncio.sleep(self._backoff(attempt, reply.retry_after))
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds before the next try: `Retry-After` if given, else exponential with jitter; capped."""
-        if retry_after is None:
-            jitter = 0.5 + random.random() / 2  # noqa: S311 -- spreads retries, not a secret
-            retry_after = _FIRST_BACKOFF * 2**attempt * jitter
-        return min(retry_after, self._settings.retry_after_cap)
-
-    async def _follow(self, url: str) -> _Reply:
-        """Request `url` and follow redirects by hand, checking every hop with the guard."""
-        seen = {canonical_url(url)}
-        current = url
-        for _ in range(self._settings.max_redirects + 1):
-            reply = await self._hop(current)
-            if reply.location is None:
-                return reply
-            current = str(httpx.URL(current).join(reply.location))
-            if canonical_url(current) in seen:
-                raise FetchError("redirect_loop", f"redirect loop: {current} was already visited")
-            seen.add(canonical_url(current))
-        raise FetchError("redirect_loop", f"more than {self._settings.max_redirects} redirects")
-
-    async def _hop(self, url: str) -> _Reply:
-        """One request under the concurrency limits: check the address, send, read the reply."""
-        async with self._host_limit(_host_of(url)), self._opened(self._limit):
-            return await within(self._settings.timeout, self._exchange(url))
-
-    def _host_limit(self, host: str) -> asyncio.Semaphore:
-        limit = self._host_limits.get(host)
-        if limit is None:
-            limit = self._host_limits[host] = asyncio.Semaphore(self._settings.per_host)
-        return limit
-
-    async def _exchange(self, url: str) -> _Reply:
-        """Check `url`, send one GET to a checked address and read the reply within the size cap."""
-        target = await check_url(url, allow_hosts=self._settings.allow_hosts, resolver=self._resolver)
-        self._opened(self._extractor).start()  # workers get ready while the response is on its way
-        response = await self._send(target)
-        try:
-            return await self._reply(str(target.url), response)
-        finally:
-            await response.aclose()
-
-    async def _send(self, target: Target) -> httpx.Response:
-        """Send the request to the first checked address that accepts a connection."""
-        client = await self._http()
-        # The pool keys a connection by the checked address alone. A plain connection carries no
-        # name, so any request to that address may reuse it; a TLS connection was verified for
-        # one name and must never serve another, so https connections are closed after one use.
-        headers = target.request_headers()
-        if target.url.scheme == "https":
-            headers["Connection"] = "close"
-        refused: httpx.ConnectError | None = None
-        for address in target.addresses[:_ADDRESSES_TRIED]:
-            request = client.build_request(
-                "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
-            )
-            try:
-                return await client.send(request, stream=True)
-            except httpx.ConnectError as exc:  # e.g. an IPv6 address on a host without IPv6
-                refused = exc
-        assert refused is not None  # noqa: S101 -- a target always has an address
-        raise refused
+    def _start_extractor(self) -> None:
+        """Get the workers ready while a response is on its way."""
+        self._opened(self._extractor).start()
 
     async def _reply(self, url: str, response: httpx.Response) -> _Reply:
         """Turn a response whose body is not read yet into a `_Reply`."""
@@ -382,31 +280,6 @@ class Fetcher:
                 "timeout", f"timed out after {_seconds(self._settings.timeout)} reading the body"
             ) from None
 
-    async def _http(self) -> httpx.AsyncClient:
-        """Return the client requests go through: the one given, or one made for this fetcher."""
-        if self._client is None:
-            if self._given_client is not None:
-                self._client = self._given_client
-            elif self._client_ready is not None:
-                self._client = await self._client_ready
-            else:
-                self._client = self._new_client()
-        return self._client
-
-    def _new_client(self) -> httpx.AsyncClient:
-        # The semaphores bound the requests in flight; the pool only keeps idle connections. A pool
-        # bounded by the concurrency closes one server's idle connection to open another's whenever
-        # a batch spans more servers than that: on the benchmark, 243 connections for 300 requests
-        # against 46 with this bound.
-        return httpx.AsyncClient(
-            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
-            timeout=httpx.Timeout(self._settings.timeout, connect=self._settings.connect_timeout),
-            transport=http_transport(httpx.Limits(max_connections=None,
-                                                  max_keepalive_connections=2 * self._settings.concurrency)),
-            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-            follow_redirects=False,
-            trust_env=False,
-        )
 
 
 class _Counter:

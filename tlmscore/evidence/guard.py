@@ -12,8 +12,12 @@ Hosts in `Settings.allow_hosts` are trusted as named: any address is accepted fo
 how a local test server or an intranet mirror is reached on purpose. The check is on the host as
 written in the URL, so allowing `127.0.0.1` does not allow a public name that resolves to it.
 
-The result names the checked addresses, and the fetcher connects to exactly those, so a DNS
-answer that changes between check and connect (DNS rebinding) cannot slip through.
+The fetcher's own connections are checked where they are made: `vet_host` resolves a host once,
+refuses it unless every address passes, and the network backend connects to exactly those
+addresses, so a DNS answer that changes between check and connect (DNS rebinding) cannot slip
+through. `check_url` does the same for a whole URL (a caller's own client is sent to the checked
+address), and `check_url_form` checks what a URL shows without resolving it (scheme, host, IP
+literals), which is all the fetcher can check per hop before a pooled connection is reused.
 Resolution goes through a `Resolver`, a seam tests use to map made-up names to local addresses.
 """
 
@@ -36,8 +40,10 @@ __all__ = [
     "Target",
     "address_problem",
     "check_url",
+    "check_url_form",
     "parse_ip_literal",
     "system_resolver",
+    "vet_host",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -175,21 +181,70 @@ async def _addresses(host: str, port: int, resolver: Resolver) -> list[IPAddress
     return addresses
 
 
-async def check_url(url: str, *, allow_hosts: Collection[str], resolver: Resolver) -> Target:
+def _refuse_problems(host: str, literal: IPAddress | None, addresses: Sequence[IPAddress]) -> None:
+    """Raise a `blocked` FetchError naming the first address that must not be fetched from."""
+    for ip in addresses:
+        problem = address_problem(ip)
+        if problem is not None:
+            named = f"{host} resolves to {ip}, which is" if literal is None else f"{ip} is"
+            raise FetchError("blocked", f"refused: {named} {problem}")
+
+
+def _target(parsed: httpx.URL, host: str, addresses: Sequence[IPAddress]) -> Target:
+    return Target(url=parsed, host=host, addresses=tuple(dict.fromkeys(str(ip) for ip in addresses)))
+
+
+async def check_url(
+    url: str, *, allow_hosts: Collection[str], resolver: Resolver, unresolved_ok: bool = False
+) -> Target:
     """Check `url` and resolve its host; return the addresses to connect to, in the resolver's order.
 
     Raises `FetchError` with status `blocked` (bad scheme, bad URL, refused address) or
     `dns_error` (the name does not resolve). Every address a name resolves to must pass, so a
-    name cannot smuggle a private address in beside a public one.
+    name cannot smuggle a private address in beside a public one. With `unresolved_ok` (behind a
+    proxy, which resolves names itself) a name that does not resolve here passes with no address.
     """
     parsed, host = _parse(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     literal = parse_ip_literal(host)
-    addresses = [literal] if literal is not None else await _addresses(host, port, resolver)
+    if literal is not None:
+        addresses: list[IPAddress] = [literal]
+    else:
+        try:
+            addresses = await _addresses(host, port, resolver)
+        except FetchError:
+            if not unresolved_ok:
+                raise
+            addresses = []
     if not _is_allowed(parsed, host, literal, allow_hosts):
-        for ip in addresses:
-            problem = address_problem(ip)
-            if problem is not None:
-                named = f"{host} resolves to {ip}, which is" if literal is None else f"{ip} is"
-                raise FetchError("blocked", f"refused: {named} {problem}")
-    return Target(url=parsed, host=host, addresses=tuple(dict.fromkeys(str(ip) for ip in addresses)))
+        _refuse_problems(host, literal, addresses)
+    return _target(parsed, host, addresses)
+
+
+def check_url_form(url: str, *, allow_hosts: Collection[str]) -> Target:
+    """Check what `url` shows without resolving it: scheme, host and, for an IP literal, the address.
+
+    The addresses of a name are checked when a connection is made (`vet_host`); the target then
+    names no address.
+    """
+    parsed, host = _parse(url)
+    literal = parse_ip_literal(host)
+    addresses = [literal] if literal is not None else []
+    if not _is_allowed(parsed, host, literal, allow_hosts):
+        _refuse_problems(host, literal, addresses)
+    return _target(parsed, host, addresses)
+
+
+async def vet_host(host: str, port: int, *, allow_hosts: Collection[str], resolver: Resolver) -> tuple[str, ...]:
+    """Resolve `host` (as a URL spells it, in ASCII) once and return its addresses if all may be used.
+
+    This is the check made for each new connection: the caller connects to these addresses and no
+    others. Raises `FetchError` (`blocked` or `dns_error`) like `check_url`.
+    """
+    host = host.strip("[]").lower().rstrip(".")
+    literal = parse_ip_literal(host)
+    addresses = [literal] if literal is not None else await _addresses(host, port, resolver)
+    shown = f"[{host}]" if ":" in host else host
+    if not _is_allowed(httpx.URL(f"http://{shown}/"), host, literal, allow_hosts):
+        _refuse_problems(host, literal, addresses)
+    return tuple(dict.fromkeys(str(ip) for ip in addresses))
