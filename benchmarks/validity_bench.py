@@ -8,6 +8,9 @@ Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = n
   pipeline (`tlmscore.score`). Nothing here was tuned on it.
 - The project's labelled fixtures (`fixtures/labelled`): web search and tool answers, faithful or
   contradicted, with their saved pages.
+- Corpus edits (`benchmarks/corpus_edits.py`): extractive summaries of the corpus's public articles,
+  kept, reordered, or edited in one fact (number, name, negation, opposite, word); the development
+  set of the grounding scorer, with the labelled fixtures.
 
 Per scorer and set: AUROC (ties count half), balanced accuracy with the score's default threshold
 (0.5: at or above counts as consistent), and expected calibration error (ten equal-width bins of the
@@ -17,6 +20,7 @@ counted and left out.
 
     python benchmarks/validity_bench.py                 # grounding on every set, a Markdown table
     python benchmarks/validity_bench.py --limit 100     # the first 100 rows of each SummEdits domain
+    python benchmarks/validity_bench.py --sets dev      # only the development sets (fixtures, corpus edits)
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import corpus_edits  # beside this script
 
 import tlmscore
 from tlmscore.evidence.page import MemoryPages
@@ -111,7 +117,7 @@ def summedits_rows(folder: Path, domain: str, limit: int | None) -> list[dict[st
     return rows[:limit] if limit else rows
 
 
-def summedits_record(domain: str, n: int, row: dict[str, Any]) -> dict[str, Any]:
+def document_record(domain: str, n: int, row: dict[str, Any]) -> dict[str, Any]:
     """A Responses API transcript record: the document as a function call's output, the summary as the answer."""
     call_id = f"call_{domain}_{n}"
     request = {"model": "gpt-4.1", "tools": [_TOOL], "input": [
@@ -185,20 +191,32 @@ def run(args: argparse.Namespace, cache: Path) -> list[Result]:
     results: list[Result] = []
     folder = Path(args.summedits)
     for scorer, options in scorers(args.judge_options):
-        if folder.is_dir():
+        if "dev" in args.sets:
+            results += _dev(scorer, options, cache)
+        if "summedits" in args.sets and folder.is_dir():
             domains = [d for d in DOMAINS if (folder / f"summedits_{d}.json.gz").exists()]
-            records = {d: [summedits_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, args.limit))]
+            records = {d: [document_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, args.limit))]
                        for d in domains}
             parts = [measure(f"SummEdits {d}", records[d], scorer, options, pages=None, cache=cache) for d in domains]
             results += parts
             results.append(_mean_row("SummEdits mean of domains", scorer, parts))
             pooled = [r for d in domains for r in records[d]]
             results.append(measure("SummEdits pooled", pooled, scorer, options, pages=None, cache=cache))
-        else:
+        elif "summedits" in args.sets:
             print(f"SummEdits not found at {folder}: skipped", file=sys.stderr)
-        pages = MemoryPages(load_page_records(LABELLED / "pages"))
-        results.append(measure("fixtures/labelled", list(labelled_records(LABELLED / "labelled.jsonl")),
-                               scorer, options, pages=pages, cache=cache))
+    return results
+
+
+def _dev(scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
+    """The development sets: the labelled fixtures and, when the corpus is here, the corpus edits."""
+    pages = MemoryPages(load_page_records(LABELLED / "pages"))
+    results = [measure("fixtures/labelled", list(labelled_records(LABELLED / "labelled.jsonl")),
+                       scorer, options, pages=pages, cache=cache)]
+    if corpus_edits.GROUND_TRUTH.exists():
+        edits = [document_record("edits", n, row) for n, row in enumerate(corpus_edits.rows())]
+        results.append(measure("corpus edits (dev)", edits, scorer, options, pages=None, cache=cache))
+    else:
+        print(f"corpus not found at {corpus_edits.GROUND_TRUTH}: corpus edits skipped", file=sys.stderr)
     return results
 
 
@@ -206,6 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--summedits", default=str(SUMMEDITS), help="folder of summedits_<domain>.json.gz")
     parser.add_argument("--limit", type=int, default=None, help="first N rows of each SummEdits domain")
+    parser.add_argument("--sets", nargs="+", choices=("dev", "summedits"), default=["dev", "summedits"])
     parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,8 @@
 """How well evidence passages support one claim: lexical overlap times agreement of exact facts.
 
 `EvidenceIndex` splits evidence documents into sentences and passages (runs of one to three
-adjacent sentences; a short tool output also as a whole) and answers `support(claim)`:
+adjacent sentences; a short JSON tool output, whose `key: value` lines belong together, also as a
+whole) and answers `support(claim)`:
 
 - `lexical`: the share of the claim's content words found in the passage, each weighted by its
   BM25 inverse document frequency over the evidence sentences. A passage's words include its
@@ -82,7 +83,7 @@ class EvidenceIndex:
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
-        if doc.kind == "tool" and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
+        if doc.structured and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
             spans.append(tuple(ids))
         topic = self._topic(doc, ids)
         self.passages += [(d, span) for span in spans]
