@@ -10,12 +10,17 @@ whole) and answers `support(claim)`:
   sentence about the topic need not repeat.
 - `agreement`: a penalty for each exact fact that does not match — a number or date missing from
   the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
-  document has it elsewhere, else *`NAME_MISSING` — and *`NEGATION_MISMATCH` when the claim says
+  document has it elsewhere, else *`NAME_MISSING` (a word starting a sentence is a name when the
+  evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clause does not, or the other way round. Polarity is judged
   against all the evidence searched, so a passage cannot support a claim by leaving out the
-  sentence that contradicts it.
+  sentence that contradicts it. A claim word that its document never uses, but whose opposite
+  (`OPPOSITES`: increase/decrease, win/lose, …) the passage does, counts *`OPPOSITE`.
 
-Support is `lexical * agreement` of the best of the passages with the most lexical overlap.
+Support is `lexical ** LEXICAL_POWER * agreement` of the best of the passages with the most
+lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
+claim whose facts disagree: grounding is about the facts, and wording differs between faithful
+answers too.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlmscore.scoring.evidence import Document
-from tlmscore.scoring.text import STOPWORDS, Analysis, analyse, clean_markdown, sentences
+from tlmscore.scoring.text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
 
 __all__ = [
     "NAME_ELSEWHERE",
     "NAME_MISSING",
     "NEGATION_MISMATCH",
     "NUMBER_MISSING",
+    "OPPOSITE",
     "EvidenceIndex",
     "Support",
 ]
@@ -40,6 +46,8 @@ NUMBER_MISSING = 0.2
 NAME_ELSEWHERE = 0.6
 NAME_MISSING = 0.25
 NEGATION_MISMATCH = 0.2
+OPPOSITE = 0.2
+LEXICAL_POWER = 0.5
 _CANDIDATES = 25
 _WIDTHS = (1, 2, 3)
 _CLAUSE_WORDS = 2
@@ -75,6 +83,7 @@ class EvidenceIndex:
         self.idf = {w: math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
                     for w, ids in self.sentence_postings.items()}
         self.unseen = math.log(1 + (n - 0.5) / 1.5)
+        self.lowered = frozenset().union(*(s.lowered for s in self.sentences))
 
     def _add(self, d: int, doc: Document) -> None:
         """Split one document into sentences and passages; a passage's words include the document's topic."""
@@ -115,12 +124,13 @@ class EvidenceIndex:
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
         best = Support(0.0)
+        names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
-            factor, missing = self._agreement(claim, p)
+            factor, missing = self._agreement(claim, names, p)
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
-            value = overlap[p] / total * factor
+            value = (overlap[p] / total) ** LEXICAL_POWER * factor
             if value > best.value:
                 best = Support(value, self.docs[self.passages[p][0]].source, missing)
         return best
@@ -138,7 +148,7 @@ class EvidenceIndex:
         return {p: 1.0 for p, nums in enumerate(self.numbers)
                 if wanted & nums and (allowed is None or self.passages[p][0] in allowed)}, 1.0
 
-    def _agreement(self, claim: Analysis, p: int) -> tuple[float, tuple[str, ...]]:
+    def _agreement(self, claim: Analysis, names: Sequence[str], p: int) -> tuple[float, tuple[str, ...]]:
         doc = self.passages[p][0]
         factor = 1.0
         missing: list[str] = []
@@ -146,11 +156,16 @@ class EvidenceIndex:
             if number not in self.numbers[p]:
                 factor *= NUMBER_MISSING
                 missing.append(f"number {number}")
-        for name in claim.names:
+        for name in names:
             if name not in self.words[p]:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
+        for word in claim.content:
+            opposite = OPPOSITES.get(word, frozenset()) & self.words[p]
+            if opposite and word not in self.doc_words[doc]:
+                factor *= OPPOSITE
+                missing.append(f"{word}: the source says {', '.join(sorted(opposite))}")
         return factor, tuple(missing)
 
     def _polarity_differs(self, claim: Analysis, allowed: frozenset[int] | None) -> bool:

@@ -19,6 +19,7 @@ __all__ = [
     "CITATION_MARKER",
     "MONTHS",
     "NEGATIONS",
+    "OPPOSITES",
     "STOPWORDS",
     "Analysis",
     "analyse",
@@ -58,7 +59,32 @@ not no never none nothing nobody neither nor cannot nowhere
 nicht kein keine keinen keiner nie niemals pas jamais aucun aucune nunca ningún ninguna não nem nenhum
 non niet geen nooit inte aldrig ikke не нет никогда нельзя δεν μην لا ليس ليست لم لن नहीं कभी לא אין
 """))
-# The same in scripts without spaces, found inside their bigrams.
+_OPPOSITE_PAIRS = (
+    ("increase", "decrease"), ("rise", "fall"), ("fewer", "more"), ("higher", "lower"), ("win", "lose"),
+    ("won", "lost"), ("accept", "reject"), ("agree", "disagree"), ("positive", "negative"), ("larger", "smaller"),
+    ("largest", "smallest"), ("best", "worst"), ("early", "late"), ("earlier", "later"), ("first", "last"),
+    ("maximum", "minimum"), ("open", "closed"), ("strong", "weak"), ("gain", "loss"), ("profit", "loss"),
+    ("success", "failure"), ("succeed", "fail"), ("allow", "forbid"), ("include", "exclude"), ("buy", "sell"),
+    ("import", "export"), ("start", "end"), ("above", "below"), ("inside", "outside"), ("easy", "difficult"),
+    ("cheap", "expensive"), ("happy", "sad"), ("love", "hate"), ("true", "false"), ("legal", "illegal"),
+    ("possible", "impossible"), ("likely", "unlikely"), ("able", "unable"), ("available", "unavailable"),
+    ("support", "oppose"), ("approve", "reject"), ("expand", "shrink"), ("add", "remove"), ("arrive", "depart"),
+    ("remember", "forget"), ("same", "different"), ("hot", "cold"), ("young", "old"), ("new", "old"),
+    ("present", "absent"), ("male", "female"), ("morning", "evening"), ("north", "south"), ("east", "west"),
+)
+
+
+def _opposites() -> Mapping[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for x, y in _OPPOSITE_PAIRS:
+        found.setdefault(stem(x), set()).add(stem(y))
+        found.setdefault(stem(y), set()).add(stem(x))
+    return MappingProxyType({k: frozenset(v) for k, v in found.items()})
+
+
+# Common English opposites, as stems: a claim word whose opposite its passage uses instead contradicts it.
+OPPOSITES = _opposites()
+# "Not" in scripts without spaces, found inside their bigrams.
 _NEGATION_CHARS = frozenset("不没沒无無않못없")
 _NEGATION_GRAMS = frozenset(("ない", "ませ", "せん", "なか", "ずに"))
 MONTHS: Mapping[str, str] = MappingProxyType({
@@ -211,7 +237,10 @@ class Analysis:
     `words`: every word stem, stop words included (for matching names); `content`: stems of the
     content words, in order of first use; `numbers`: canonical numbers; `names`: stems of words that
     must be matched exactly (names, months, weekdays, codes such as `L2`); `clauses`: the content
-    stems of each clause with whether it says "not", so polarity is compared clause by clause.
+    stems of each clause with whether it says "not", so polarity is compared clause by clause;
+    `initials`: stems of capitalised content words where a capital proves nothing (the start of a
+    sentence), which are names when the evidence always capitalises them; `lowered`: stems of the
+    words written in lower case.
     """
 
     words: frozenset[str]
@@ -219,6 +248,8 @@ class Analysis:
     numbers: tuple[str, ...]
     names: tuple[str, ...]
     clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+    initials: tuple[str, ...] = ()
+    lowered: frozenset[str] = frozenset()
 
     @property
     def negated(self) -> bool:
@@ -288,17 +319,23 @@ def analyse(text: str) -> Analysis:
     text = expand_dates(normalise(text))
     initial = _initial_positions(text)
     words: list[str] = []
-    kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}}
+    kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}, "initial": {}}
+    lowered: set[str] = set()
     for token in tokens(text):
         kind, form = _kind(token, initial)
         if kind == "number":
             kinds["number"][form] = None
             continue
         words.append(form)
+        if token.text.islower():
+            lowered.add(form)
+        elif kind == "content" and token.start in initial and token.text[0].isupper():
+            kinds["initial"][form] = None
         if kind == "name":
             kinds["name"][form] = None
             kinds["content"][form] = None
         elif kind == "content":
             kinds["content"][form] = None
     return Analysis(words=frozenset(words), content=tuple(kinds["content"]), numbers=tuple(kinds["number"]),
-                    names=tuple(kinds["name"]), clauses=_clauses(text))
+                    names=tuple(kinds["name"]), clauses=_clauses(text), initials=tuple(kinds["initial"]),
+                    lowered=frozenset(lowered))

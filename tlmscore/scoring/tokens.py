@@ -3,10 +3,11 @@
 - Normalisation: NFKC (full-width forms, ligatures), combining marks dropped (Arabic harakat,
   Hebrew points, accents written as separate marks), the Arabic tatweel dropped and every decimal
   digit written as an ASCII digit, so Arabic-Indic and full-width digits read as `2024`.
-- Tokens: numbers (`10,000`, `3.5`), dotted abbreviations as one word (`U.K.` → `UK`), words of scripts that separate words with spaces (Latin,
-  Cyrillic, Greek, Arabic, Hebrew, Devanagari, …), and for scripts that do not (Chinese, Japanese,
-  Korean, Thai, Lao, Khmer, Myanmar) overlapping character bigrams of each run, so a sentence and a
-  paraphrase of it share most of their units with no dictionary or segmenter.
+- Tokens: numbers (`10,000`, `3.5`), dotted abbreviations as one word (`U.K.` → `UK`), words of
+  scripts that separate words with spaces (Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari, …),
+  and for scripts that do not (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) overlapping
+  character bigrams of each run, so a sentence and a paraphrase of it share most of their units
+  with no dictionary or segmenter.
 - Stems: the Snowball stemmer of the word's script (PyStemmer: English for Latin script, Russian,
   Greek, Arabic, Hindi, Tamil, Armenian), the same on both sides, so `uses` and `used` meet at `use`.
   Other scripts are lower-cased only.
