@@ -1,5 +1,6 @@
 """The claims of a response: sentences without markup or citation markers, clauses, and their parts.
 
+- A list of sources (`[^1]: …`, `[1]: https://…`, `[1] [Title](https://…)`) is not a claim.
 - Reasoning written into the answer (`<think>…</think>`, also an unclosed `<think>` or a bare
   `</think>` closing reasoning at the start) is never a claim.
 - Citation markers of every style (`[1]`, `[1][2]`, `.[1]` with no space, xAI's `[[1]](url)`,
@@ -48,6 +49,8 @@ _LINK_URL = re.compile(r"\[[^\]]*\]\((https?://[^)\s]+)\)")
 _MARKER_URL = re.compile(r"\((https?://[^)\s]+)\)")
 _TRAILING = re.compile(r"([.!?\u3002\uff01\uff1f][\"\u201d\u2019]*)[ \t]*"
                        rf"((?:(?:{CITATION_MARKER.pattern})[ \t]*)+)")
+# A source list line: `[^1]: …`, `[1]: …`, or a marker followed by a link or URL.
+_SOURCE_LINE = re.compile(r"(?m)^[ \t]*\[\^?\d{1,3}\](?::.*|[ \t]*(?:\[[^\]\n]*\]\()?https?://.*)$")
 _LABEL = re.compile(r"(?m)^\s*(?:[-*+•]\s+)?(?:\*\*|__)[^*_\n]{1,60}?(?::\s*(?:\*\*|__)|(?:\*\*|__)\s*:)\s*")
 # Where a new predicate starts: "and" before a verb or pronoun ("and is", "and it"), not "yellow and blue".
 _PART = re.compile(r"\s+and\s+(?=(?:is|was|are|were|has|have|had|will|would|can|could|also|then|it|its|they|"
@@ -110,7 +113,8 @@ def answer_sentences(response: str) -> list[Sentence]:
     the sentence before it.
     """
     found: list[Sentence] = []
-    text = _TRAILING.sub(r"\1 \2\n", _LABEL.sub("", strip_blocks(_THINK.sub(" ", response))))
+    text = _SOURCE_LINE.sub("", _THINK.sub(" ", response))
+    text = _TRAILING.sub(r"\1 \2\n", _LABEL.sub("", strip_blocks(text)))
     for raw in sentences(text):
         urls, numbers = _citations(raw)
         plain = clean_markdown(raw)
