@@ -1,4 +1,5 @@
 """The grounding scorer on render's evidence values: scripts, citation styles, failed pages, parts, status."""
+# ruff: noqa: RUF001  (text in other scripts is what these tests are about)
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ nicht kein keine keinen keiner nie niemals pas jamais aucun aucune nunca ningún
 non niet geen nooit inte aldrig ikke не нет никогда нельзя δεν μην لا ليس ليست لم لن नहीं कभी לא אין
 """))
 _OPPOSITE_PAIRS = (
-    ("increase", "decrease"), ("rise", "fall"), ("rose", "fell"), ("grow", "shrink"), ("grew", "shrank"), ("fewer", "more"), ("higher", "lower"), ("win", "lose"),
+    ("increase", "decrease"), ("rise", "fall"), ("rose", "fell"), ("grow", "shrink"), ("grew", "shrank"),
+    ("fewer", "more"), ("higher", "lower"), ("win", "lose"),
     ("won", "lost"), ("accept", "reject"), ("agree", "disagree"), ("positive", "negative"), ("larger", "smaller"),
     ("largest", "smallest"), ("best", "worst"), ("early", "late"), ("earlier", "later"), ("first", "last"),
     ("maximum", "minimum"), ("open", "closed"), ("strong", "weak"), ("gain", "loss"), ("profit", "loss"),
