@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tlmscore.scoring.evidence import strip_blocks
@@ -106,7 +106,7 @@ def _citations(raw: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return tuple(dict.fromkeys(urls)), tuple(dict.fromkeys(numbers))
 
 
-def answer_sentences(response: str) -> list[Sentence]:
+def answer_sentences(response: str, analyser: Callable[[str], Analysis] = analyse) -> list[Sentence]:
     """Response sentences without reasoning, markup or markers, each with what its citations name.
 
     A sentence with no word of its own (a bare marker line, a lone link) gives its citations to
@@ -118,7 +118,7 @@ def answer_sentences(response: str) -> list[Sentence]:
     for raw in sentences(text):
         urls, numbers = _citations(raw)
         plain = clean_markdown(raw)
-        if analyse(plain).words or not found:
+        if analyser(plain).words or not found:
             found.append(Sentence(plain, urls, numbers))
         else:
             last = found[-1]
@@ -149,11 +149,11 @@ def _checkable(found: Analysis, min_words: int) -> bool:
     return len(found.content) >= min_words or bool(found.numbers) or bool(found.names)
 
 
-def _join(units: list[str], min_words: int, pieces: list[str]) -> list[str]:
+def _join(units: list[str], min_words: int, pieces: list[str], analyser: Callable[[str], Analysis]) -> list[str]:
     """`pieces` with every one too small to check joined to its neighbour."""
     pending = ""
     for piece in pieces:
-        found = analyse(piece)
+        found = analyser(piece)
         if _checkable(found, min_words):
             units.append(f"{pending}, {piece}" if pending else piece)
             pending = ""
@@ -164,16 +164,16 @@ def _join(units: list[str], min_words: int, pieces: list[str]) -> list[str]:
     return units
 
 
-def _parts(text: str) -> tuple[Part, ...]:
+def _parts(text: str, analyser: Callable[[str], Analysis]) -> tuple[Part, ...]:
     """The parts of a claim: pieces between "and", "which", "with", … that have something to check."""
     pieces = [p.strip() for p in _PART.split(text) if p.strip()]
-    units = _join([], _PART_WORDS, pieces) if len(pieces) > 1 else [text]
-    return tuple(Part(unit, analyse(unit)) for unit in units or [text])
+    units = _join([], _PART_WORDS, pieces, analyser) if len(pieces) > 1 else [text]
+    return tuple(Part(unit, analyser(unit)) for unit in units or [text])
 
 
-def claims_of(sentence: Sentence, min_words: int) -> list[Claim]:
+def claims_of(sentence: Sentence, min_words: int, analyser: Callable[[str], Analysis] = analyse) -> list[Claim]:
     """The claims of one sentence: its clauses, a clause too small to check joined to its neighbour."""
-    units = _join([], min_words, clauses(sentence.text))
-    if not units and _checkable(analyse(sentence.text), min_words):
+    units = _join([], min_words, clauses(sentence.text), analyser)
+    if not units and _checkable(analyser(sentence.text), min_words):
         units = [sentence.text]
-    return [Claim(unit, sentence.text, analyse(unit), sentence.urls, _parts(unit)) for unit in units]
+    return [Claim(unit, sentence.text, analyser(unit), sentence.urls, _parts(unit, analyser)) for unit in units]

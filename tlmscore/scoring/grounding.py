@@ -43,7 +43,7 @@ from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
 from tlmscore.scoring.support import EvidenceIndex, Support
-from tlmscore.scoring.text import analyse
+from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
 
 __all__ = [
     "GroundingOptions",
@@ -52,6 +52,8 @@ __all__ = [
 ]
 
 _ANALYSIS_CACHE = 20_000
+_DOCUMENT_CACHE = 512
+_INDEX_CACHE = 64
 _COMPLETE = ("completed", "")
 
 
@@ -149,6 +151,9 @@ class GroundingScorer:
         self.options = options or GroundingOptions()
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
+        self._read = functools.lru_cache(maxsize=_DOCUMENT_CACHE)(self._sentences_of)
+        # Answers in a batch often share their evidence: the same documents give the same index.
+        self._index = functools.lru_cache(maxsize=_INDEX_CACHE)(self._new_index)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input; CPU-bound, so the event loop gets a turn between rows."""
@@ -161,6 +166,13 @@ class GroundingScorer:
             await asyncio.sleep(0)
         return scores
 
+    def _sentences_of(self, text: str) -> tuple[Analysis, ...]:
+        """A document's sentences, analysed."""
+        return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
+
+    def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
+        return EvidenceIndex(docs, self._analyse, self._read)
+
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
         opts = self.options
@@ -171,12 +183,12 @@ class GroundingScorer:
                                     f"(the prompt has {_describe(summary)})", {"evidence": summary})
         complete = item.status in _COMPLETE
         answer = item.response if complete else unfinished(item.response)
-        found = with_spans(answer_sentences(answer), cited_urls(item), numbered(item))
-        claims = [claim for sentence in found for claim in claims_of(sentence, opts.min_words)]
+        found = with_spans(answer_sentences(answer, self._analyse), cited_urls(item), numbered(item))
+        claims = [claim for sentence in found for claim in claims_of(sentence, opts.min_words, self._analyse)]
         if not claims:
             why = "the response makes no statement to check"
             return Score.unscorable(why if complete else f"{why} (status {item.status})", {"evidence": summary})
-        index = EvidenceIndex(docs, self._analyse)
+        index = self._index(tuple(docs))
         result = _Result()
         for claim in claims:
             value, best, parts = _claim_support(index, claim, opts.threshold)

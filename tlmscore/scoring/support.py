@@ -66,9 +66,12 @@ class Support:
 class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
-    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse) -> None:
+    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
+                 reader: Callable[[str], Sequence[Analysis]] | None = None) -> None:
+        """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences."""
         self.docs = list(docs)
         self._analyse = analyser
+        self._read = reader or self._sentences_of
         self.sentences: list[Analysis] = []
         self.sentence_doc: list[int] = []
         self.passages: list[tuple[int, tuple[int, ...]]] = []
@@ -88,7 +91,7 @@ class EvidenceIndex:
     def _add(self, d: int, doc: Document) -> None:
         """Split one document into sentences and passages; a passage's words include the document's topic."""
         first = len(self.sentences)
-        self.sentences += [self._analyse(clean_markdown(s)) for s in sentences(doc.text)] if doc.available else []
+        self.sentences += self._read(doc.text) if doc.available else []
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
@@ -98,6 +101,9 @@ class EvidenceIndex:
         self.passages += [(d, span) for span in spans]
         self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
         self.doc_words.append(frozenset().union(*(self.sentences[i].words for i in ids)))
+
+    def _sentences_of(self, text: str) -> list[Analysis]:
+        return [self._analyse(clean_markdown(s)) for s in sentences(text)]
 
     def _topic(self, doc: Document, ids: range) -> frozenset[str]:
         """What a document is about: its title (a page's first line) and its frequent words."""

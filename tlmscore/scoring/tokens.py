@@ -19,7 +19,7 @@ import functools
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import Stemmer
 
@@ -43,8 +43,7 @@ _SCRIPTS = ((0x0030, 0x024F, "english"), (0x1E00, 0x1EFF, "english"), (0x0370, 0
             (0x0750, 0x077F, "arabic"), (0x0900, 0x097F, "hindi"), (0x0B80, 0x0BFF, "tamil"))
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One token: its text, offset in the normalised text, and kind (`number`, `word` or `gram`)."""
 
     text: str
