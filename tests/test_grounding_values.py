@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
 
+import tlmscore
+from tlmscore.evidence.page import MemoryPages
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score
 from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.text import analyse, clean_markdown, is_negated, marker_numbers, sentences
 from tlmscore.scoring.tokens import normalise, stem, tokens
+from tlmscore.settings import Settings
 
 URL = "https://bridge.example/oresund"
 OTHER = "https://other.example/traffic"
@@ -210,3 +214,48 @@ def test_an_incomplete_answer_is_scored_on_what_it_finished_times_a_factor() -> 
     assert incomplete.details["claims"] == complete.details["claims"]
     assert "incomplete:max_output_tokens" in incomplete.explanation
     assert score(cut, page(ENGLISH), status="incomplete:max_output_tokens", incomplete=1.0).score == complete.score
+
+
+# ---------------------------------------------------------------- provider shapes through the pipeline
+
+SF_PAGE = ("San Francisco population. The city of San Francisco had an estimated population of 827,526 in 2024. "
+           "The 2020 census counted 873,965 residents. The population declined after 2020 because of high costs.")
+SF_ANSWER = ("San Francisco had an estimated population of 827,526 in 2024.[1][2] The 2020 census counted 873,965 "
+             "residents.[2] The population declined after 2020 because of high costs.[1]")
+SF_URLS = ("https://stats.example/san-francisco", "https://census.example/sf")
+
+
+def _perplexity(content: str) -> dict[str, Any]:
+    """A Perplexity Sonar record in the shape the API returns (top-level `citations`, `[n]` markers)."""
+    return {"id": "pplx", "request": {"model": "sonar", "messages": [
+        {"role": "user", "content": "What is the population of San Francisco?"}]},
+        "response": {"id": "702738a1", "object": "chat.completion", "model": "sonar", "created": 1770768226,
+                     "citations": list(SF_URLS), "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                         "role": "assistant", "content": content}}]}}
+
+
+def _xai(content: str) -> dict[str, Any]:
+    """An xAI Responses-compatible record: a web search call with `arguments`, `[[n]](url)` markers."""
+    return {"id": "xai", "request": {"model": "grok-4", "input": "What is the population of San Francisco?",
+                                     "tools": [{"type": "web_search"}]},
+            "response": {"id": "resp_xai", "object": "response", "model": "grok-4", "status": "completed", "output": [
+                {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                 "arguments": '{"query": "San Francisco population"}'},
+                {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [
+                    {"type": "output_text", "text": content, "annotations": [
+                        {"type": "url_citation", "url": url, "title": "SF"} for url in SF_URLS]}]}]}}
+
+
+@pytest.mark.parametrize(("record", "marked"), [
+    pytest.param(_perplexity, SF_ANSWER, id="perplexity"),
+    pytest.param(_xai, SF_ANSWER.replace("[1]", f"[[1]]({SF_URLS[0]})").replace("[2]", f"[[2]]({SF_URLS[1]})"),
+                 id="xai"),
+])
+def test_provider_answers_with_markers_score_as_the_same_answer_without_them(
+        record: Any, marked: str) -> None:
+    plain = re.sub(r"\[\[?\d\]\]?(?:\([^)]*\))?", "", SF_ANSWER)
+    pages = MemoryPages({SF_URLS[0]: SF_PAGE, SF_URLS[1]: SF_PAGE})
+    frame = tlmscore.score([record(marked), record(plain)], "grounding", Settings(offline=True), pages=pages)
+    with_markers, without = frame["score"].tolist()
+    assert without >= 0.8, frame["explanation"].tolist()
+    assert with_markers >= 0.8 * without, frame["explanation"].tolist()
