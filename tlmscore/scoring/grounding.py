@@ -54,7 +54,7 @@ __all__ = [
 _ANALYSIS_CACHE = 20_000
 _DOCUMENT_CACHE = 512
 _INDEX_CACHE = 64
-_COMPLETE = ("completed", "")
+_COMPLETE = ("completed", "")  # a status with a detail ("completed:stop") counts by its head
 
 
 class GroundingOptions(BaseModel):
@@ -181,7 +181,7 @@ class GroundingScorer:
         if not any(d.available and (d.kind != "message" or opts.messages != "context") for d in docs):
             return Score.unscorable(f"no evidence to check the answer against: no tool result with text "
                                     f"(the prompt has {_describe(summary)})", {"evidence": summary})
-        complete = item.status in _COMPLETE
+        complete = item.status.split(":", 1)[0] in _COMPLETE
         answer = item.response if complete else unfinished(item.response)
         found = with_spans(answer_sentences(answer, self._analyse), cited_urls(item), numbered(item))
         claims = [claim for sentence in found for claim in claims_of(sentence, opts.min_words, self._analyse)]

@@ -14,8 +14,9 @@ whole) and answers `support(claim)`:
   evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clause does not, or the other way round. Polarity is judged
   against all the evidence searched, so a passage cannot support a claim by leaving out the
-  sentence that contradicts it. A claim word that its document never uses, but whose opposite
-  (`OPPOSITES`: increase/decrease, win/lose, …) the passage does, counts *`OPPOSITE`.
+  sentence that contradicts it. A claim word that its document never uses (nor a word it starts),
+  but whose opposite (`OPPOSITES`: increase/decrease, win/lose, …) the passage does, counts
+  *`OPPOSITE`.
 
 Support is `lexical ** LEXICAL_POWER * agreement` of the best of the passages with the most
 lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
@@ -169,10 +170,15 @@ class EvidenceIndex:
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
         for word in claim.content:
             opposite = OPPOSITES.get(word, frozenset()) & self.words[p]
-            if opposite and word not in self.doc_words[doc]:
+            if opposite and not self._uses(doc, word):
                 factor *= OPPOSITE
                 missing.append(f"{word}: the source says {', '.join(sorted(opposite))}")
         return factor, tuple(missing)
+
+    def _uses(self, doc: int, word: str) -> bool:
+        """Whether document `doc` uses `word` or a longer word it starts (`depart`, `departure`)."""
+        words = self.doc_words[doc]
+        return word in words or any(w.startswith(word) for w in words)
 
     def _polarity_differs(self, claim: Analysis, allowed: frozenset[int] | None) -> bool:
         """True when a claim clause and the evidence clauses closest to it disagree on "not".
