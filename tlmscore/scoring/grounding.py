@@ -6,26 +6,31 @@ whether it is true in the world.
 
 Method, per input:
 
-1. Evidence: the web pages, file search results and tool outputs in the prompt, and with them
-   (option `messages`, default `context`) the instructions and system/developer messages (see
-   `tlmscore.scoring.evidence`). An input with no tool result that has text is not scored
-   (`messages="system"` scores it against its instructions alone).
-2. Claims: each response sentence is split into clauses (at commas, semicolons, colons, dashes and
-   contrasting conjunctions); a clause with something to check — at least `min_words` content
-   words, or a number, date or name — is a claim, and a smaller one joins its neighbour.
-3. Support `s` of a claim by the evidence: lexical overlap with the best passage times penalties
-   for numbers, dates and names that do not match and for a "not" the evidence does not share
-   (see `tlmscore.scoring.support` for the weights).
-4. Citations: for every `url_citation` of a claim's sentence (the inline `([domain](url))` links the
-   API writes, plus citation spans recorded in the `Conversation`), support `c` of the claim by the
-   cited page alone. A claim with cited pages that have text counts `(s + max c) / 2`; a cited
-   page that could not be retrieved is listed, not scored.
+1. Evidence: render's values (`ScoringInput.evidence`), else for prompts rendered elsewhere the
+   prompt's tool results, and with them (option `messages`, default `context`) the instructions
+   and system/developer messages (see `tlmscore.scoring.evidence`). Evidence render marked
+   unavailable is missing evidence whatever the prompt says about it. An input with no tool result
+   that has text is not scored (`messages="system"` scores it against its instructions alone).
+2. Claims (`tlmscore.scoring.claims`): `<think>` text, source lists and citation markers of every
+   style removed; each sentence split into clauses, a clause with something to check — at least
+   `min_words` content words, or a number, date or name — is a claim, a smaller one joins its
+   neighbour; a claim is split into parts where a new predicate starts.
+3. Support `s` of a claim by the evidence: lexical overlap with the best passage (square root)
+   times penalties for numbers, dates and names that do not match, a "not" the evidence does not
+   share and an opposite it says instead (see `tlmscore.scoring.support` for the weights). A claim
+   of several parts counts the mean of its parts' supports, naming the unsupported ones.
+4. Citations: for every citation of a claim's sentence (inline links and markers, `[n]` numbers
+   that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
+   of the claim by the cited source alone. A claim with cited sources that have text counts
+   `(s + max c) / 2`; a cited source that could not be retrieved is listed, not scored.
 5. Score: `0.5 * mean + 0.5 * min` over the claims — half the average support, half the weakest
-   claim, so one contradicted claim pulls the answer down however long it is.
+   claim, so one contradicted claim pulls the answer down however long it is. An answer whose
+   status is not `completed` is scored on what it finished, times `incomplete`.
 
-`details` lists the claims below `threshold` (with the numbers, names or negation that did not
-match) and the citations whose page does not support them or could not be retrieved. NaN with an
-explanation when the prompt holds no evidence or the response makes no claim.
+`details` lists the claims below `threshold` (with the numbers, names, negation or opposites that
+did not match), the partly supported claims with their unsupported parts, and the citations whose
+source does not support them or could not be retrieved. NaN with an explanation when the evidence
+is empty or the response makes no claim.
 """
 
 from __future__ import annotations
