@@ -15,6 +15,7 @@ from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score
 from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
+from tlmscore.scoring.recent import Recent
 from tlmscore.scoring.text import analyse, clean_markdown, is_negated, marker_numbers, sentences
 from tlmscore.scoring.tokens import normalise, stem, tokens
 from tlmscore.settings import Settings
@@ -259,3 +260,21 @@ def test_provider_answers_with_markers_score_as_the_same_answer_without_them(
     with_markers, without = frame["score"].tolist()
     assert without >= 0.8, frame["explanation"].tolist()
     assert with_markers >= 0.8 * without, frame["explanation"].tolist()
+
+
+def test_the_scorer_caches_are_bounded_by_characters() -> None:
+    made: list[str] = []
+
+    def make(key: str) -> str:
+        made.append(key)
+        return key.upper()
+
+    cache = Recent(make, len, budget=10)
+    assert [cache(k) for k in ("abcd", "efgh", "abcd")] == ["ABCD", "EFGH", "ABCD"]
+    assert made == ["abcd", "efgh"]
+    assert cache("ijkl") == "IJKL"  # 12 characters: the least recently used key goes
+    assert len(cache) == 2
+    cache("efgh")
+    assert made == ["abcd", "efgh", "ijkl", "efgh"]
+    assert cache("x" * 11) == "X" * 11  # larger than the budget: made, not kept
+    assert len(cache) == 2

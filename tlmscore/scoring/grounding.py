@@ -47,6 +47,7 @@ from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.recent import Recent
 from tlmscore.scoring.support import EvidenceIndex, Support
 from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
 
@@ -57,8 +58,8 @@ __all__ = [
 ]
 
 _ANALYSIS_CACHE = 20_000
-_DOCUMENT_CACHE = 512
-_INDEX_CACHE = 64
+_DOCUMENT_CHARS = 500_000
+_INDEX_CHARS = 500_000
 _COMPLETE = ("completed", "")  # a status with a detail ("completed:stop") counts by its head
 
 
@@ -156,9 +157,10 @@ class GroundingScorer:
         self.options = options or GroundingOptions()
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
-        self._read = functools.lru_cache(maxsize=_DOCUMENT_CACHE)(self._sentences_of)
+        self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
         # Answers in a batch often share their evidence: the same documents give the same index.
-        self._index = functools.lru_cache(maxsize=_INDEX_CACHE)(self._new_index)
+        self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
+            self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input; CPU-bound, so the event loop gets a turn between rows."""
