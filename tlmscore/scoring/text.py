@@ -317,7 +317,7 @@ def _clauses(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
 
 def analyse(text: str) -> Analysis:
     """Tokenise and classify `text` (already cleaned of markdown)."""
-    text = expand_dates(normalise(text))
+    text = expand_dates(normalise(text)).replace("%", " percent ")  # "5%" and "5 percent" alike
     initial = _initial_positions(text)
     words: list[str] = []
     kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}, "initial": {}}
