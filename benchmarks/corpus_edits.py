@@ -24,7 +24,16 @@ from typing import Any
 
 from tlmscore.scoring.text import sentences
 
-GROUND_TRUTH = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "pages" / "ground-truth.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared() -> Path:
+    """The `shared/` folder beside the project (or beside the folder of its working trees)."""
+    return next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+                ROOT.parent / "shared")
+
+
+GROUND_TRUTH = shared() / "corpus" / "pages" / "ground-truth.json"
 _SEED = 14
 _SHORTEST, _LONGEST, _KEEP = 10, 45, 6
 _OPPOSITES = dict(pair for a, b in (

@@ -47,7 +47,7 @@ from tlmscore.evidence.sources import load_page_records
 from tlmscore.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-SUMMEDITS = ROOT.parent.parent / "shared" / "validity" / "summedits"
+SUMMEDITS = corpus_edits.shared() / "validity" / "summedits"
 LABELLED = ROOT / "fixtures" / "labelled"
 DOMAINS = ("ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr")
 THRESHOLD = 0.5
