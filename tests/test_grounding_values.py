@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -278,3 +280,27 @@ def test_the_scorer_caches_are_bounded_by_characters() -> None:
     assert made == ["abcd", "efgh", "ijkl", "efgh"]
     assert cache("x" * 11) == "X" * 11  # larger than the budget: made, not kept
     assert len(cache) == 2
+
+
+def _tool_outputs(prompt: str) -> list[str]:
+    """The outputs of the prompt's non-web tool responses as render shows them: JSON text."""
+    found = []
+    for block in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", prompt, re.DOTALL):
+        output = json.loads(block)["output"]
+        if not (isinstance(output, list) and output and all(isinstance(e, dict) for e in output)):
+            found.append(output if isinstance(output, str) else json.dumps(output))
+    return found
+
+
+def test_the_labelled_fixtures_score_the_same_from_values_as_from_the_prompt() -> None:
+    from .test_grounding import LABELLED, rendered
+
+    scorer = GroundingScorer()
+    for _, item in rendered(LABELLED / "labelled.jsonl", LABELLED / "pages"):
+        outputs = iter(_tool_outputs(item.prompt))
+        values = tuple(Evidence(kind=d.kind, text=next(outputs) if d.kind == "tool" else d.text,
+                                url=d.source if d.kind == "page" else None, available=d.reason is None,
+                                status=d.reason or "ok", tool=d.source if d.kind == "tool" else None)
+                       for d in documents(item, "none"))
+        from_prompt, from_values = scorer.score_one(item), scorer.score_one(replace(item, evidence=values))
+        assert from_values.score == from_prompt.score, (from_prompt.explanation, from_values.explanation)
