@@ -15,6 +15,7 @@ import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score
+from tlmscore.scoring.claims import answer_sentences
 from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.recent import Recent
@@ -132,6 +133,8 @@ def test_numbered_markers_cite_the_evidence_with_that_number() -> None:
 def test_markers_are_no_numbers_and_name_their_sources() -> None:
     assert analyse(clean_markdown("It opened in 2000.[1][2] It is long【3†source】.")).numbers == ("2000",)
     assert sentences(clean_markdown("It opened in 2000. It is long.")) == ["It opened in 2000.", "It is long."]
+    found = answer_sentences("Data of FRED/St. Louis Fed.[2][5] Next one is here.")
+    assert [(x.text, x.numbers) for x in found] == [("Data of FRED/St. Louis Fed.", (2, 5)), ("Next one is here.", ())]
     assert marker_numbers("[1, 3-4]") == (1, 3, 4)
     assert marker_numbers(f"[[5]]({URL})") == (5,)
     assert marker_numbers("【7:2†file.pdf】") == (7,)

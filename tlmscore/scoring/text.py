@@ -154,7 +154,7 @@ def split_paragraphs(text: str) -> list[str]:
 
 def _is_boundary(line: str, match: re.Match[str]) -> bool:
     before = line[:match.start()].rsplit(None, 1)
-    word = before[-1].lower() if before else ""
+    word = re.split(r"[/(\[\"'\u201c]", before[-1].lower())[-1] if before else ""  # "FRED/St." → "st."
     if word.rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return False
     following = line[match.end():match.end() + 1]
