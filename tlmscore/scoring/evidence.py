@@ -1,12 +1,15 @@
 """The evidence a prompt holds, as documents the grounding scorer can search.
 
-Tool results are read from the rendered prompt's `<tool_response>` blocks, which is exactly what a
-scorer sees (pages already cut to the evidence budget, failed pages stated as such) and keeps this
-independent of the fetcher. Web results list pages (`url`, `title`, `content`), file search lists
-results (`filename`, `text`), any other tool output is flattened to `key: value` lines. Messages
-that count as evidence (instructions and system/developer messages, unless `messages="none"`;
-user and assistant messages too with `messages="all"`) come from the
-`Conversation` when the input has one, otherwise from the prompt's role-prefixed sections.
+When render handed over its evidence as values (`ScoringInput.evidence`), those are the documents:
+the budgeted text the prompt shows, whether it was available (a failed page counts as missing
+evidence whatever the prompt says about it), its URL, title, citation number and the answer spans
+citing it. Only for prompts rendered elsewhere (`evidence` is None) are tool results read back from
+the prompt's `<tool_response>` blocks, which is what a scorer sees there. Web results list pages
+(`url`, `title`, `content`), file search lists results (`filename`, `text`), any other tool output
+is flattened to `key: value` lines. Messages that count as evidence (instructions and
+system/developer messages, unless `messages="none"`; user and assistant messages too with
+`messages="all"`) come from render's values, else the `Conversation` when the input has one,
+otherwise from the prompt's role-prefixed sections.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tlmscore.convert.files import FILE_SEARCH_NOT_LOGGED
-from tlmscore.model import Conversation, Message, ScoringInput, WebResult
+from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
 from tlmscore.prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 from tlmscore.urls import url_key
 
@@ -28,6 +31,8 @@ __all__ = [
     "MessagePolicy",
     "cited_urls",
     "documents",
+    "evidence_key",
+    "numbered",
     "strip_blocks",
 ]
 
@@ -44,7 +49,10 @@ class Document:
     """One piece of evidence: a page, a file search result, a tool output or a message.
 
     `source` names it for people (URL, file name, tool name, role); `key` matches citations
-    (`url_key` of a page's URL, else empty). An unavailable document has no text and a `reason`.
+    (`url_key` of a page's URL, else empty, or `evidence_key` of an `Evidence`); `number` is the
+    answer's citation number for it (`[n]`), when known; `structured` marks a tool output that was
+    JSON (now `key: value` lines, whose facts belong together however far apart). An unavailable
+    document has no text and a `reason`.
     """
 
     kind: Literal["page", "file", "tool", "message"]
@@ -52,6 +60,8 @@ class Document:
     text: str
     key: str = ""
     reason: str | None = None
+    number: int | None = None
+    structured: bool = False
 
     @property
     def available(self) -> bool:
@@ -86,6 +96,24 @@ def _flatten(value: Any, path: str = "") -> Iterator[str]:
         yield f"{path}: {value}" if path else str(value)
 
 
+def _structured(value: Any) -> bool:
+    """Whether a tool output is JSON (a value, or a string holding an object or array)."""
+    if not isinstance(value, str):
+        return value is not None
+    stripped = value.strip()
+    if stripped[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(stripped)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _tool(name: str, output: Any) -> Document:
+    return Document("tool", name, "\n".join(_flatten(output)), structured=_structured(output))
+
+
 def _page(entry: dict[str, Any]) -> Document:
     url = str(entry.get("url") or "")
     content = str(entry.get("content") or "")
@@ -105,7 +133,7 @@ def _file(entry: dict[str, Any]) -> Document:
 def _tool_documents(body: Any) -> list[Document]:
     """Documents of one parsed `<tool_response>` body."""
     if not isinstance(body, dict):
-        return [Document("tool", "tool", "\n".join(_flatten(body)))]
+        return [_tool("tool", body)]
     name = str(body.get("name") or "tool")
     output = body.get("output")
     entries = output if isinstance(output, list) else []
@@ -116,7 +144,7 @@ def _tool_documents(body: Any) -> list[Document]:
         return [_file(e) for e in dicts]
     if output == FILE_SEARCH_NOT_LOGGED:
         return [Document("file", name, "", reason="file search results were not logged")]
-    return [Document("tool", name, "\n".join(_flatten(output)))]
+    return [_tool(name, output)]
 
 
 def _tool_responses(prompt: str) -> list[Document]:
@@ -151,29 +179,81 @@ def _prompt_messages(prompt: str, policy: MessagePolicy) -> list[Document]:
             if role in wanted and body.strip()]
 
 
+def evidence_key(evidence: Evidence) -> str:
+    """The key citations use for `evidence`: the `url_key` of its URL, else its kind and id or title."""
+    if evidence.url:
+        return url_key(evidence.url)
+    name = evidence.doc_id or evidence.title or evidence.call_id or ""
+    return f"{evidence.kind}:{name}" if name else ""
+
+
+def _from_evidence(evidence: Evidence) -> Document:
+    """A document from render's value: unavailable evidence has no text, whatever its wording in the prompt."""
+    source = evidence.url or evidence.title or evidence.doc_id or evidence.tool or evidence.origin or str(evidence.kind)
+    if not evidence.available:
+        failure = evidence.status if evidence.status and evidence.status != "ok" else "unavailable"
+        return Document(evidence.kind, source, "", evidence_key(evidence), failure, evidence.number)
+    text = evidence.text
+    if evidence.kind == "page" and evidence.title and not text.startswith(evidence.title):
+        text = f"{evidence.title}\n{text}"
+    structured = evidence.kind == "tool" and _structured(text)
+    if structured:
+        text = "\n".join(_flatten(text))
+    reason = None if text.strip() else f"empty {evidence.kind}"
+    return Document(evidence.kind, source, text, evidence_key(evidence), reason, evidence.number, structured)
+
+
+def _message_selected(evidence: Evidence, policy: MessagePolicy) -> bool:
+    return policy == "all" or (evidence.origin or "system") in {"instructions", *_SYSTEM_ROLES}
+
+
+def _messages(item: ScoringInput, messages: MessagePolicy) -> list[Document]:
+    """The messages that count as evidence, from render's values, the conversation or the prompt."""
+    given = [e for e in item.evidence or () if e.kind == "message"]
+    if given:
+        return [Document("message", e.origin or "system", e.text) for e in given if _message_selected(e, messages)]
+    if item.conversation is not None:
+        return _conversation_messages(item.conversation, messages)
+    return _prompt_messages(item.prompt, messages)
+
+
 def documents(item: ScoringInput, messages: MessagePolicy = "system") -> list[Document]:
     """Every evidence document of one input: tool results first, then the messages `messages` selects.
 
     `context` and `system` select the same messages; they differ in whether messages alone make an
     input scorable, which is the grounding scorer's decision.
     """
-    docs = _tool_responses(item.prompt)
+    if item.evidence is not None:
+        docs = [_from_evidence(e) for e in item.evidence if e.kind != "message"]
+    else:
+        docs = _tool_responses(item.prompt)
     if messages != "none":
-        if item.conversation is not None:
-            docs += _conversation_messages(item.conversation, messages)
-        else:
-            docs += _prompt_messages(item.prompt, messages)
+        docs += _messages(item, messages)
     return [d for d in docs if d.available or d.reason is not None]
 
 
 def cited_urls(item: ScoringInput) -> dict[str, tuple[str, ...]]:
-    """Citation spans recorded in the conversation: `url_key` → the answer spans citing that page."""
+    """Citation spans: evidence key → the answer spans citing it.
+
+    From render's values (`Evidence.cited`, spans of the response) and from the conversation's
+    web results (`WebRef.cited`), so prompts rendered elsewhere keep their recorded citations.
+    """
     found: dict[str, tuple[str, ...]] = {}
-    if item.conversation is None:
-        return found
-    for turn in item.conversation.turns:
-        if isinstance(turn, WebResult):
-            for ref in turn.refs:
-                key = url_key(ref.url)
-                found[key] = tuple(dict.fromkeys((*found.get(key, ()), *ref.cited)))
+
+    def add(key: str, spans: tuple[str, ...]) -> None:
+        if key and spans:
+            found[key] = tuple(dict.fromkeys((*found.get(key, ()), *spans)))
+
+    for evidence in item.evidence or ():
+        add(evidence_key(evidence), tuple(item.response[start:end] for start, end in evidence.cited))
+    if item.conversation is not None:
+        for turn in item.conversation.turns:
+            if isinstance(turn, WebResult):
+                for ref in turn.refs:
+                    add(url_key(ref.url), ref.cited)
     return found
+
+
+def numbered(item: ScoringInput) -> dict[int, str]:
+    """The answer's citation numbers (`[n]`) → evidence keys, from render's values."""
+    return {e.number: evidence_key(e) for e in item.evidence or () if e.number is not None and evidence_key(e)}

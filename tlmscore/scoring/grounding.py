@@ -6,33 +6,37 @@ whether it is true in the world.
 
 Method, per input:
 
-1. Evidence: the web pages, file search results and tool outputs in the prompt, and with them
-   (option `messages`, default `context`) the instructions and system/developer messages (see
-   `tlmscore.scoring.evidence`). An input with no tool result that has text is not scored
-   (`messages="system"` scores it against its instructions alone).
-2. Claims: each response sentence is split into clauses (at commas, semicolons, colons, dashes and
-   contrasting conjunctions); a clause with something to check — at least `min_words` content
-   words, or a number, date or name — is a claim, and a smaller one joins its neighbour.
-3. Support `s` of a claim by the evidence: lexical overlap with the best passage times penalties
-   for numbers, dates and names that do not match and for a "not" the evidence does not share
-   (see `tlmscore.scoring.support` for the weights).
-4. Citations: for every `url_citation` of a claim's sentence (the inline `([domain](url))` links the
-   API writes, plus citation spans recorded in the `Conversation`), support `c` of the claim by the
-   cited page alone. A claim with cited pages that have text counts `(s + max c) / 2`; a cited
-   page that could not be retrieved is listed, not scored.
+1. Evidence: render's values (`ScoringInput.evidence`), else for prompts rendered elsewhere the
+   prompt's tool results, and with them (option `messages`, default `context`) the instructions
+   and system/developer messages (see `tlmscore.scoring.evidence`). Evidence render marked
+   unavailable is missing evidence whatever the prompt says about it. An input with no tool result
+   that has text is not scored (`messages="system"` scores it against its instructions alone).
+2. Claims (`tlmscore.scoring.claims`): `<think>` text, source lists and citation markers of every
+   style removed; each sentence split into clauses, a clause with something to check — at least
+   `min_words` content words, or a number, date or name — is a claim, a smaller one joins its
+   neighbour; a claim is split into parts where a new predicate starts.
+3. Support `s` of a claim by the evidence: lexical overlap with the best passage (square root)
+   times penalties for numbers, dates and names that do not match, a "not" the evidence does not
+   share and an opposite it says instead (see `tlmscore.scoring.support` for the weights). A claim
+   of several parts counts the mean of its parts' supports, naming the unsupported ones.
+4. Citations: for every citation of a claim's sentence (inline links and markers, `[n]` numbers
+   that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
+   of the claim by the cited source alone. A claim with cited sources that have text counts
+   `(s + max c) / 2`; a cited source that could not be retrieved is listed, not scored.
 5. Score: `0.5 * mean + 0.5 * min` over the claims — half the average support, half the weakest
-   claim, so one contradicted claim pulls the answer down however long it is.
+   claim, so one contradicted claim pulls the answer down however long it is. An answer whose
+   status is not `completed` is scored on what it finished, times `incomplete`.
 
-`details` lists the claims below `threshold` (with the numbers, names or negation that did not
-match) and the citations whose page does not support them or could not be retrieved. NaN with an
-explanation when the prompt holds no evidence or the response makes no claim.
+`details` lists the claims below `threshold` (with the numbers, names, negation or opposites that
+did not match), the partly supported claims with their unsupported parts, and the citations whose
+source does not support them or could not be retrieved. NaN with an explanation when the evidence
+is empty or the response makes no claim.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,10 +45,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
-from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, strip_blocks
-from tlmscore.scoring.support import EvidenceIndex
-from tlmscore.scoring.text import Analysis, analyse, clauses, clean_markdown, sentences
-from tlmscore.urls import url_key
+from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
+from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.recent import Recent
+from tlmscore.scoring.support import EvidenceIndex, Support
+from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
 
 __all__ = [
     "GroundingOptions",
@@ -53,11 +58,9 @@ __all__ = [
 ]
 
 _ANALYSIS_CACHE = 20_000
-
-_SHORTEST_SPAN = 4
-_LINK_URL = re.compile(r"\[[^\]]*\]\((https?://[^)\s]+)\)")
-_TRAILING_CITATION = re.compile(r"([.!?][\"\u201d\u2019]*)[ \t]*(\(\s*\[[^\]]*\]\(https?://[^)\s]*\)\s*\))[ \t]*")
-_LABEL = re.compile(r"(?m)^\s*(?:[-*+•]\s+)?(?:\*\*|__)[^*_\n]{1,60}?(?::\s*(?:\*\*|__)|(?:\*\*|__)\s*:)\s*")
+_DOCUMENT_CHARS = 500_000
+_INDEX_CHARS = 500_000
+_COMPLETE = ("completed", "")  # a status with a detail ("completed:stop") counts by its head
 
 
 class GroundingOptions(BaseModel):
@@ -74,75 +77,10 @@ class GroundingOptions(BaseModel):
     min_words: int = Field(default=3, ge=1, description="content words a sentence needs to be a claim, "
                                                         "unless it has a number or a name")
     max_listed: int = Field(default=20, ge=0, description="most claims and citations listed in details")
-
-
-@dataclass(frozen=True)
-class _Sentence:
-    text: str
-    urls: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Claim:
-    text: str
-    sentence: str
-    analysis: Analysis
-    urls: tuple[str, ...] = ()
-
-
-def _sentences(response: str) -> list[_Sentence]:
-    """Response sentences without markup, each with the URLs its inline citation links point to.
-
-    A citation link after a sentence's full stop (where the API writes it) belongs to that
-    sentence, not to the next one.
-    """
-    found: list[_Sentence] = []
-    marked = _TRAILING_CITATION.sub(r"\1 \2\n", _LABEL.sub("", strip_blocks(response)))
-    for raw in sentences(marked):
-        urls = tuple(url_key(u) for u in _LINK_URL.findall(raw))
-        text = clean_markdown(raw)
-        if analyse(text).words or not found:
-            found.append(_Sentence(text, urls))
-        else:
-            found[-1] = _Sentence(found[-1].text, tuple(dict.fromkeys((*found[-1].urls, *urls))))
-    return found
-
-
-def _normal(text: str) -> str:
-    return " ".join(clean_markdown(text).lower().split())
-
-
-def _with_spans(found: list[_Sentence], spans: Mapping[str, tuple[str, ...]]) -> list[_Sentence]:
-    """Add citations recorded as answer spans in the conversation to the sentences those spans contain."""
-    result = []
-    for sentence in found:
-        mine = _normal(sentence.text)
-        extra = [key for key, texts in spans.items() for span in texts
-                 if min(len(text := _normal(span)), len(mine)) >= _SHORTEST_SPAN and (mine in text or text in mine)]
-        result.append(_Sentence(sentence.text, tuple(dict.fromkeys((*sentence.urls, *extra)))))
-    return result
-
-
-def _checkable(found: Analysis, min_words: int) -> bool:
-    return len(found.content) >= min_words or bool(found.numbers) or bool(found.names)
-
-
-def _claims(sentence: _Sentence, min_words: int) -> list[_Claim]:
-    """The claims of one sentence: its clauses, a clause too small to check joined to its neighbour."""
-    units: list[str] = []
-    pending = ""
-    for part in clauses(sentence.text):
-        found = analyse(part)
-        if _checkable(found, min_words):
-            units.append(f"{pending}, {part}" if pending else part)
-            pending = ""
-        elif found.content and units:
-            units[-1] = f"{units[-1]}, {part}"
-        elif found.content:
-            pending = f"{pending}, {part}" if pending else part
-    if not units and _checkable(analyse(sentence.text), min_words):
-        units = [sentence.text]
-    return [_Claim(unit, sentence.text, analyse(unit), sentence.urls) for unit in units]
+    incomplete: float = Field(default=0.8, ge=0.0, le=1.0,
+                              description="factor on the score of an answer whose status is not `completed` "
+                                          "(cut short: what is there is scored, an unfinished last sentence "
+                                          "is left out)")
 
 
 @dataclass
@@ -151,15 +89,16 @@ class _Result:
 
     supports: list[float] = field(default_factory=list)
     unsupported: list[dict[str, Any]] = field(default_factory=list)
+    partial: list[dict[str, Any]] = field(default_factory=list)
     citations: list[dict[str, Any]] = field(default_factory=list)
     checked: int = 0
 
 
-def _check_citations(index: EvidenceIndex, claim: _Claim, threshold: float, result: _Result) -> float | None:
-    """The claim's best support by a page it cites, or None when none of its cited pages has text."""
+def _check_citations(index: EvidenceIndex, claim: Claim, threshold: float, result: _Result) -> float | None:
+    """The claim's best support by a source it cites, or None when none of its cited sources has text."""
     best: float | None = None
     for key in claim.urls:
-        pages = [d for d, doc in enumerate(index.docs) if doc.kind == "page" and doc.key == key]
+        pages = [d for d, doc in enumerate(index.docs) if doc.key == key]
         if not pages:
             continue
         result.checked += 1
@@ -176,6 +115,23 @@ def _check_citations(index: EvidenceIndex, claim: _Claim, threshold: float, resu
                                      "status": "unsupported", "support": round(found.value, 4),
                                      "missing": list(found.missing)})
     return best
+
+
+def _claim_support(index: EvidenceIndex, claim: Claim, threshold: float) -> tuple[float, Support, list[dict[str, Any]]]:
+    """A claim's support, its best match, and its unsupported parts when other parts are supported.
+
+    A claim of one part counts its own support. A claim of several counts the mean of its parts'
+    supports, each part checked on its own: supported unevenly, it lands between supported and
+    contradicted, and the parts below `threshold` are named.
+    """
+    whole = index.support(claim.analysis)
+    if len(claim.parts) < 2:  # noqa: PLR2004  (one part: the claim itself)
+        return whole.value, whole, []
+    found = [(part, index.support(part.analysis)) for part in claim.parts]
+    value = sum(f.value for _, f in found) / len(found)
+    weak = [{"part": part.text, "support": round(f.value, 4), "missing": list(f.missing)}
+            for part, f in found if f.value < threshold]
+    return value, whole, weak if len(weak) < len(found) else []
 
 
 def _evidence_summary(docs: Sequence[Document]) -> dict[str, int]:
@@ -201,6 +157,10 @@ class GroundingScorer:
         self.options = options or GroundingOptions()
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
+        self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
+        # Answers in a batch often share their evidence: the same documents give the same index.
+        self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
+            self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input; CPU-bound, so the event loop gets a turn between rows."""
@@ -213,6 +173,13 @@ class GroundingScorer:
             await asyncio.sleep(0)
         return scores
 
+    def _sentences_of(self, text: str) -> tuple[Analysis, ...]:
+        """A document's sentences, analysed."""
+        return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
+
+    def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
+        return EvidenceIndex(docs, self._analyse, self._read)
+
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
         opts = self.options
@@ -221,23 +188,28 @@ class GroundingScorer:
         if not any(d.available and (d.kind != "message" or opts.messages != "context") for d in docs):
             return Score.unscorable(f"no evidence to check the answer against: no tool result with text "
                                     f"(the prompt has {_describe(summary)})", {"evidence": summary})
-        claims = [claim for sentence in _with_spans(_sentences(item.response), cited_urls(item))
-                  for claim in _claims(sentence, opts.min_words)]
+        complete = item.status.split(":", 1)[0] in _COMPLETE
+        answer = item.response if complete else unfinished(item.response)
+        found = with_spans(answer_sentences(answer, self._analyse), cited_urls(item), numbered(item))
+        claims = [claim for sentence in found for claim in claims_of(sentence, opts.min_words, self._analyse)]
         if not claims:
-            return Score.unscorable("the response makes no statement to check", {"evidence": summary})
-        index = EvidenceIndex(docs, self._analyse)
+            why = "the response makes no statement to check"
+            return Score.unscorable(why if complete else f"{why} (status {item.status})", {"evidence": summary})
+        index = self._index(tuple(docs))
         result = _Result()
         for claim in claims:
-            found = index.support(claim.analysis)
+            value, best, parts = _claim_support(index, claim, opts.threshold)
             cited = _check_citations(index, claim, opts.threshold, result)
-            value = found.value if cited is None else (found.value + cited) / 2
+            value = value if cited is None else (value + cited) / 2
             result.supports.append(value)
-            if value < opts.threshold:
-                result.unsupported.append({"claim": claim.text, "sentence": claim.sentence, "support": round(value, 4),
-                                           "source": found.source, "missing": list(found.missing)})
-        return self._score(result, summary, len(claims))
+            if value < opts.threshold or parts:
+                entry = {"claim": claim.text, "sentence": claim.sentence, "support": round(value, 4),
+                         "source": best.source, "missing": list(best.missing)}
+                (result.unsupported if value < opts.threshold else result.partial).append(
+                    {**entry, "unsupported_parts": parts} if parts else entry)
+        return self._score(result, summary, len(claims), None if complete else item.status)
 
-    def _score(self, result: _Result, summary: dict[str, int], n: int) -> Score:
+    def _score(self, result: _Result, summary: dict[str, int], n: int, status: str | None) -> Score:
         supports = result.supports
         value = 0.5 * sum(supports) / n + 0.5 * min(supports)
         weakest = sorted(result.unsupported, key=lambda u: u["support"])
@@ -245,21 +217,35 @@ class GroundingScorer:
         details: dict[str, Any] = {
             "claims": n, "supported": n - len(result.unsupported), "evidence": summary,
             "support_by_claim": [round(v, 4) for v in supports],
-            "unsupported": weakest[:limit], "citations_checked": result.checked,
-            "citations": result.citations[:limit],
+            "unsupported": weakest[:limit], "partially_supported": result.partial[:limit],
+            "citations_checked": result.checked, "citations": result.citations[:limit],
         }
         text = f"{n - len(result.unsupported)} of {n} claims supported by the evidence ({_describe(summary)})"
-        bad = [c for c in result.citations if c["status"] == "unsupported"]
-        gone = [c for c in result.citations if c["status"] == "unavailable"]
-        if bad:
-            text += f"; {len(bad)} citation{'s' if len(bad) != 1 else ''} not supported by the cited page"
-        if gone:
-            text += f"; {len(gone)} citation{'s' if len(gone) != 1 else ''} to pages that could not be retrieved"
+        if status is not None:
+            value *= self.options.incomplete
+            details["status"] = status
+            text = f"answer not complete ({status}): {text}"
+        text += _citation_text(result.citations)
+        if result.partial:
+            part = result.partial[0]["unsupported_parts"][0]
+            text += f"; {len(result.partial)} partly supported, e.g. not “{part['part'][:120]}”"
         if weakest:
             worst = weakest[0]
             why = f": {', '.join(worst['missing'])}" if worst["missing"] else ""
             text += f"; weakest: “{worst['claim'][:160]}” ({worst['support']:.2f}{why})"
         return Score(round(min(max(value, 0.0), 1.0), 4), text, details)
+
+
+def _citation_text(citations: Sequence[Mapping[str, Any]]) -> str:
+    """What the explanation says about citations not supported by their source or not retrievable."""
+    text = ""
+    bad = [c for c in citations if c["status"] == "unsupported"]
+    gone = [c for c in citations if c["status"] == "unavailable"]
+    if bad:
+        text += f"; {len(bad)} citation{'s' if len(bad) != 1 else ''} not supported by the cited source"
+    if gone:
+        text += f"; {len(gone)} citation{'s' if len(gone) != 1 else ''} to sources that could not be retrieved"
+    return text
 
 
 def create(options: Mapping[str, Any]) -> GroundingScorer:

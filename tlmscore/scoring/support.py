@@ -1,7 +1,8 @@
 """How well evidence passages support one claim: lexical overlap times agreement of exact facts.
 
 `EvidenceIndex` splits evidence documents into sentences and passages (runs of one to three
-adjacent sentences; a short tool output also as a whole) and answers `support(claim)`:
+adjacent sentences; a short JSON tool output, whose `key: value` lines belong together, also as a
+whole) and answers `support(claim)`:
 
 - `lexical`: the share of the claim's content words found in the passage, each weighted by its
   BM25 inverse document frequency over the evidence sentences. A passage's words include its
@@ -9,12 +10,18 @@ adjacent sentences; a short tool output also as a whole) and answers `support(cl
   sentence about the topic need not repeat.
 - `agreement`: a penalty for each exact fact that does not match — a number or date missing from
   the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
-  document has it elsewhere, else *`NAME_MISSING` — and *`NEGATION_MISMATCH` when the claim says
+  document has it elsewhere, else *`NAME_MISSING` (a word starting a sentence is a name when the
+  evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clause does not, or the other way round. Polarity is judged
   against all the evidence searched, so a passage cannot support a claim by leaving out the
-  sentence that contradicts it.
+  sentence that contradicts it. A claim word that its document never uses (nor a word it starts),
+  but whose opposite (`OPPOSITES`: increase/decrease, win/lose, …) the passage does, counts
+  *`OPPOSITE`.
 
-Support is `lexical * agreement` of the best of the passages with the most lexical overlap.
+Support is `lexical ** LEXICAL_POWER * agreement` of the best of the passages with the most
+lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
+claim whose facts disagree: grounding is about the facts, and wording differs between faithful
+answers too.
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlmscore.scoring.evidence import Document
-from tlmscore.scoring.text import STOPWORDS, Analysis, analyse, clean_markdown, sentences
+from tlmscore.scoring.text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
 
 __all__ = [
     "NAME_ELSEWHERE",
     "NAME_MISSING",
     "NEGATION_MISMATCH",
     "NUMBER_MISSING",
+    "OPPOSITE",
     "EvidenceIndex",
     "Support",
 ]
@@ -39,6 +47,8 @@ NUMBER_MISSING = 0.2
 NAME_ELSEWHERE = 0.6
 NAME_MISSING = 0.25
 NEGATION_MISMATCH = 0.2
+OPPOSITE = 0.2
+LEXICAL_POWER = 0.5
 _CANDIDATES = 25
 _WIDTHS = (1, 2, 3)
 _CLAUSE_WORDS = 2
@@ -57,9 +67,12 @@ class Support:
 class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
-    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse) -> None:
+    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
+                 reader: Callable[[str], Sequence[Analysis]] | None = None) -> None:
+        """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences."""
         self.docs = list(docs)
         self._analyse = analyser
+        self._read = reader or self._sentences_of
         self.sentences: list[Analysis] = []
         self.sentence_doc: list[int] = []
         self.passages: list[tuple[int, tuple[int, ...]]] = []
@@ -74,20 +87,24 @@ class EvidenceIndex:
         self.idf = {w: math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
                     for w, ids in self.sentence_postings.items()}
         self.unseen = math.log(1 + (n - 0.5) / 1.5)
+        self.lowered = frozenset().union(*(s.lowered for s in self.sentences))
 
     def _add(self, d: int, doc: Document) -> None:
         """Split one document into sentences and passages; a passage's words include the document's topic."""
         first = len(self.sentences)
-        self.sentences += [self._analyse(clean_markdown(s)) for s in sentences(doc.text)] if doc.available else []
+        self.sentences += self._read(doc.text) if doc.available else []
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
-        if doc.kind == "tool" and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
+        if doc.structured and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
             spans.append(tuple(ids))
         topic = self._topic(doc, ids)
         self.passages += [(d, span) for span in spans]
         self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
         self.doc_words.append(frozenset().union(*(self.sentences[i].words for i in ids)))
+
+    def _sentences_of(self, text: str) -> list[Analysis]:
+        return [self._analyse(clean_markdown(s)) for s in sentences(text)]
 
     def _topic(self, doc: Document, ids: range) -> frozenset[str]:
         """What a document is about: its title (a page's first line) and its frequent words."""
@@ -114,12 +131,13 @@ class EvidenceIndex:
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
         best = Support(0.0)
+        names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
-            factor, missing = self._agreement(claim, p)
+            factor, missing = self._agreement(claim, names, p)
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
-            value = overlap[p] / total * factor
+            value = (overlap[p] / total) ** LEXICAL_POWER * factor
             if value > best.value:
                 best = Support(value, self.docs[self.passages[p][0]].source, missing)
         return best
@@ -137,7 +155,7 @@ class EvidenceIndex:
         return {p: 1.0 for p, nums in enumerate(self.numbers)
                 if wanted & nums and (allowed is None or self.passages[p][0] in allowed)}, 1.0
 
-    def _agreement(self, claim: Analysis, p: int) -> tuple[float, tuple[str, ...]]:
+    def _agreement(self, claim: Analysis, names: Sequence[str], p: int) -> tuple[float, tuple[str, ...]]:
         doc = self.passages[p][0]
         factor = 1.0
         missing: list[str] = []
@@ -145,12 +163,22 @@ class EvidenceIndex:
             if number not in self.numbers[p]:
                 factor *= NUMBER_MISSING
                 missing.append(f"number {number}")
-        for name in claim.names:
+        for name in names:
             if name not in self.words[p]:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
+        for word in claim.content:
+            opposite = OPPOSITES.get(word, frozenset()) & self.words[p]
+            if opposite and not self._uses(doc, word):
+                factor *= OPPOSITE
+                missing.append(f"{word}: the source says {', '.join(sorted(opposite))}")
         return factor, tuple(missing)
+
+    def _uses(self, doc: int, word: str) -> bool:
+        """Whether document `doc` uses `word` or a longer word it starts (`depart`, `departure`)."""
+        words = self.doc_words[doc]
+        return word in words or any(w.startswith(word) for w in words)
 
     def _polarity_differs(self, claim: Analysis, allowed: frozenset[int] | None) -> bool:
         """True when a claim clause and the evidence clauses closest to it disagree on "not".

@@ -13,9 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from tlmscore.scoring.tokens import Token, normalise, stem, tokens
+
 __all__ = [
+    "CITATION_MARKER",
     "MONTHS",
     "NEGATIONS",
+    "OPPOSITES",
     "STOPWORDS",
     "Analysis",
     "analyse",
@@ -23,6 +27,7 @@ __all__ = [
     "clean_markdown",
     "expand_dates",
     "is_negated",
+    "marker_numbers",
     "sentences",
     "split_paragraphs",
     "stem",
@@ -48,7 +53,41 @@ to together too toward towards under until up upon us usual usually very via was
 when whenever where whereas wherever whether which while who whoever whole whom whose why will with within
 would yes yet you your yours yourself yourselves
 """)
-NEGATIONS = _words("not no never none nothing nobody neither nor cannot nowhere")
+# "not" in English and, written as words, in other languages (normalised as `analyse` sees them).
+NEGATIONS = frozenset(normalise(w) for w in _words("""
+not no never none nothing nobody neither nor cannot nowhere
+nicht kein keine keinen keiner nie niemals pas jamais aucun aucune nunca ningún ninguna não nem nenhum
+non niet geen nooit inte aldrig ikke не нет никогда нельзя δεν μην لا ليس ليست لم لن नहीं कभी לא אין
+"""))
+_OPPOSITE_PAIRS = (
+    ("increase", "decrease"), ("rise", "fall"), ("rose", "fell"), ("grow", "shrink"), ("grew", "shrank"),
+    ("fewer", "more"), ("higher", "lower"), ("win", "lose"),
+    ("won", "lost"), ("accept", "reject"), ("agree", "disagree"), ("positive", "negative"), ("larger", "smaller"),
+    ("largest", "smallest"), ("best", "worst"), ("early", "late"), ("earlier", "later"), ("first", "last"),
+    ("maximum", "minimum"), ("open", "closed"), ("strong", "weak"), ("gain", "loss"), ("profit", "loss"),
+    ("success", "failure"), ("succeed", "fail"), ("allow", "forbid"), ("include", "exclude"), ("buy", "sell"),
+    ("import", "export"), ("start", "end"), ("above", "below"), ("inside", "outside"), ("easy", "difficult"),
+    ("cheap", "expensive"), ("happy", "sad"), ("love", "hate"), ("true", "false"), ("legal", "illegal"),
+    ("possible", "impossible"), ("likely", "unlikely"), ("able", "unable"), ("available", "unavailable"),
+    ("support", "oppose"), ("approve", "reject"), ("expand", "shrink"), ("add", "remove"), ("arrive", "depart"),
+    ("remember", "forget"), ("same", "different"), ("hot", "cold"), ("young", "old"), ("new", "old"),
+    ("present", "absent"), ("male", "female"), ("morning", "evening"), ("north", "south"), ("east", "west"),
+)
+
+
+def _opposites() -> Mapping[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for x, y in _OPPOSITE_PAIRS:
+        found.setdefault(stem(x), set()).add(stem(y))
+        found.setdefault(stem(y), set()).add(stem(x))
+    return MappingProxyType({k: frozenset(v) for k, v in found.items()})
+
+
+# Common English opposites, as stems: a claim word whose opposite its passage uses instead contradicts it.
+OPPOSITES = _opposites()
+# "Not" in scripts without spaces, found inside their bigrams.
+_NEGATION_CHARS = frozenset("不没沒无無않못없")
+_NEGATION_GRAMS = frozenset(("ない", "ませ", "せん", "なか", "ずに"))
 MONTHS: Mapping[str, str] = MappingProxyType({
     "january": "january", "jan": "january", "february": "february", "feb": "february", "march": "march",
     "april": "april", "apr": "april", "may": "may", "june": "june", "jun": "june", "july": "july",
@@ -65,24 +104,28 @@ _NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
 })
 _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
                 "october", "november", "december")
-_PLURALS = (("ies", "y", 5), ("s", "", 4))
-_SUFFIXES = (("ing", 6), ("ed", 5), ("ly", 6))
-_FINAL_E = 5
 _SHORTEST_WORD = 2
 _ABBREVIATIONS = _words("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
 
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:['\u2019][^\W\d_]+)?")
-_BOUNDARY = re.compile(r"[.!?]+[\"\u201d\u2019)\]]*\s+")
+_BOUNDARY = re.compile(r"[.!?]+[\"\u201d\u2019)\]]*\s+"
+                       r"|[\u3002\uff01\uff1f\u0964\u061f\u06d4]+[\u300d\u300f\uff09)\"\u201d]*\s*")
+CITATION_MARKER = re.compile(
+    r"\[\[\d+\]\]\([^)\s]*\)"                                   # xAI: [[1]](https://…)
+    r"|\u3010[^\u3011\n]{0,80}\u3011"                                # 【1†source】, 【4:0†file.pdf】
+    r"|\[\^?\d{1,3}(?:\s*[,\u2013-]\s*\^?\d{1,3})*\]"                # [1], [1, 2], [1-3], [^1]
+    r"|\(\s*\[[^\]]*\]\((?:https?://)[^)\s]*\)\s*\)")                # ([example.com](https://…))
+_LONGEST_RANGE = 20
+_MARKER_NUMBER = re.compile(r"\d+(?:\s*[\u2013-]\s*\d+)?")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})"
                        r"(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
-_CITATION_LINK = re.compile(r"\(\s*\[[^\]]*\]\((?:https?://)[^)\s]*\)\s*\)")
 _LINK = re.compile(r"\[([^\]]*)\]\((https?://[^)\s]+)\)")
 _BARE_URL = re.compile(r"https?://\S+")
 _DOMAIN_LABEL = re.compile(r"^[\w.-]+\.[a-z]{2,}$|^\d+$", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•>]+|\d+[.)]|#{1,6})\s+")
-_CLAUSE = re.compile(r";|:(?!\d)|,(?!\d)|\s[-\u2013\u2014]\s|\b(?:but|whereas|while|although|though|however|except)\b",
+_CLAUSE = re.compile(r";|:(?!\d)|,(?!\d)|[\uff0c\u3001\uff1b\uff1a\u060c\u061b]|"
+                     r"\s[-\u2013\u2014]\s|\b(?:but|whereas|while|although|though|however|except)\b",
                      re.IGNORECASE)
 _NOT_NEGATION = re.compile(
     r"\b(?:no|not)\s+(?:more|less|fewer|later|earlier|sooner|greater|higher|lower|longer)\s+than\b|\bnot\s+only\b",
@@ -92,10 +135,11 @@ _NOT_NEGATION = re.compile(
 def clean_markdown(text: str) -> str:
     """Text without link targets, emphasis, code ticks and list or heading markers.
 
-    A link whose label is a domain or a number (a citation such as `([example.com](https://…))`) is
-    removed entirely; any other link keeps its label.
+    Citation markers of every style (`[1]`, `[1][2]`, `[[1]](https://…)`, `【1†source】`,
+    `([example.com](https://…))`) and links whose label is a domain or a number are removed
+    entirely; any other link keeps its label.
     """
-    text = _CITATION_LINK.sub(" ", text)
+    text = CITATION_MARKER.sub(" ", text)
     text = _LINK.sub(lambda m: "" if _DOMAIN_LABEL.match(m.group(1).strip()) else m.group(1), text)
     text = _BARE_URL.sub(" ", text)
     text = _LIST_MARKER.sub("", text)
@@ -110,7 +154,7 @@ def split_paragraphs(text: str) -> list[str]:
 
 def _is_boundary(line: str, match: re.Match[str]) -> bool:
     before = line[:match.start()].rsplit(None, 1)
-    word = before[-1].lower() if before else ""
+    word = re.split(r"[/(\[\"'\u201c]", before[-1].lower())[-1] if before else ""  # "FRED/St." → "st."
     if word.rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return False
     following = line[match.end():match.end() + 1]
@@ -135,20 +179,15 @@ def sentences(text: str) -> list[str]:
     return found
 
 
-def stem(word: str) -> str:
-    """A crude, symmetric suffix stripper: `launched`, `launches`, `launching` → `launch`."""
-    w = word.lower().replace("\u2019", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    for suffix, replacement, minimum in _PLURALS:
-        if len(w) >= minimum and w.endswith(suffix) and not w.endswith(("ss", "us", "is")):
-            w = w[: -len(suffix)] + replacement
-            break
-    for suffix, minimum in _SUFFIXES:
-        if len(w) >= minimum and w.endswith(suffix):
-            w = w[: -len(suffix)]
-            break
-    return w[:-1] if len(w) >= _FINAL_E and w.endswith("e") else w
+def marker_numbers(marker: str) -> tuple[int, ...]:
+    """The source numbers a citation marker names: `[1, 3-4]` → (1, 3, 4); none for a link."""
+    if "](" in marker and not marker.startswith("[["):
+        return ()
+    found: list[int] = []
+    for m in _MARKER_NUMBER.finditer(marker.split("\u2020", 1)[0].split(":", 1)[0]):
+        ends = [int(n) for n in re.findall(r"\d+", m.group(0))]
+        found += range(ends[0], min(ends[-1], ends[0] + _LONGEST_RANGE) + 1)
+    return tuple(dict.fromkeys(found))
 
 
 def _number(token: str) -> str | None:
@@ -179,11 +218,17 @@ def expand_dates(text: str) -> str:
     return _ISO_DATE.sub(spell, text)
 
 
+def _says_not(token: Token) -> bool:
+    if token.kind == "gram":
+        return token.text in _NEGATION_GRAMS or any(c in _NEGATION_CHARS for c in token.text)
+    lower = token.text.lower()
+    return lower in NEGATIONS or lower.endswith("n't")
+
+
 def is_negated(text: str) -> bool:
     """Whether `text` says "not": a negation word or an n't contraction, but not "no more than"."""
-    plain = _NOT_NEGATION.sub(" ", text.replace("\u2019", "'"))
-    words = [w.lower() for w in _TOKEN.findall(plain)]
-    return any(w in NEGATIONS or w.endswith("n't") for w in words)
+    plain = _NOT_NEGATION.sub(" ", normalise(text).replace("\u2019", "'"))
+    return any(_says_not(t) for t in tokens(plain))
 
 
 @dataclass(frozen=True)
@@ -193,7 +238,10 @@ class Analysis:
     `words`: every word stem, stop words included (for matching names); `content`: stems of the
     content words, in order of first use; `numbers`: canonical numbers; `names`: stems of words that
     must be matched exactly (names, months, weekdays, codes such as `L2`); `clauses`: the content
-    stems of each clause with whether it says "not", so polarity is compared clause by clause.
+    stems of each clause with whether it says "not", so polarity is compared clause by clause;
+    `initials`: stems of capitalised content words where a capital proves nothing (the start of a
+    sentence), which are names when the evidence always capitalises them; `lowered`: stems of the
+    words written in lower case.
     """
 
     words: frozenset[str]
@@ -201,6 +249,8 @@ class Analysis:
     numbers: tuple[str, ...]
     names: tuple[str, ...]
     clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+    initials: tuple[str, ...] = ()
+    lowered: frozenset[str] = frozenset()
 
     @property
     def negated(self) -> bool:
@@ -216,8 +266,11 @@ def _initial_positions(text: str) -> set[int]:
     return starts
 
 
-def _kind(raw: str, start: int, initial: set[int]) -> tuple[str, str]:
+def _kind(token: Token, initial: set[int]) -> tuple[str, str]:
     """Classify one token: ("number" | "name" | "content" | "stop", normalised form)."""
+    raw = token.text
+    if token.kind == "gram":
+        return "content", raw
     lower = raw.lower()
     number = _number(raw) if raw[0].isdigit() else _NUMBER_WORDS.get(lower)
     if number is not None:
@@ -226,7 +279,7 @@ def _kind(raw: str, start: int, initial: set[int]) -> tuple[str, str]:
         return "name", MONTHS[lower]
     if lower in _WEEKDAYS:
         return "name", lower
-    return _word_kind(raw, lower, start not in initial), stem(raw)
+    return _word_kind(raw, lower, token.start not in initial), stem(raw)
 
 
 def _word_kind(raw: str, lower: str, mid_sentence: bool) -> str:
@@ -235,7 +288,8 @@ def _word_kind(raw: str, lower: str, mid_sentence: bool) -> str:
     if head != lower and (head in STOPWORDS or lower.endswith(("n't", "n\u2019t"))):
         return "stop"
     acronym = len(raw) > 1 and raw.isupper()
-    if any(c.isdigit() for c in raw) or acronym or (raw[0].isupper() and mid_sentence and lower not in STOPWORDS):
+    capitalised = len(raw) > 1 and raw[0].isupper() and mid_sentence and lower not in STOPWORDS
+    if any(c.isdigit() for c in raw) or acronym or capitalised:
         return "name"
     if lower in STOPWORDS or lower in NEGATIONS or len(lower) < _SHORTEST_WORD:
         return "stop"
@@ -254,8 +308,8 @@ def clauses(text: str) -> list[str]:
 def _clauses(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
     found = []
     for part in _CLAUSE.split(_NOT_NEGATION.sub(" ", text)):
-        words = frozenset(stem(w) for w in _TOKEN.findall(part)
-                          if w.lower() not in STOPWORDS and w.lower() not in NEGATIONS and not w[0].isdigit())
+        words = frozenset(t.text if t.kind == "gram" else stem(t.text) for t in tokens(part)
+                          if not t.text[0].isdigit() and not _says_not(t) and t.text.lower() not in STOPWORDS)
         if words:
             found.append((words, is_negated(part)))
     return tuple(found)
@@ -263,20 +317,26 @@ def _clauses(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
 
 def analyse(text: str) -> Analysis:
     """Tokenise and classify `text` (already cleaned of markdown)."""
-    text = expand_dates(text)
+    text = expand_dates(normalise(text)).replace("%", " percent ")  # "5%" and "5 percent" alike
     initial = _initial_positions(text)
     words: list[str] = []
-    kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}}
-    for m in _TOKEN.finditer(text):
-        kind, form = _kind(m.group(0), m.start(), initial)
+    kinds: dict[str, dict[str, None]] = {"content": {}, "number": {}, "name": {}, "initial": {}}
+    lowered: set[str] = set()
+    for token in tokens(text):
+        kind, form = _kind(token, initial)
         if kind == "number":
             kinds["number"][form] = None
             continue
         words.append(form)
+        if token.text.islower():
+            lowered.add(form)
+        elif kind == "content" and token.start in initial and token.text[0].isupper():
+            kinds["initial"][form] = None
         if kind == "name":
             kinds["name"][form] = None
             kinds["content"][form] = None
         elif kind == "content":
             kinds["content"][form] = None
     return Analysis(words=frozenset(words), content=tuple(kinds["content"]), numbers=tuple(kinds["number"]),
-                    names=tuple(kinds["name"]), clauses=_clauses(text))
+                    names=tuple(kinds["name"]), clauses=_clauses(text), initials=tuple(kinds["initial"]),
+                    lowered=frozenset(lowered))

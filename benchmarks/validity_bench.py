@@ -1,0 +1,237 @@
+"""Validity: how well each scorer ranks consistent answers above inconsistent ones, on labelled data.
+
+Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = not):
+
+- SummEdits (Laban et al., 2023; `--summedits`, default `../shared/validity/summedits`), per domain
+  and pooled. Each element becomes a transcript record whose evidence is the document — the output
+  of a `read_document` function call — and whose answer is the summary, scored through the real
+  pipeline (`tlmscore.score`). Nothing here was tuned on it.
+- The project's labelled fixtures (`fixtures/labelled`): web search and tool answers, faithful or
+  contradicted, with their saved pages.
+- Corpus edits (`benchmarks/corpus_edits.py`): extractive summaries of the corpus's public articles,
+  kept, reordered, or edited in one fact (number, name, negation, opposite, word); the development
+  set of the grounding scorer, with the labelled fixtures.
+
+Per scorer and set: AUROC (ties count half), balanced accuracy with the score's default threshold
+(0.5: at or above counts as consistent), and expected calibration error (ten equal-width bins of the
+raw score). `grounding` always runs; `judge` runs when `--judge-options` gives its options (a JSON
+object: base_url, model, ...), `tlm` when `CLEANLAB_TLM_API_KEY` is set. Unscorable rows (NaN) are
+counted and left out.
+
+    python benchmarks/validity_bench.py                 # grounding on every set, a Markdown table
+    python benchmarks/validity_bench.py --limit 100     # the first 100 rows of each SummEdits domain
+    python benchmarks/validity_bench.py --sets dev      # only the development sets (fixtures, corpus edits)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import corpus_edits  # beside this script
+
+import tlmscore
+from tlmscore.evidence.page import MemoryPages
+from tlmscore.evidence.sources import load_page_records
+from tlmscore.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SUMMEDITS = corpus_edits.shared() / "validity" / "summedits"
+LABELLED = ROOT / "fixtures" / "labelled"
+DOMAINS = ("ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr")
+THRESHOLD = 0.5
+BINS = 10
+_TOOL = {"type": "function", "name": "read_document", "description": "Read the document to summarise.",
+         "parameters": {"type": "object", "properties": {}, "additionalProperties": False}, "strict": True}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One scorer on one labelled set."""
+
+    data: str
+    scorer: str
+    rows: int
+    positives: int
+    unscored: int
+    auroc: float
+    balanced_accuracy: float
+    ece: float
+    seconds: float
+
+
+def auroc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """The probability that a random positive scores above a random negative, ties counting half."""
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    if not positives or not negatives:
+        return math.nan
+    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def balanced_accuracy(scores: Sequence[float], labels: Sequence[int], threshold: float = THRESHOLD) -> float:
+    """The mean of the true-positive and true-negative rates with `score >= threshold` read as positive."""
+    pos = [s >= threshold for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s < threshold for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return math.nan
+    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
+
+
+def expected_calibration_error(scores: Sequence[float], labels: Sequence[int], bins: int = BINS) -> float:
+    """The row-weighted mean gap between the mean score and the share of positives, over equal-width bins."""
+    groups: dict[int, list[tuple[float, int]]] = {}
+    for s, y in zip(scores, labels, strict=True):
+        groups.setdefault(min(int(s * bins), bins - 1), []).append((s, y))
+    total = len(scores)
+    return sum(abs(sum(s for s, _ in g) / len(g) - sum(y for _, y in g) / len(g)) * len(g) / total
+               for g in groups.values()) if total else math.nan
+
+
+def summedits_rows(folder: Path, domain: str, limit: int | None) -> list[dict[str, Any]]:
+    """The elements of one SummEdits domain file, the first `limit` of them when given."""
+    with gzip.open(folder / f"summedits_{domain}.json.gz", "rt", encoding="utf-8") as handle:
+        rows: list[dict[str, Any]] = json.load(handle)
+    return rows[:limit] if limit else rows
+
+
+def document_record(domain: str, n: int, row: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API transcript record: the document as a function call's output, the summary as the answer."""
+    call_id = f"call_{domain}_{n}"
+    request = {"model": "gpt-4.1", "tools": [_TOOL], "input": [
+        {"role": "user", "content": "Summarise the document in a few sentences."},
+        {"type": "function_call", "name": "read_document", "arguments": "{}", "call_id": call_id,
+         "id": f"fc_{domain}_{n}", "status": "completed"},
+        {"type": "function_call_output", "call_id": call_id, "output": row["doc"]}]}
+    response = {"id": f"resp_{domain}_{n}", "object": "response", "model": "gpt-4.1", "status": "completed",
+                "output": [{"type": "message", "id": f"msg_{domain}_{n}", "role": "assistant",
+                            "status": "completed",
+                            "content": [{"type": "output_text", "text": row["summary"], "annotations": []}]}]}
+    return {"id": f"{domain}-{n}", "request": request, "response": response,
+            "metadata": {"label": int(row["label"]), "domain": domain}}
+
+
+def labelled_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The project's labelled fixtures with label 1 for `faithful`, 0 otherwise."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            record["metadata"]["label"] = int(record["metadata"]["label"] == "faithful")
+            yield record
+
+
+def scorers(judge_options: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The scorers to run: grounding always, judge and tlm when configured."""
+    chosen: list[tuple[str, dict[str, Any]]] = [("grounding", {})]
+    if judge_options:
+        chosen.append(("judge", json.loads(judge_options)))
+    if os.environ.get("CLEANLAB_TLM_API_KEY"):
+        chosen.append(("tlm", {}))
+    return chosen
+
+
+def measure(data: str, records: list[dict[str, Any]], scorer: str, options: dict[str, Any], *,
+            pages: MemoryPages | None, cache: Path) -> Result:
+    """Score `records` through the pipeline and compare the scores with their labels."""
+    start = time.perf_counter()
+    frame = tlmscore.score(records, scorer, Settings(offline=True, cache_dir=cache, progress=False),
+                           options=options, pages=pages)
+    seconds = time.perf_counter() - start
+    labels = {r["id"]: int(r["metadata"]["label"]) for r in records}
+    pairs = [(float(s), labels[i]) for i, s in zip(frame["id"], frame["score"], strict=True)
+             if s is not None and not math.isnan(float(s))]
+    scores = [s for s, _ in pairs]
+    ys = [y for _, y in pairs]
+    return Result(data, scorer, len(records), sum(labels.values()), len(records) - len(pairs),
+                  auroc(scores, ys), balanced_accuracy(scores, ys), expected_calibration_error(scores, ys), seconds)
+
+
+def table(results: Iterable[Result]) -> str:
+    """The results as a Markdown table."""
+    lines = ["| data | scorer | rows | consistent | unscored | AUROC | bal. acc. @0.5 | ECE | s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r.data} | {r.scorer} | {r.rows} | {r.positives} | {r.unscored} | {r.auroc:.3f} | "
+              f"{r.balanced_accuracy:.3f} | {r.ece:.3f} | {r.seconds:.1f} |" for r in results]
+    return "\n".join(lines)
+
+
+def _mean_row(data: str, scorer: str, parts: Sequence[Result]) -> Result:
+    def mean(values: Iterable[float]) -> float:
+        kept = [v for v in values if not math.isnan(v)]
+        return sum(kept) / len(kept) if kept else math.nan
+    return Result(data, scorer, sum(r.rows for r in parts), sum(r.positives for r in parts),
+                  sum(r.unscored for r in parts), mean(r.auroc for r in parts),
+                  mean(r.balanced_accuracy for r in parts), mean(r.ece for r in parts), sum(r.seconds for r in parts))
+
+
+def run(args: argparse.Namespace, cache: Path) -> list[Result]:
+    """Every configured scorer on every available set."""
+    results: list[Result] = []
+    folder = Path(args.summedits)
+    for scorer, options in scorers(args.judge_options):
+        if "dev" in args.sets:
+            results += _dev(scorer, options, cache)
+        if "summedits" in args.sets and folder.is_dir():
+            domains = [d for d in DOMAINS if (folder / f"summedits_{d}.json.gz").exists()]
+            records = {d: [document_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, args.limit))]
+                       for d in domains}
+            parts = [measure(f"SummEdits {d}", records[d], scorer, options, pages=None, cache=cache) for d in domains]
+            results += parts
+            results.append(_mean_row("SummEdits mean of domains", scorer, parts))
+            pooled = [r for d in domains for r in records[d]]
+            results.append(measure("SummEdits pooled", pooled, scorer, options, pages=None, cache=cache))
+        elif "summedits" in args.sets:
+            print(f"SummEdits not found at {folder}: skipped", file=sys.stderr)
+    return results
+
+
+def _dev(scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
+    """The development sets: the labelled fixtures and, when the corpus is here, the corpus edits."""
+    pages = MemoryPages(load_page_records(LABELLED / "pages"))
+    results = [measure("fixtures/labelled", list(labelled_records(LABELLED / "labelled.jsonl")),
+                       scorer, options, pages=pages, cache=cache)]
+    if corpus_edits.GROUND_TRUTH.exists():
+        edits = [document_record("edits", n, row) for n, row in enumerate(corpus_edits.rows())]
+        results.append(measure("corpus edits (dev)", edits, scorer, options, pages=None, cache=cache))
+    else:
+        print(f"corpus not found at {corpus_edits.GROUND_TRUTH}: corpus edits skipped", file=sys.stderr)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--summedits", default=str(SUMMEDITS), help="folder of summedits_<domain>.json.gz")
+    parser.add_argument("--limit", type=int, default=None, help="first N rows of each SummEdits domain")
+    parser.add_argument("--sets", nargs="+", choices=("dev", "summedits"), default=["dev", "summedits"])
+    parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run(args, Path(tmp))
+    print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
