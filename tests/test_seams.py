@@ -20,6 +20,7 @@ from tests.conftest import FIXTURES
 from tlmscore import MemoryPages, Page, Settings
 from tlmscore.convert import registry
 from tlmscore.convert.context import Context, ItemConverter
+from tlmscore.evidence.page import AsOf
 from tlmscore.logfile import RandomAccess, lines
 from tlmscore.model import ToolCall, ToolResult, Turn
 from tlmscore.transcripts import BatchInputs
@@ -123,9 +124,9 @@ class ThreadNoting(MemoryPages):
         super().__init__()
         self.threads: set[int] = set()
 
-    async def pages(self, urls: Sequence[str]) -> dict[str, Page]:
+    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         self.threads.add(threading.get_ident())
-        return await super().pages(urls)
+        return await super().pages(urls, as_of)
 
 
 def test_the_async_api_runs_in_the_callers_loop(tmp_path: Path) -> None:

@@ -156,7 +156,8 @@ class Evidence:
     (start, end) character spans of the rendered response that cite it: the sentences the answer
     closes with a citation of it. `snippet` and `date` are what the provider logged about a page
     (shown beside the fetched text; when the page could not be fetched the snippet is the
-    evidence, with `origin` `log`).
+    evidence, with `origin` `log`). `error` says in words why a page could not be had (the page
+    record's `error`).
     """
 
     kind: Literal["page", "file", "tool", "message"]
@@ -173,6 +174,7 @@ class Evidence:
     cited: tuple[tuple[int, int], ...] = ()
     snippet: str | None = None
     date: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ class PageShelf:
             status=page.status, call_id=None if result.unlogged else result.call_id,
             tool=None if result.unlogged else result.name, number=ref.number, url=ref.url, title=title,
             doc_id=ref.url, origin=_origin(page) if page.ok else ("log" if ref.snippet else None),
-            snippet=ref.snippet, date=ref.date))
+            snippet=ref.snippet, date=ref.date, error=None if page.ok else page.error))
         return entry
 
     def failed(self, result: WebResult) -> dict[str, Any]:

@@ -195,6 +195,8 @@ def _batch_status(record: Mapping[str, Any]) -> ResponseStatus | None:
     elif code not in (None, 200):
         inner = body.get("error") if isinstance(body, Mapping) else None
         detail = f"HTTP {code}" + (f", {error_detail(inner)}" if inner else "")
+        if isinstance(body, str) and body.strip():  # a gateway's plain-text error body
+            detail += f", {body.strip()[:500]}"
     elif isinstance(body, Mapping):
         return record_status(body)
     else:

@@ -192,6 +192,8 @@ def _from_evidence(evidence: Evidence) -> Document:
     source = evidence.url or evidence.title or evidence.doc_id or evidence.tool or evidence.origin or str(evidence.kind)
     if not evidence.available:
         failure = evidence.status if evidence.status and evidence.status != "ok" else "unavailable"
+        if evidence.error:
+            failure = f"{failure}: {evidence.error}"
         return Document(evidence.kind, source, "", evidence_key(evidence), failure, evidence.number)
     text = evidence.text
     if evidence.kind == "page" and evidence.title and not text.startswith(evidence.title):
