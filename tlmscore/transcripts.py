@@ -212,19 +212,32 @@ def _jsonl_records(path: Path, name: str, batch: BatchInputs | None,
                    look: Look | None) -> Iterator[tuple[Location, Transcript]]:
     """The lines of a JSONL file; where reading breaks off, one error record says so.
 
-    A file that breaks before its first line is unreadable: `TranscriptError`, not a row.
+    A file that breaks before its first line is unreadable: `TranscriptError`, not a row. Each
+    record is handed on once the next line has been read, so that when reading breaks off, a last
+    line that does not parse (bytes a damaged stream decoded to) is not a record of its own: the
+    error record takes its place.
     """
+    held: tuple[Location, Transcript] | None = None
     try:
         for number, offset, raw in lines(path):
             if raw.strip() and (look is None or look(raw)):
-                yield Location(name, number, offset), _parsed(raw, name, number, batch)
+                if held is not None:
+                    yield held
+                held = Location(name, number, offset), _parsed(raw, name, number, batch)
     except ReadStoppedError as stop:
         if stop.lines_read == 0:
             raise TranscriptError(f"{name}: unreadable: {stop.cause}") from None
-        line = stop.lines_read + 1
-        yield Location(name, line), _failed(name, line, f"reading stopped after line {stop.lines_read} "
-                                                         f"(byte {stop.offset}): {stop.cause}; the rest "
-                                                         "of the file is not read")
+        line, good, offset = stop.lines_read + 1, stop.lines_read, stop.offset
+        if held is not None and held[1].error is not None and held[0].line == stop.lines_read:
+            line, good, offset = held[0].line, held[0].line - 1, held[0].offset
+        elif held is not None:
+            yield held
+        held = None
+        yield Location(name, line), _failed(name, line, f"reading stopped after line {good} "
+                                                        f"(byte {offset}): {stop.cause}; the rest "
+                                                        "of the file is not read")
+    if held is not None:
+        yield held
 
 
 def _json_records(path: Path, name: str, batch: BatchInputs | None) -> Iterator[tuple[Location, Transcript]]:
