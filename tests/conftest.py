@@ -3,10 +3,12 @@ local https server with a test certificate authority."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 import trustme
 
@@ -17,6 +19,12 @@ FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
+
+# CI runs the same examples every time, so a run fails only for a change; developers' runs keep
+# exploring new examples (run with HYPOTHESIS_PROFILE=ci to replay CI's).
+hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("HYPOTHESIS_PROFILE") == "ci" or os.environ.get("CI"):
+    hypothesis.settings.load_profile("ci")
 
 
 @pytest.fixture
