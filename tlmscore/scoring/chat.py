@@ -100,10 +100,13 @@ def completion_from_body(body: Any) -> Completion:
     """A `Completion` from a chat.completion JSON body (a Batch API output line's `response.body`)."""
     from openai.types.chat import ChatCompletion  # noqa: PLC0415  (types only where bodies are read)
 
-    try:
-        return _completion(ChatCompletion.model_validate(body))
-    except ValueError as exc:
-        raise ScorerError(f"judge endpoint returned an unexpected body: {str(body)[:_BODY_CHARS]!r}") from exc
+    if not isinstance(body, dict):
+        raise ScorerError(f"judge endpoint returned an unexpected body: {str(body)[:_BODY_CHARS]!r}")
+    try:  # built leniently, as the SDK builds the live replies it parses (fields a server left out stay unset)
+        return _completion(ChatCompletion.model_construct(**body))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ScorerError(f"judge endpoint returned an unexpected body ({type(exc).__name__}): "
+                          f"{str(body)[:_BODY_CHARS]!r}") from None
 
 
 def logprobs_rejected(status: int, body_text: str) -> bool:
