@@ -205,6 +205,40 @@ def test_endpoint_rejecting_logprobs_is_asked_without_them() -> None:
     assert sum(1 for body in server.bodies if body.get("logprobs")) == 1
 
 
+def reasoning_model(body: dict[str, Any], n: int) -> ChatReply:
+    """OpenAI's replies for a reasoning model, word for word: no max_tokens, no temperature 0, no logprobs."""
+    def unsupported(param: str, message: str) -> ChatReply:
+        return ChatReply(400, {"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                         "code": "unsupported_parameter"}})
+
+    if "max_tokens" in body:
+        return unsupported("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                         "Use 'max_completion_tokens' instead.")
+    if body.get("temperature", 1) != 1:
+        return unsupported("temperature", "Unsupported value: 'temperature' does not support 0 with this model. "
+                                          "Only the default (1) value is supported.")
+    if body.get("logprobs"):
+        return unsupported("logprobs", "logprobs is not supported with this model.")
+    return ChatReply(body=completion("B"))
+
+
+def test_a_reasoning_model_gets_the_parameters_it_takes() -> None:
+    with ChatServer(reasoning_model) as server:
+        scores = run(judge(server, concurrency=1, max_tokens=256), INPUTS[:3])
+    assert all(s.error is None and s.score == 0.0 for s in scores)
+    assert all(s.details["logprobs_available"] is False for s in scores)
+    last = server.bodies[-1]
+    assert last["max_completion_tokens"] == 256 and "max_tokens" not in last
+    assert "temperature" not in last and "logprobs" not in last
+    assert server.calls == 3 + 2 * len(INPUTS[:3])  # three rejections, learnt once each
+
+
+def test_other_bad_requests_are_not_retried_in_another_form() -> None:
+    with ChatServer(lambda body, n: ChatReply(400, {"error": {"message": "context length exceeded"}})) as server:
+        scores = run(judge(server, concurrency=1), INPUTS[:1])
+    assert "HTTP 400" in (scores[0].error or "") and server.calls == 2
+
+
 def test_timeouts_fail_the_row_after_retries() -> None:
     with ChatServer(confident, latency=0.5) as server:
         scores = run(judge(server, timeout=0.1, retries=1), INPUTS[:1])

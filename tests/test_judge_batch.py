@@ -111,6 +111,18 @@ def test_an_endpoint_rejecting_logprobs_gets_them_again_without(tmp_path: Path) 
     assert len(server.batches) == 2
 
 
+def test_a_reasoning_model_gets_the_parameters_it_takes_in_batches_too(tmp_path: Path) -> None:
+    from .test_judge import reasoning_model
+
+    with BatchServer(reasoning_model) as server:
+        scores = run(batch_judge(server, tmp_path, max_tokens=256), INPUTS[:3])
+        again = run(batch_judge(server, tmp_path, max_tokens=256), INPUTS[:3])
+    assert all(s.error is None and s.score == 0.0 for s in (*scores, *again))
+    assert len(server.batches) == 4  # the first form, then one parameter learnt per batch
+    final = [json.loads(line)["body"] for line in (tmp_path / "input-000004.jsonl").read_text().splitlines()]
+    assert all(b["max_completion_tokens"] == 256 and "temperature" not in b and "logprobs" not in b for b in final)
+
+
 def test_a_failed_batch_fails_its_rows_with_the_reason(tmp_path: Path) -> None:
     with BatchServer(fail_status="expired") as server:
         scores = run(batch_judge(server, tmp_path), INPUTS[:2])

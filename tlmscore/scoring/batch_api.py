@@ -154,6 +154,10 @@ class BatchRunner:
             found.update(outcomes)
         return found
 
+    def remember(self, results: Mapping[str, dict[str, Any]]) -> None:
+        """Keep response bodies under ids of the caller's choosing (e.g. a request sent again in another form)."""
+        self._append_results(results.items())
+
     def _split(self, ids: list[str], requests: Mapping[str, dict[str, Any]]) -> Iterator[list[str]]:
         """`ids` in groups that fit one batch (request count and file size)."""
         group: list[str] = []

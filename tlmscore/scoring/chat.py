@@ -4,8 +4,10 @@
 `max_retries` (the SDK retries timeouts, connection errors, 408, 409, 429 and 5xx with exponential
 backoff and jitter, and honours `Retry-After`).
 `ChatClient` asks it for completions, one request per call under a shared concurrency gate. Token
-log-probabilities are asked for when wanted; an endpoint that rejects the request because of them
-is asked again without, and not asked for them again. Any other failure is a `ScorerError` naming
+log-probabilities are asked for when wanted; an endpoint that rejects a parameter the judge can do
+without (log-probabilities, a temperature other than the model's default) or wants renamed
+(`max_completion_tokens` for `max_tokens`, as OpenAI's reasoning models do) is asked again so, and
+every later request is sent so. Any other failure is a `ScorerError` naming
 the status and the start of the body, for the caller's row.
 
 `openai` is imported here only, and this module only by the judge, so `prepare` and the other
@@ -26,11 +28,12 @@ from tlmscore.errors import ScorerError
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion
 
-__all__ = ["ChatClient", "Completion", "TokenLogprob", "completion_from_body", "logprobs_rejected", "open_client",
+__all__ = ["ChatClient", "Completion", "TokenLogprob", "completion_from_body", "open_client", "rejected_parameter",
            "request_headers"]
 
 _BODY_CHARS = 300
-_LOGPROB_REJECTIONS = frozenset({400, 422})
+_REJECTIONS = frozenset({400, 422})
+_ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
 _NO_KEY = "tlmscore-no-key"
 _RETRIED = frozenset({408, 409, 429})
 _SERVER_ERROR = 500
@@ -115,13 +118,31 @@ def completion_from_body(body: Any) -> Completion:
                           f"{str(body)[:_BODY_CHARS]!r}") from None
 
 
-def logprobs_rejected(status: int, body_text: str) -> bool:
-    """True when an error reply says the endpoint does not do token log-probabilities."""
-    return status in _LOGPROB_REJECTIONS and "logprob" in body_text.lower()
+def rejected_parameter(status: int, text: str, body: Mapping[str, Any]) -> str | None:
+    """The parameter of `body` an error reply rejects, when the judge can do without it or rename it.
+
+    `logprobs` (models without token probabilities), `max_tokens` (reasoning models want
+    `max_completion_tokens`) or `temperature` (models that take only their default); None for any
+    other error. Read from the error's text, as OpenAI and compatible servers word it.
+    """
+    if status not in _REJECTIONS:
+        return None
+    lowered = text.lower()
+    if "logprobs" in body and "logprob" in lowered:
+        return "logprobs"
+    if "max_tokens" in body and "max_completion_tokens" in lowered:
+        return "max_tokens"
+    if "temperature" in body and "temperature" in lowered and "unsupported" in lowered:
+        return "temperature"
+    return None
 
 
 class ChatClient:
-    """Chat completions against one endpoint and model, over a caller-owned `openai.AsyncOpenAI`."""
+    """Chat completions against one endpoint and model, over a caller-owned `openai.AsyncOpenAI`.
+
+    What the endpoint rejected once (see `rejected_parameter`) is left out of, or renamed in, every
+    later request: `logprobs_supported`, `length_field` and `temperature_supported` say what was learnt.
+    """
 
     def __init__(self, client: openai.AsyncOpenAI, model: str, *, gate: asyncio.Semaphore, top_logprobs: int = 5,
                  extra_body: Mapping[str, Any] | None = None) -> None:
@@ -131,42 +152,70 @@ class ChatClient:
         self._top_logprobs = top_logprobs
         self._extra = dict(extra_body or {})
         self.logprobs_supported = True
+        self.temperature_supported = True
+        self.length_field = "max_tokens"
+
+    def learn(self, parameter: str) -> None:
+        """Remember that the endpoint rejected `parameter` (a name `rejected_parameter` gives)."""
+        if parameter == "logprobs":
+            self.logprobs_supported = False
+        elif parameter == "max_tokens":
+            self.length_field = "max_completion_tokens"
+        elif parameter == "temperature":
+            self.temperature_supported = False
+
+    def adjusted(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`body` with what the endpoint rejected so far left out or renamed."""
+        out = dict(body)
+        if not self.logprobs_supported:
+            out.pop("logprobs", None)
+            out.pop("top_logprobs", None)
+        if not self.temperature_supported:
+            out.pop("temperature", None)
+        if self.length_field != "max_tokens" and "max_tokens" in out:
+            out[self.length_field] = out.pop("max_tokens")
+        return out
 
     def body(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
              logprobs: bool = False) -> dict[str, Any]:
         """The request body of one completion (also what a Batch API input line carries)."""
         body: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages],
                                 "temperature": temperature, "max_tokens": max_tokens}
-        if logprobs and self.logprobs_supported:
+        if logprobs:
             body |= {"logprobs": True, "top_logprobs": self._top_logprobs}
-        return body | self._extra
+        return self.adjusted(body | self._extra)
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
                        logprobs: bool = False) -> Completion:
         """One completion; raises `ScorerError` when the endpoint fails for good."""
         async with self._gate:
-            # built inside the gate: a request that waited sees a rejection of log-probabilities made meanwhile
+            # built inside the gate: a request that waited sees what was learnt meanwhile
             body = self.body(messages, temperature=temperature, max_tokens=max_tokens, logprobs=logprobs)
+            for _ in range(_ADAPTATIONS):
+                try:
+                    return await self._post(body)
+                except openai.APIStatusError as exc:
+                    parameter = rejected_parameter(exc.status_code, exc.response.text, body)
+                    if parameter is None:
+                        raise self._failure(exc) from None
+                    self.learn(parameter)
+                    body = self.adjusted(body)
             try:
                 return await self._post(body)
-            except openai.APIStatusError as exc:
-                if "logprobs" not in body or not logprobs_rejected(exc.status_code, exc.response.text):
-                    raise self._failure(exc) from None
-                self.logprobs_supported = False
-            try:
-                return await self._post({k: v for k, v in body.items() if k not in ("logprobs", "top_logprobs")})
             except openai.APIStatusError as exc:
                 raise self._failure(exc) from None
 
     async def _post(self, body: dict[str, Any]) -> Completion:
-        known = ("model", "messages", "temperature", "max_tokens", "logprobs", "top_logprobs")
+        known = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs")
         extra = {k: v for k, v in body.items() if k not in known}
+        given = openai.NOT_GIVEN
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=body["model"], messages=body["messages"], temperature=body["temperature"],
-                max_tokens=body["max_tokens"], logprobs=body.get("logprobs", openai.NOT_GIVEN),
-                top_logprobs=body.get("top_logprobs", openai.NOT_GIVEN), extra_body=extra or None,
-                extra_headers=request_headers(self._client))
+                model=body["model"], messages=body["messages"], temperature=body.get("temperature", given),
+                max_tokens=body.get("max_tokens", given),
+                max_completion_tokens=body.get("max_completion_tokens", given),
+                logprobs=body.get("logprobs", given), top_logprobs=body.get("top_logprobs", given),
+                extra_body=extra or None, extra_headers=request_headers(self._client))
         except openai.APIConnectionError as exc:
             problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise ScorerError(f"judge endpoint failed after {self._client.max_retries + 1} attempts: "

@@ -4,8 +4,8 @@ Requests are keyed by a `custom_id` made from a hash of their body (and the samp
 `k` identical sampling requests of a row stay apart): a rerun, or another row with the same prompt
 and answer, finds the same ids, which is what lets `BatchRunner` resume by `custom_id`. Rows are
 judged in rounds: the ratings (and, with `samples`, the sampled answers) in one batch; with
-`samples`, the agreement ratings of those answers in a second. An endpoint that rejects token
-log-probabilities gets the rejected requests again without them, in one more batch.
+`samples`, the agreement ratings of those answers in a second. Requests rejected for a parameter
+the judge can do without or rename (`chat.rejected_parameter`) are sent again so, in one more batch.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import orjson
 from tlmscore.errors import ScorerError
 from tlmscore.scoring.base import Score
 from tlmscore.scoring.batch_api import BatchFailure, BatchLimits, BatchRunner
-from tlmscore.scoring.chat import ChatClient, Completion, completion_from_body, logprobs_rejected
+from tlmscore.scoring.chat import ChatClient, Completion, completion_from_body, rejected_parameter
 from tlmscore.scoring.judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
@@ -41,6 +41,7 @@ __all__ = ["custom_id", "score_batch"]
 
 Outcome = Completion | str
 _ID_PREFIX = "tlms-"
+_ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
 
 
 def custom_id(body: Mapping[str, Any], number: int = 0) -> str:
@@ -71,18 +72,25 @@ def _outcome(value: dict[str, Any] | BatchFailure) -> Outcome:
 
 
 async def _run(runner: BatchRunner, chat: ChatClient, requests: dict[str, dict[str, Any]]) -> dict[str, Outcome]:
-    """Outcomes by `custom_id`; requests rejected for their log-probabilities are sent again without them."""
+    """Outcomes by `custom_id`; requests rejected for a parameter the judge can do without are sent again so."""
     raw = await runner.run(requests)
-    rejected = [key for key, value in raw.items() if isinstance(value, BatchFailure) and "logprobs" in requests[key]
-                and logprobs_rejected(value.status or 0, value.message)]
     outcomes = {key: _outcome(value) for key, value in raw.items()}
-    if rejected:
-        chat.logprobs_supported = False
+    pending = {key: requests[key] for key in requests}
+    for _ in range(_ADAPTATIONS):
+        rejected = {key: parameter for key, value in raw.items() if isinstance(value, BatchFailure)
+                    and (parameter := rejected_parameter(value.status or 0, value.message, pending[key]))}
+        if not rejected:
+            break
+        for parameter in set(rejected.values()):
+            chat.learn(parameter)
         retry = _Round()
-        again = {key: retry.add({k: v for k, v in requests[key].items() if k not in ("logprobs", "top_logprobs")})
-                 for key in rejected}
+        again = {key: retry.add(chat.adjusted(pending[key])) for key in rejected}
         second = await runner.run(retry.requests)
-        outcomes |= {key: _outcome(second[new]) for key, new in again.items()}
+        pending = {key: retry.requests[new] for key, new in again.items()}
+        raw = {key: second[new] for key, new in again.items()}
+        outcomes |= {key: _outcome(value) for key, value in raw.items()}
+        # kept under the first form's id too, so a rerun finds them without walking the rejections again
+        runner.remember({key: value for key, value in raw.items() if not isinstance(value, BatchFailure)})
     return outcomes
 
 
