@@ -66,8 +66,11 @@ def test_isotonic_is_monotone_on_any_data(rows: list[tuple[float, bool]]) -> Non
 
 def test_pav_pools_violators_to_their_mean() -> None:
     fitted = calibration.fit([0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1], scorer="x")
-    assert fitted.y == (0.0, 0.5, 1.0)
-    assert fitted.x == pytest.approx((0.1, 0.25, 0.4))
+    assert fitted.x == (0.1, 0.2, 0.3, 0.4)
+    assert fitted.y == (0.0, 0.5, 0.5, 1.0)
+    assert fitted([0.25])[0] == 0.5  # flat across a pooled block
+    steps = calibration.fit([0.1, 0.2, 0.5, 0.8, 0.9], [0, 0, 1, 1, 1], scorer="x")
+    assert list(steps([0.1, 0.2, 0.35, 0.5, 0.9])) == pytest.approx([0.0, 0.0, 0.5, 1.0, 1.0])  # linear between blocks
 
 
 @pytest.mark.parametrize("method", ["isotonic", "platt"])

@@ -29,7 +29,7 @@ __all__ = ["build_parser", "main"]
 EXIT_OK = 0
 EXIT_CHANGED = 1
 EXIT_USAGE = 2
-JUDGE_BATCH_CHUNK = 25_000  # records per chunk with --judge-batch: each chunk waits for its batches
+JUDGE_BATCH_CHUNK = 10_000  # records per chunk with --judge-batch: each chunk waits for its batches
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:

@@ -123,17 +123,26 @@ def _clean(scores: Sequence[float] | Floats, labels: Sequence[Any] | npt.NDArray
 
 
 def _isotonic(x: Floats, y: Floats) -> tuple[Floats, Floats]:
-    """Pool adjacent violators over the distinct scores (ties pooled first); knots at each block's mean score."""
+    """Pool adjacent violators over the distinct scores (ties pooled first).
+
+    Knots are each block's lowest and highest score at the block's mean label, so the map is flat
+    across a block and linear only between blocks.
+    """
     values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
     label_sums = np.bincount(inverse, weights=y)
-    blocks: list[list[float]] = []  # [sum of labels, rows, sum of scores]
+    blocks: list[list[float]] = []  # [sum of labels, rows, lowest score, highest score]
     for value, total, count in zip(values.tolist(), label_sums.tolist(), counts.tolist(), strict=True):
-        blocks.append([total, float(count), value * count])
+        blocks.append([total, float(count), value, value])
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]:
             last = blocks.pop()
-            blocks[-1] = [a + b for a, b in zip(blocks[-1], last, strict=True)]
-    table = np.asarray(blocks)
-    return table[:, 2] / table[:, 1], table[:, 0] / table[:, 1]
+            blocks[-1] = [blocks[-1][0] + last[0], blocks[-1][1] + last[1], blocks[-1][2], last[3]]
+    knots_x: list[float] = []
+    knots_y: list[float] = []
+    for total, count, low, high in blocks:
+        for edge in dict.fromkeys((low, high)):  # one knot for a block of one score
+            knots_x.append(edge)
+            knots_y.append(total / count)
+    return np.asarray(knots_x), np.asarray(knots_y)
 
 
 def _platt(x: Floats, y: Floats) -> tuple[float, float]:
