@@ -54,7 +54,6 @@ class Completion:
 
     text: str
     tokens: tuple[TokenLogprob, ...] = ()
-    finish_reason: str | None = None
 
 
 def open_client(base_url: str, api_key: str | None, *, timeout: float, retries: int) -> openai.AsyncOpenAI:
@@ -95,8 +94,7 @@ def _completion(completion: ChatCompletion) -> Completion:
     choice = completion.choices[0]
     message = choice.message
     text = message.content if message is not None else None
-    reason = choice.finish_reason if isinstance(choice.finish_reason, str) else None
-    return Completion(str(text or ""), _tokens(completion), reason)
+    return Completion(str(text or ""), _tokens(completion))
 
 
 def completion_from_body(body: Any) -> Completion:
