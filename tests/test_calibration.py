@@ -107,6 +107,12 @@ def test_a_calibration_for_another_scorer_is_refused(tmp_path: Path) -> None:
         calibration.load(tmp_path / "other.json")
 
 
+def test_cross_validation_needs_two_rows_of_each_label() -> None:
+    with pytest.raises(ConfigError, match="at least 2 scored rows of each label"):
+        calibration.cross_validate([0.1, 0.5, 0.9], [0, 0, 1])
+    assert calibration.cross_validate([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], folds=10).folds == 2
+
+
 def test_bad_labels_are_refused() -> None:
     with pytest.raises(ConfigError, match="0/1"):
         calibration.fit([0.1, 0.5, 0.9], [0, 2, 1], scorer="x")

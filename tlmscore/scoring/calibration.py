@@ -230,7 +230,11 @@ def cross_validate(scores: Sequence[float] | Floats, labels: Sequence[Any] | npt
                    method: Method = "isotonic", folds: int = 5, bins: int = 10, seed: int = 0) -> CrossValidation:
     """ECE of the raw scores and of maps fitted on the other folds, both over every held-out row."""
     x, y = _clean(scores, labels)
-    folds = max(2, min(folds, int(min(y.sum(), len(y) - y.sum()))))
+    fewest = int(min(y.sum(), len(y) - y.sum()))
+    if fewest < _MIN_ROWS:
+        raise ConfigError(f"cross-validation needs at least {_MIN_ROWS} scored rows of each label "
+                          f"(got {int(y.sum())} positive of {len(y)})")
+    folds = max(2, min(folds, fewest))
     ids = _fold_ids(y, folds, seed)
     calibrated = np.empty_like(x)
     for k in range(folds):
