@@ -155,6 +155,20 @@ def test_cli_calibrate_then_score_with_calibration(scored: Path, tmp_path: Path,
     assert [r["score"] for r in rows] == [r["score"] for r in first]  # the contract's columns are unchanged
 
 
+def test_calibrated_score_is_a_number_in_parquet_written_in_parts(scored: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    calib = tmp_path / "calib.json"
+    calibration.save(calibration.fit([0.3, 0.4, 0.6, 0.8], [0, 0, 1, 1], scorer="grounding"), calib)
+    out = tmp_path / "out.parquet"
+    assert main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet", "--chunk-size", "7",
+                 "--pages", str(FIXTURES / "pages"), "--cache-dir", str(tmp_path / "cache"),
+                 "--calibration", str(calib)]) == 0
+    frame = pd.read_parquet(out)
+    assert len(frame) == 25 and frame["calibrated_score"].dtype == "float64"
+    assert frame["calibrated_score"].between(0, 1).all()
+
+
 def test_cli_refuses_a_calibration_of_another_scorer(scored: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     calib = tmp_path / "judge.json"
