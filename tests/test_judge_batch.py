@@ -199,7 +199,7 @@ def test_a_thousand_rows_killed_mid_run_and_resumed_run_every_request_once(tmp_p
         assert first.stderr is not None
         announced = first.stderr.read().decode()
         first.stderr.close()
-        assert "judge: 2,000 requests for 1,000 rows" in announced
+        assert "judge: 2,000 requests through the Batch API for 1,000 rows" in announced
         submitted_before = len(server.batches)
         server.release.set()
         second = subprocess.run(cli(server, tmp_path), cwd=ROOT, env=env, capture_output=True, text=True,

@@ -148,11 +148,13 @@ class JudgePlan:
     requests: int
     input_tokens: int
     max_output_tokens: int
+    batch: bool = False
 
     def describe(self) -> str:
         """One line for a person about to spend them."""
-        return (f"judge: {self.requests:,} requests for {self.rows:,} rows, about {self.input_tokens:,} input "
-                f"tokens and at most {self.max_output_tokens:,} output tokens")
+        how = " through the Batch API" if self.batch else ""
+        return (f"judge: {self.requests:,} requests{how} for {self.rows:,} rows, about {self.input_tokens:,} "
+                f"input tokens and at most {self.max_output_tokens:,} output tokens")
 
 
 def estimate_tokens(text: str) -> int:
@@ -243,7 +245,7 @@ class JudgeScorer:
                                           + sum(estimate_tokens(m["content"]) for m in agreement))
         output = len(inputs) * (opts.reflections * opts.max_tokens
                                 + opts.samples * (opts.sample_max_tokens + opts.max_tokens))
-        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output)
+        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""
