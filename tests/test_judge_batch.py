@@ -153,6 +153,15 @@ def test_a_batch_still_running_is_found_again_even_when_its_id_was_not_saved(tmp
     assert len(server.batches) == 1 and set(server.submitted.values()) == {1}
 
 
+def test_an_unreachable_endpoint_fails_the_rows_not_the_batch(tmp_path: Path) -> None:
+    with BatchServer() as server:
+        url = server.url
+    scorer = get_scorer("judge", {**FAST, "base_url": url, "batch": True, "batch_dir": str(tmp_path)})
+    scores = asyncio.run(scorer.score_many(INPUTS[:3]))
+    assert len(scores) == 3
+    assert all(math.isnan(s.score) and "judge batch mode: APIConnectionError" in (s.error or "") for s in scores)
+
+
 def test_batch_mode_needs_a_folder() -> None:
     from tlmscore.errors import ScorerError
 

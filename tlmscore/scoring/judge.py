@@ -263,7 +263,10 @@ class JudgeScorer:
             if opts.batch:
                 from tlmscore.scoring.judge_batch import score_batch  # noqa: PLC0415  (batch mode only)
 
-                return await score_batch(self, chat, client, inputs)
+                try:
+                    return await score_batch(self, chat, client, inputs)
+                except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
+                    return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
             return await score_rows(inputs, lambda item: self._score(chat, item), concurrency=opts.concurrency)
 
     async def _ask(self, client: ChatClient, prompt: tuple[str, str], fields: Mapping[str, str],
