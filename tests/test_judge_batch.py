@@ -162,6 +162,38 @@ def test_an_unreachable_endpoint_fails_the_rows_not_the_batch(tmp_path: Path) ->
     assert all(math.isnan(s.score) and "judge batch mode: APIConnectionError" in (s.error or "") for s in scores)
 
 
+def test_submit_only_submits_and_a_later_run_collects(tmp_path: Path) -> None:
+    with BatchServer() as server:
+        server.release.clear()
+        submitted = run(batch_judge(server, tmp_path, batch_submit_only=True))
+        assert all(math.isnan(s.score) and s.error is None and "run again" in s.explanation for s in submitted)
+        polled = [path for method, path in server.requests if method == "GET" and path.startswith("/v1/batches/")]
+        assert len(server.batches) == 1 and not polled
+        server.release.set()
+        scores = run(batch_judge(server, tmp_path))
+    assert all(s.scored for s in scores) and len(server.batches) == 1
+
+
+def test_the_command_line_submits_every_chunk_before_waiting_for_any(tmp_path: Path) -> None:
+    transcripts(tmp_path / "in.jsonl", 9)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    with BatchServer() as server:
+        server.release.clear()
+        process = subprocess.Popen([*cli(server, tmp_path), "--chunk-size", "3"], cwd=ROOT, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while len(server.batches) < 3 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        states = {b["status"] for b in server.batches.values()}
+        server.release.set()
+        _, err = process.communicate(timeout=120)
+    assert len(server.batches) == 3 and states <= {"validating", "in_progress"}  # all out, none finished
+    assert process.returncode == 0, err
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(out) == 9 and all(r["score"] > 0.8 for r in out)
+    assert set(server.submitted.values()) == {1}
+
+
 def test_batch_mode_needs_a_folder() -> None:
     from tlmscore.errors import ScorerError
 

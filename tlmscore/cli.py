@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ __all__ = ["build_parser", "main"]
 EXIT_OK = 0
 EXIT_CHANGED = 1
 EXIT_USAGE = 2
-JUDGE_BATCH_CHUNK = 10_000  # records per chunk with --judge-batch: each chunk waits for its batches
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
@@ -151,9 +150,19 @@ def _judge_batch(args: argparse.Namespace, options: dict[str, Any]) -> dict[str,
         return options
     if args.scorer != "judge":
         raise ConfigError("--judge-batch needs --scorer judge")
-    if args.chunk_size is None:
-        args.chunk_size = JUDGE_BATCH_CHUNK
     return {"batch_dir": str(args.output) + ".judge-batch", **options, "batch": True}
+
+
+def _submit_ahead(args: argparse.Namespace, settings: Settings, options: dict[str, Any],
+                  skip: Container[tuple[str, int]]) -> None:
+    """--judge-batch, first pass: every chunk's requests are submitted before any chunk waits for its batches.
+
+    The second pass renders the same prompts (same input and cache), so it finds the same
+    custom_ids in the batches submitted here and only polls and collects them.
+    """
+    print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any", file=sys.stderr)
+    submitter = get_scorer(args.scorer, {**options, "batch_submit_only": True})
+    run_batch(list(args.inputs), settings, lambda rows: None, scorer=submitter, skip=skip)
 
 
 @contextlib.contextmanager
@@ -201,6 +210,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             bars.update(stage, done, total)
 
         with _scorer_log(scoring):
+            if options.get("batch") and not options.get("batch_submit_only"):
+                _submit_ahead(args, settings, options, checkpoint.done)
             run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=checkpoint.done)
     total = checkpoint.finish(settings.chunk_size)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)

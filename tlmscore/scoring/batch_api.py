@@ -130,8 +130,13 @@ class BatchRunner:
         """The small state file: input files, their file and batch ids, whether collected."""
         return self._folder / "state.json"
 
-    async def run(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any] | BatchFailure]:
-        """The response body (or failure) of every request, sending only those without a result yet."""
+    async def run(self, requests: Mapping[str, dict[str, Any]], *,
+                  wait: bool = True) -> dict[str, dict[str, Any] | BatchFailure]:
+        """The response body (or failure) of every request, sending only those without a result yet.
+
+        With `wait=False` the requests without a result are only submitted (nothing is polled), and
+        only the results already kept are returned: a later `run` of the same requests collects them.
+        """
         self._folder.mkdir(parents=True, exist_ok=True)
         self._state = self._read_state()
         found: dict[str, dict[str, Any] | BatchFailure] = {}
@@ -150,6 +155,9 @@ class BatchRunner:
                       len(found), len(requests), sum(len(ids) for _, ids in active))
         for group in self._split(sorted(todo), requests):
             active.append((self._new_input(group, requests), set(group)))
+        if not wait:
+            await asyncio.gather(*(self._submit(entry, len(ids)) for entry, ids in active if entry.batch_id is None))
+            return found
         for outcomes in await asyncio.gather(*(self._drive(entry, ids) for entry, ids in active)):
             found.update(outcomes)
         return found

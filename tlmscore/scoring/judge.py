@@ -117,6 +117,8 @@ class JudgeOptions(BaseModel):
     max_poll_interval: float = Field(default=300.0, gt=0, description="batch mode: longest wait between polls")
     batch_wait: float = Field(default=26 * 3600.0, gt=0, description="batch mode: seconds to wait for results")
     batch_max_requests: int = Field(default=50_000, ge=1, le=50_000, description="batch mode: requests per batch")
+    batch_submit_only: bool = Field(default=False, description="batch mode: submit the first round and return "
+                                                               "unscored rows; a later run collects")
 
     @model_validator(mode="before")
     @classmethod

@@ -4,7 +4,9 @@ Requests are keyed by a `custom_id` made from a hash of their body (and the samp
 `k` identical sampling requests of a row stay apart): a rerun, or another row with the same prompt
 and answer, finds the same ids, which is what lets `BatchRunner` resume by `custom_id`. Rows are
 judged in rounds: the ratings (and, with `samples`, the sampled answers) in one batch; with
-`samples`, the agreement ratings of those answers in a second. Requests rejected for a parameter
+`samples`, the agreement ratings of those answers in a second. With `batch_submit_only`, the first
+round is only submitted, so that a caller can submit every chunk of a large run before waiting for
+any (the command line does this), and collect them all in a second pass. Requests rejected for a parameter
 the judge can do without or rename (`chat.rejected_parameter`) are sent again so, in one more batch.
 """
 
@@ -117,6 +119,9 @@ async def score_batch(scorer: JudgeScorer, chat: ChatClient, client: openai.Asyn
     samples = [[first.add(chat.body([{"role": "user", "content": j.fields["prompt"]}],
                                     temperature=opts.sample_temperature, max_tokens=opts.sample_max_tokens), n)
                 for n in range(opts.samples)] for j in judged]
+    if opts.batch_submit_only:
+        await runner.run(first.requests, wait=False)
+        return [Score.unscorable("submitted to the Batch API; run again to collect the results") for _ in inputs]
     outcomes = await _run(runner, chat, first.requests)
     agreements: list[list[str] | str] = [[] for _ in judged]
     if opts.samples:
