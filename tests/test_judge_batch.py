@@ -121,6 +121,9 @@ def test_a_reasoning_model_gets_the_parameters_it_takes_in_batches_too(tmp_path:
     assert len(server.batches) == 4  # the first form, then one parameter learnt per batch
     final = [json.loads(line)["body"] for line in (tmp_path / "input-000004.jsonl").read_text().splitlines()]
     assert all(b["max_completion_tokens"] == 256 and "temperature" not in b and "logprobs" not in b for b in final)
+    with BatchServer(reasoning_model) as server:  # other rows in the same folder: sent in the final form at once
+        later = run(batch_judge(server, tmp_path, max_tokens=256), INPUTS[3:6])
+    assert all(s.error is None for s in later) and len(server.batches) == 1
 
 
 def test_a_failed_batch_fails_its_rows_with_the_reason(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ class _Entry:
 @dataclass
 class _State:
     batches: list[_Entry] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -161,6 +162,18 @@ class BatchRunner:
         for outcomes in await asyncio.gather(*(self._drive(entry, ids) for entry, ids in active)):
             found.update(outcomes)
         return found
+
+    def notes(self) -> dict[str, Any]:
+        """What the caller noted in the state file (e.g. what the endpoint rejected), for the next run."""
+        if self.state_path.exists():
+            self._state = self._read_state()
+        return dict(self._state.notes)
+
+    def note(self, key: str, value: Any) -> None:
+        """Keep `value` under `key` in the state file."""
+        self._folder.mkdir(parents=True, exist_ok=True)
+        self._state.notes[key] = value
+        self._save_state()
 
     def remember(self, results: Mapping[str, dict[str, Any]]) -> None:
         """Keep response bodies under ids of the caller's choosing (e.g. a request sent again in another form)."""
@@ -290,14 +303,15 @@ class BatchRunner:
         try:
             data = json.loads(self.state_path.read_text(encoding="utf-8"))
             if data.get("format") == STATE_FORMAT:
-                return _State([_Entry(**entry) for entry in data["batches"]])
+                return _State([_Entry(**entry) for entry in data["batches"]], dict(data.get("notes") or {}))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problem = str(exc)
         raise ScorerError(f"{self.state_path}: unreadable batch state ({problem}); remove the folder to start over")
 
     def _save_state(self) -> None:
         """Write the state file whole (a temporary file renamed over it), so a stop never leaves half of one."""
-        data = {"format": STATE_FORMAT, "batches": [asdict(e) for e in self._state.batches]}
+        data = {"format": STATE_FORMAT, "batches": [asdict(e) for e in self._state.batches],
+                "notes": self._state.notes}
         temporary = self.state_path.with_suffix(".tmp")
         temporary.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         temporary.replace(self.state_path)

@@ -7,7 +7,9 @@ judged in rounds: the ratings (and, with `samples`, the sampled answers) in one 
 `samples`, the agreement ratings of those answers in a second. With `batch_submit_only`, the first
 round is only submitted, so that a caller can submit every chunk of a large run before waiting for
 any (the command line does this), and collect them all in a second pass. Requests rejected for a parameter
-the judge can do without or rename (`chat.rejected_parameter`) are sent again so, in one more batch.
+the judge can do without or rename (`chat.rejected_parameter`) are sent again so, in one more batch;
+the state folder notes what was rejected, so later chunks and reruns build their requests so from
+the start and find the same `custom_id`s.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = ["custom_id", "score_batch"]
 Outcome = Completion | str
 _ID_PREFIX = "tlms-"
 _ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
+_REJECTED = "rejected_parameters"
 
 
 def custom_id(body: Mapping[str, Any], number: int = 0) -> str:
@@ -85,6 +88,8 @@ async def _run(runner: BatchRunner, chat: ChatClient, requests: dict[str, dict[s
             break
         for parameter in set(rejected.values()):
             chat.learn(parameter)
+        learnt = sorted({*runner.notes().get(_REJECTED, ()), *rejected.values()})
+        runner.note(_REJECTED, learnt)  # a rerun builds its requests so from the start, as this run does now
         retry = _Round()
         again = {key: retry.add(chat.adjusted(pending[key])) for key in rejected}
         second = await runner.run(retry.requests)
@@ -111,6 +116,8 @@ async def score_batch(scorer: JudgeScorer, chat: ChatClient, client: openai.Asyn
     limits = BatchLimits(poll_interval=opts.poll_interval, max_poll_interval=opts.max_poll_interval,
                          wait=opts.batch_wait, max_requests=opts.batch_max_requests)
     runner = BatchRunner(client, Path(opts.batch_dir or "."), limits=limits)
+    for parameter in runner.notes().get(_REJECTED, ()):
+        chat.learn(parameter)
     judged = [scorer.judged(item) for item in inputs]
     first = _Round()
     reflections = [[first.add(chat.body(_messages(REFLECTION_PROMPTS[i], j), temperature=opts.temperature,
