@@ -8,6 +8,13 @@ rows per second, and the speed-up ratio next to the ideal min(N, requests the ro
 
     python benchmarks/judge_bench.py                      # 64 inputs, 2 reflections, 50 ms, N = 16
     python benchmarks/judge_bench.py --inputs 200 --latency 0.1 --concurrency 64 --samples 1
+
+With `--batch`, the judge's Batch API mode instead, against the fake Files/Batches server
+(`python -m tests.batch_server`, its own process): the wall time of a first run (input file
+written, uploaded, batch polled, output downloaded and joined) and of a rerun that finds every
+result in its state folder, i.e. the judge's own overhead per row, without the Batch API's wait.
+
+    python benchmarks/judge_bench.py --batch --inputs 10000
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import argparse
 import asyncio
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,9 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def server(latency: float) -> Iterator[str]:
-    """The fake server in a child process; yields its base URL and stops it at the end."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.judge_server", "--latency", str(latency)],
+def server(latency: float, module: str = "tests.judge_server") -> Iterator[str]:
+    """A fake server in a child process; yields its base URL and stops it at the end."""
+    extra = ["--latency", str(latency)] if module == "tests.judge_server" else []
+    process = subprocess.Popen([sys.executable, "-m", module, *extra],
                                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -59,15 +68,35 @@ def run(url: str, inputs: list[ScoringInput], concurrency: int, samples: int) ->
     return elapsed
 
 
+def run_batch(inputs: list[ScoringInput], samples: int) -> None:
+    """First run and rerun of the Batch API mode against the fake Files/Batches server."""
+    with server(0.0, "tests.batch_server") as url, tempfile.TemporaryDirectory() as folder:
+        options = {"model": "bench", "base_url": url, "samples": samples, "batch": True, "batch_dir": folder,
+                   "poll_interval": 0.05, "max_poll_interval": 0.2}
+        for label in ("first run", "rerun"):
+            start = time.perf_counter()
+            scores = asyncio.run(get_scorer("judge", options).score_many(inputs))
+            elapsed = time.perf_counter() - start
+            failed = [s.error for s in scores if s.error]
+            if failed:
+                raise SystemExit(f"{len(failed)} rows failed: {failed[:1]}")
+            print(f"batch {label:>9}: {elapsed:7.2f} s, {len(inputs) / elapsed:9.0f} rows/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--inputs", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per request at the server")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--samples", type=int, default=0, help="observed-consistency samples per input")
+    parser.add_argument("--batch", action="store_true", help="the Batch API mode against the fake Files/Batches")
     args = parser.parse_args()
     inputs = [ScoringInput(f"User: What is {n} + {n}?\n\nAssistant:", str(2 * n)) for n in range(args.inputs)]
     per_row = 2 + 2 * args.samples
+    if args.batch:
+        print(f"{args.inputs} inputs x {per_row} requests through the Batch API mode")
+        run_batch(inputs, args.samples)
+        return
     print(f"{args.inputs} inputs x {per_row} requests, {args.latency * 1000:.0f} ms latency per request")
     results = {}
     for concurrency in (1, args.concurrency):

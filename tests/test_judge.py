@@ -26,7 +26,7 @@ from tlmscore.scoring.judge import REFLECTION_PROMPTS, JudgeOptions, JudgeScorer
 from .judge_server import ChatReply, ChatServer, completion
 
 INPUTS = [ScoringInput(prompt=f"User: What is {n} + {n}?\n\nAssistant:", response=str(2 * n)) for n in range(9)]
-FAST = {"model": "fake", "backoff": 0.01, "max_backoff": 0.05, "timeout": 5.0}
+FAST = {"model": "fake", "timeout": 5.0}
 
 
 def judge(server: ChatServer, **options: Any) -> JudgeScorer:
@@ -205,6 +205,40 @@ def test_endpoint_rejecting_logprobs_is_asked_without_them() -> None:
     assert sum(1 for body in server.bodies if body.get("logprobs")) == 1
 
 
+def reasoning_model(body: dict[str, Any], n: int) -> ChatReply:
+    """OpenAI's replies for a reasoning model, word for word: no max_tokens, no temperature 0, no logprobs."""
+    def unsupported(param: str, message: str) -> ChatReply:
+        return ChatReply(400, {"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                         "code": "unsupported_parameter"}})
+
+    if "max_tokens" in body:
+        return unsupported("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                         "Use 'max_completion_tokens' instead.")
+    if body.get("temperature", 1) != 1:
+        return unsupported("temperature", "Unsupported value: 'temperature' does not support 0 with this model. "
+                                          "Only the default (1) value is supported.")
+    if body.get("logprobs"):
+        return unsupported("logprobs", "logprobs is not supported with this model.")
+    return ChatReply(body=completion("B"))
+
+
+def test_a_reasoning_model_gets_the_parameters_it_takes() -> None:
+    with ChatServer(reasoning_model) as server:
+        scores = run(judge(server, concurrency=1, max_tokens=256), INPUTS[:3])
+    assert all(s.error is None and s.score == 0.0 for s in scores)
+    assert all(s.details["logprobs_available"] is False for s in scores)
+    last = server.bodies[-1]
+    assert last["max_completion_tokens"] == 256 and "max_tokens" not in last
+    assert "temperature" not in last and "logprobs" not in last
+    assert server.calls == 3 + 2 * len(INPUTS[:3])  # three rejections, learnt once each
+
+
+def test_other_bad_requests_are_not_retried_in_another_form() -> None:
+    with ChatServer(lambda body, n: ChatReply(400, {"error": {"message": "context length exceeded"}})) as server:
+        scores = run(judge(server, concurrency=1), INPUTS[:1])
+    assert "HTTP 400" in (scores[0].error or "") and server.calls == 2
+
+
 def test_timeouts_fail_the_row_after_retries() -> None:
     with ChatServer(confident, latency=0.5) as server:
         scores = run(judge(server, timeout=0.1, retries=1), INPUTS[:1])
@@ -231,6 +265,82 @@ def test_long_prompts_are_clipped_in_the_middle() -> None:
     content = server.bodies[0]["messages"][1]["content"]
     assert "start" in content and "end" in content and "characters omitted" in content
     assert scores[0].details["prompt_chars_omitted"] > 4000
+
+
+# ---------------------------------------------------------------- the openai SDK, status, plan
+
+
+def test_prepare_and_grounding_do_not_import_openai() -> None:
+    code = ("import sys, tlmscore, tlmscore.cli, tlmscore.batch\n"
+            "from tlmscore.scoring import get_scorer\n"
+            "get_scorer('grounding')\n"
+            "assert 'openai' not in sys.modules, sorted(m for m in sys.modules if m.startswith('openai'))\n"
+            "get_scorer('judge', {'model': 'm', 'base_url': 'http://127.0.0.1:9/v1'})\n"
+            "assert 'openai' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "OPENAI_API_KEY": ""})
+
+
+def test_requests_go_through_the_openai_sdk() -> None:
+    with ChatServer(confident) as server:
+        run(judge(server), INPUTS[:1])
+    assert all(h.get("x-stainless-lang") == "python" for h in server.headers)
+
+
+def test_a_caller_owned_sdk_client_is_used_and_left_open() -> None:
+    import openai
+
+    async def main(url: str) -> tuple[list[Any], bool]:
+        client = openai.AsyncOpenAI(base_url=url, api_key="sk-owned", max_retries=0)
+        scorer = JudgeScorer(JudgeOptions(model="fake"), client=client)
+        scores = await scorer.score_many(INPUTS[:1])
+        closed = client.is_closed()
+        await client.close()
+        return scores, closed
+
+    with ChatServer(confident) as server:
+        scores, closed = asyncio.run(main(server.url))
+    assert scores[0].scored and not closed
+    assert server.headers[0]["authorization"] == "Bearer sk-owned"
+
+
+def test_retired_backoff_options_warn_and_are_ignored() -> None:
+    with pytest.warns(UserWarning, match="backoff"):
+        options = JudgeOptions.model_validate({"model": "m", "backoff": 0.1, "max_backoff": 1.0})
+    assert "backoff" not in options.model_dump()
+
+
+@pytest.mark.parametrize(("status", "note"), [
+    ("completed", None),
+    ("incomplete:max_output_tokens", "cut short (max output tokens)"),
+    ("incomplete:content_filter", "cut short (content filter)"),
+    ("failed", "its status is failed"),
+])
+def test_the_judge_is_told_when_an_answer_did_not_finish(status: str, note: str | None) -> None:
+    item = ScoringInput(prompt="User: Name three rivers.\n\nAssistant:", response="The Nile, the", status=status)
+    with ChatServer(confident) as server:
+        scores = run(judge(server), [item])
+    contents = [body["messages"][1]["content"] for body in server.bodies]
+    assert scores[0].details["response_status"] == status
+    if note is None:
+        assert not any("[Note:" in c for c in contents) and "did not finish" not in scores[0].explanation
+    else:
+        assert all(note in c and c.index("The Nile, the") < c.index(note) for c in contents)
+        assert f"did not finish ({status})" in scores[0].explanation
+
+
+def test_plan_counts_requests_and_estimates_tokens(caplog: pytest.LogCaptureFixture) -> None:
+    scorer = JudgeScorer(JudgeOptions(model="m", base_url="http://127.0.0.1:9/v1", samples=2))
+    plan = scorer.plan(INPUTS)
+    assert plan.rows == len(INPUTS) and plan.requests == len(INPUTS) * (2 + 2 * 2)
+    assert plan.max_output_tokens == len(INPUTS) * (2 * 8 + 2 * (512 + 8))
+    longer = scorer.plan([ScoringInput(prompt=i.prompt * 20, response=i.response) for i in INPUTS])
+    assert longer.input_tokens > plan.input_tokens > 0
+    cjk = scorer.plan([ScoringInput(prompt="東京" * 100, response="x")]).input_tokens
+    ascii_ = scorer.plan([ScoringInput(prompt="ab" * 100, response="x")]).input_tokens
+    assert cjk > ascii_
+    with ChatServer(confident) as server, caplog.at_level("INFO", logger="tlmscore"):
+        run(judge(server), INPUTS[:2])
+    assert any("judge: 4 requests for 2 rows" in r.getMessage() for r in caplog.records)
 
 
 # ---------------------------------------------------------------- a real model behind llama.cpp's server

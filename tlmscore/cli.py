@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import logging
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
 from tlmscore.logfile import check_readable
-from tlmscore.manifest import build_manifest, start_run
+from tlmscore.manifest import build_manifest, describe_file, start_run
 from tlmscore.progress import ProgressBars
 from tlmscore.report import Checkpoint, ChunkWriter, Summary, output_format
 from tlmscore.scoring.base import get_scorer, scorer_names
@@ -110,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
     score.add_argument("--option", action="append", metavar="KEY=VALUE",
                        help="any other scorer option (VALUE is JSON when it parses as JSON)")
+    score.add_argument("--judge-batch", action="store_true",
+                       help="judge: send requests through the OpenAI Batch API (half price, results within 24 h); "
+                            "state kept in OUT.judge-batch/ so a rerun resumes")
+    score.add_argument("--calibration", type=Path, metavar="CALIB.json",
+                       help="add a calibrated_score column with this `tlmscore calibrate` file")
+    calibrate = sub.add_parser("calibrate", help="fit a map from a scorer's score to P(correct) on labelled rows")
+    calibrate.add_argument("scored", type=Path, metavar="SCORED",
+                           help="a `tlmscore score` output (.jsonl, .csv, .parquet)")
+    calibrate.add_argument("--labels", required=True, metavar="COL", help="the label column (true = correct)")
+    calibrate.add_argument("--labels-from", type=Path, metavar="FILE",
+                           help="take COL from this file (its columns or metadata), joined on id")
+    calibrate.add_argument("--positive", action="append", metavar="VALUE",
+                           help="label value meaning correct, for labels not true/false or 0/1 (repeatable)")
+    calibrate.add_argument("--method", choices=("isotonic", "platt"), default="isotonic")
+    calibrate.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    calibrate.add_argument("-o", "--output", required=True, type=Path, metavar="CALIB.json")
     fixtures = sub.add_parser("fixtures", help="record or check golden prompts of a fixture folder")
     fixtures.add_argument("action", choices=("record", "check"))
     fixtures.add_argument("folder", type=Path, metavar="DIR")
@@ -169,15 +187,57 @@ def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _judge_batch(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """With --judge-batch: batch mode, its state folder beside the output unless an option names one."""
+    if not getattr(args, "judge_batch", False):
+        return options
+    if args.scorer != "judge":
+        raise ConfigError("--judge-batch needs --scorer judge")
+    return {"batch_dir": str(args.output) + ".judge-batch", **options, "batch": True}
+
+
+def _submit_ahead(args: argparse.Namespace, settings: Settings, options: dict[str, Any],
+                  skip: Container[tuple[str, int]]) -> None:
+    """--judge-batch, first pass: every chunk's requests are submitted before any chunk waits for its batches.
+
+    The second pass renders the same prompts (same input and cache), so it finds the same
+    custom_ids in the batches submitted here and only polls and collects them.
+    """
+    print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any", file=sys.stderr)
+    submitter = get_scorer(args.scorer, {**options, "batch_submit_only": True})
+    run_batch(list(args.inputs), settings, lambda rows: None, scorer=submitter, skip=skip)
+
+
+@contextlib.contextmanager
+def _scorer_log(enabled: bool) -> Iterator[None]:
+    """Scorers' INFO messages (the judge's request count and token estimate) as `tlmscore:` lines on stderr."""
+    logger = logging.getLogger("tlmscore")
+    if not enabled:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tlmscore: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
+    options = _judge_batch(args, _scorer_options(args)) if scoring else {}
     settings = settings_from_args(args)
-    options = _scorer_options(args) if scoring else {}
     scorer = get_scorer(args.scorer, options) if scoring else None
+    calibration = _calibration(args) if scoring else None
+    row_options = {**options, "calibration": describe_file(args.calibration)} if calibration else options
     manifest = build_manifest(args.command, args.inputs, settings, scorer=args.scorer if scoring else None,
-                              scorer_options=options)
+                              scorer_options=row_options)
     names = start_run(args.output, manifest, resume=args.resume)
     checkpoint = Checkpoint(args.output, resume=args.resume)
     skip = {(names.get(source, source), line) for source, line in checkpoint.done}
@@ -187,6 +247,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
 
     with ChunkWriter(checkpoint.write) as writer, ProgressBars(enabled=settings.progress) as bars:
         def sink(rows: list[dict[str, Any]]) -> None:
+            if calibration is not None:
+                calibration(rows)
             writer.submit(rows)
             summary.add(rows)
 
@@ -195,13 +257,57 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
                 checkpoint.preload()
             bars.update(stage, done, total)
 
-        run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
-    total = checkpoint.finish(settings.chunk_size, (*ROW_COLUMNS, *SCORE_COLUMNS) if scoring else ROW_COLUMNS)
+        with _scorer_log(scoring):
+            if options.get("batch") and not options.get("batch_submit_only"):
+                _submit_ahead(args, settings, options, skip)
+            run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
+    scored = (*SCORE_COLUMNS, *(("calibrated_score",) if calibration else ())) if scoring else ()
+    columns = (*ROW_COLUMNS, *scored)
+    total = checkpoint.finish(settings.chunk_size, columns)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if checkpoint.done:
         print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
               file=sys.stderr)
     return EXIT_OK
+
+
+def _calibration(args: argparse.Namespace) -> Callable[[list[dict[str, Any]]], None] | None:
+    """With --calibration: what adds `calibrated_score` to rows, after checking the file fits the scorer."""
+    if args.calibration is None:
+        return None
+    from tlmscore.calibrate import add_calibrated  # noqa: PLC0415  (numpy only when calibrating)
+    from tlmscore.scoring import calibration  # noqa: PLC0415
+
+    fitted = calibration.load(args.calibration)
+    calibration.apply(fitted, [], scorer=args.scorer)
+    return lambda rows: add_calibrated(rows, fitted)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Fit, cross-validate and save a calibration; the reliability table goes to stdout."""
+    from tlmscore.calibrate import calibrate_file, labelled_scores  # noqa: PLC0415  (numpy only when calibrating)
+    from tlmscore.scoring.calibration import save as save_calibration  # noqa: PLC0415
+
+    data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
+    calibration = calibrate_file(data, method=args.method, folds=args.folds)
+    save_calibration(calibration, args.output)
+    check = calibration.validation
+    print(f"{'held-out bin':<12}  {'raw: rows':>9}  {'p':>4}  {'correct':>7}  {'calibrated: rows':>16}  {'p':>4}  "
+          f"{'correct':>7}")
+    for raw, cal in zip(check["bins_raw"], check["bins_calibrated"], strict=True):
+        span = f"[{raw['low']:.1f}, {raw['high']:.1f})"
+        print(f"{span:<12}  {raw['count']:>9}  {_fmt(raw['mean_probability'])}  "
+              f"{_fmt(raw['accuracy']):>7}  {cal['count']:>16}  {_fmt(cal['mean_probability'])}  "
+              f"{_fmt(cal['accuracy']):>7}")
+    print(f"tlmscore: {args.method} calibration of {data.scorer} on {calibration.rows} rows "
+          f"({calibration.positives} correct, {data.skipped} without score or label): expected calibration error "
+          f"on held-out folds {check['ece_raw']:.3f} raw, {check['ece_calibrated']:.3f} calibrated "
+          f"({check['folds']} folds); saved {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _fmt(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -261,6 +367,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _run(args, scoring=args.command == "score")
         if args.command == "fixtures":
             return _fixtures(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return _cache(args)
     except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)

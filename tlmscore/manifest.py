@@ -32,7 +32,8 @@ __all__ = ["MANIFEST_VERSION", "ROW_SETTINGS", "build_manifest", "describe_file"
            "resume_names", "start_run", "write_manifest"]
 
 MANIFEST_VERSION = 1
-ROW_SETTINGS = ("urls", "reasoning", "offline", "allow_hosts", "page_chars", "evidence_chars", "max_bytes")
+ROW_SETTINGS = ("urls", "reasoning", "offline", "allow_hosts", "page_chars", "evidence_chars", "max_bytes", "think",
+                "ascii_json", "archive", "archive_url")
 """Settings whose value changes the rows of a record (which pages are evidence, how prompts are cut)."""
 _BLOCK = 1 << 20
 

@@ -1,29 +1,41 @@
-"""A small client for OpenAI-compatible chat completion endpoints (OpenAI, vLLM, Ollama, llama.cpp).
+"""Chat completions against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp) via the openai SDK.
 
-One request at a time per call, with a shared concurrency gate, timeouts, and retries with
-exponential backoff and jitter on timeouts, connection errors, 408/409/425/429 and 5xx (honouring
-`Retry-After`). Token log-probabilities are asked for when wanted; an endpoint that rejects the
-request because of them is asked again without, and not asked for them again. Any other failure
-is a `ScorerError` naming the status and the start of the body, for the caller's row.
+`open_client` builds an `openai.AsyncOpenAI` for one endpoint: its base URL, key, timeout and
+`max_retries` (the SDK retries timeouts, connection errors, 408, 409, 429 and 5xx with exponential
+backoff and jitter, and honours `Retry-After`).
+`ChatClient` asks it for completions, one request per call under a shared concurrency gate. Token
+log-probabilities are asked for when wanted; an endpoint that rejects a parameter the judge can do
+without (log-probabilities, a temperature other than the model's default) or wants renamed
+(`max_completion_tokens` for `max_tokens`, as OpenAI's reasoning models do) is asked again so, and
+every later request is sent so. Any other failure is a `ScorerError` naming
+the status and the start of the body, for the caller's row.
+
+`openai` is imported here only, and this module only by the judge, so `prepare` and the other
+scorers never pay for importing it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+import openai
 
 from tlmscore.errors import ScorerError
-from tlmscore.retry_after import retry_after_seconds
 
-__all__ = ["RETRY_STATUSES", "ChatClient", "Completion", "TokenLogprob"]
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
 
-RETRY_STATUSES = frozenset({408, 409, 425, 429})
+__all__ = ["ChatClient", "Completion", "TokenLogprob", "completion_from_body", "open_client", "rejected_parameter",
+           "request_headers"]
+
 _BODY_CHARS = 300
+_REJECTIONS = frozenset({400, 422})
+_ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
+_NO_KEY = "tlmscore-no-key"
+_RETRIED = frozenset({408, 409, 429})
 _SERVER_ERROR = 500
 
 
@@ -44,98 +56,179 @@ class Completion:
     tokens: tuple[TokenLogprob, ...] = ()
 
 
-def _tokens(choice: dict[str, Any]) -> tuple[TokenLogprob, ...]:
-    logprobs = choice.get("logprobs")
-    content = logprobs.get("content") if isinstance(logprobs, dict) else None
-    if not isinstance(content, list):
+def open_client(base_url: str, api_key: str | None, *, timeout: float, retries: int) -> openai.AsyncOpenAI:
+    """An SDK client for one endpoint; the caller closes it (`async with` or `await client.close()`).
+
+    With `api_key=None` requests go without an `Authorization` header (local servers need none):
+    the SDK insists on a key when it is built, so it gets a placeholder that `request_headers`
+    then omits from every request, as the SDK documents.
+    """
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key or _NO_KEY, max_retries=retries,
+                              timeout=openai.Timeout(timeout, connect=min(timeout, 10.0)))
+
+
+def request_headers(client: openai.AsyncOpenAI) -> dict[str, Any]:
+    """Per-request headers: the `Authorization` header omitted when the client has no real key."""
+    return {"Authorization": openai.omit} if client.api_key == _NO_KEY else {}
+
+
+def _tokens(completion: ChatCompletion) -> tuple[TokenLogprob, ...]:
+    logprobs = completion.choices[0].logprobs
+    content = logprobs.content if logprobs is not None else None
+    if not content:
         return ()
     found = []
     for entry in content:
-        if not isinstance(entry, dict) or not isinstance(entry.get("logprob"), (int, float)):
+        if not isinstance(entry.logprob, (int, float)):
             continue
-        top = tuple((str(t.get("token", "")), float(t["logprob"])) for t in entry.get("top_logprobs") or []
-                    if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float)))
-        found.append(TokenLogprob(str(entry.get("token", "")), float(entry["logprob"]), top))
+        top = tuple((str(t.token), float(t.logprob)) for t in entry.top_logprobs or []
+                    if isinstance(t.logprob, (int, float)))
+        found.append(TokenLogprob(str(entry.token), float(entry.logprob), top))
     return tuple(found)
 
 
-def _completion(response: httpx.Response) -> Completion:
+def _completion(completion: ChatCompletion) -> Completion:
+    """A `Completion` from the SDK's parsed value; raises `ScorerError` when it has no choice."""
+    if not isinstance(completion.choices, list) or not completion.choices:
+        raise ScorerError("judge endpoint returned a completion without choices")
+    choice = completion.choices[0]
+    message = choice.message
+    text = message.content if message is not None else None
+    return Completion(str(text or ""), _tokens(completion))
+
+
+def completion_from_body(body: Any) -> Completion:
+    """A `Completion` from a chat.completion JSON body (a Batch API output line's `response.body`)."""
+    from openai.types.chat import ChatCompletion  # noqa: PLC0415  (types only where bodies are read)
+
+    if not isinstance(body, dict):
+        raise ScorerError(f"judge endpoint returned an unexpected body: {str(body)[:_BODY_CHARS]!r}")
     try:
-        body = response.json()
-        choice = body["choices"][0]
-        text = choice.get("message", {}).get("content") or ""
-    except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        # validated first (fast: pydantic-core), else built leniently as the SDK builds live replies, so a
+        # field a server left out is not a failure (model_construct costs ten times more per body)
+        try:
+            parsed = ChatCompletion.model_validate(body)
+        except ValueError:
+            parsed = ChatCompletion.model_construct(**body)
+        return _completion(parsed)
+    except (ValueError, TypeError, AttributeError) as exc:
         raise ScorerError(f"judge endpoint returned an unexpected body ({type(exc).__name__}): "
-                          f"{response.text[:_BODY_CHARS]!r}") from None
-    return Completion(str(text), _tokens(choice))
+                          f"{str(body)[:_BODY_CHARS]!r}") from None
 
 
-def _without_logprobs(payload: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in payload.items() if k not in ("logprobs", "top_logprobs")}
+def rejected_parameter(status: int, text: str, body: Mapping[str, Any]) -> str | None:
+    """The parameter of `body` an error reply rejects, when the judge can do without it or rename it.
+
+    `logprobs` (models without token probabilities), `max_tokens` (reasoning models want
+    `max_completion_tokens`) or `temperature` (models that take only their default); None for any
+    other error. Read from the error's text, as OpenAI and compatible servers word it.
+    """
+    if status not in _REJECTIONS:
+        return None
+    lowered = text.lower()
+    if "logprobs" in body and "logprob" in lowered:
+        return "logprobs"
+    if "max_tokens" in body and "max_completion_tokens" in lowered:
+        return "max_tokens"
+    if "temperature" in body and "temperature" in lowered and "unsupported" in lowered:
+        return "temperature"
+    return None
 
 
 class ChatClient:
-    """Chat completions against one endpoint and model, over a caller-owned `httpx.AsyncClient`."""
+    """Chat completions against one endpoint and model, over a caller-owned `openai.AsyncOpenAI`.
 
-    def __init__(self, http: httpx.AsyncClient, model: str, *, gate: asyncio.Semaphore, retries: int = 3,
-                 backoff: float = 0.5, max_backoff: float = 30.0, top_logprobs: int = 5,
-                 extra_body: dict[str, Any] | None = None) -> None:
-        self._http = http
+    What the endpoint rejected once (see `rejected_parameter`) is left out of, or renamed in, every
+    later request: `logprobs_supported`, `length_field` and `temperature_supported` say what was learnt.
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI, model: str, *, gate: asyncio.Semaphore, top_logprobs: int = 5,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
+        self._client = client
         self._model = model
         self._gate = gate
-        self._retries = retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
         self._top_logprobs = top_logprobs
         self._extra = dict(extra_body or {})
-        self._jitter = random.Random()  # noqa: S311  (jitter spreads retries; it is not security)
         self.logprobs_supported = True
-        self.attempts = 0
+        self.temperature_supported = True
+        self.length_field = "max_tokens"
 
-    async def complete(self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int,
+    def learn(self, parameter: str) -> None:
+        """Remember that the endpoint rejected `parameter` (a name `rejected_parameter` gives)."""
+        if parameter == "logprobs":
+            self.logprobs_supported = False
+        elif parameter == "max_tokens":
+            self.length_field = "max_completion_tokens"
+        elif parameter == "temperature":
+            self.temperature_supported = False
+
+    def adjusted(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`body` with what the endpoint rejected so far left out or renamed."""
+        out = dict(body)
+        if not self.logprobs_supported:
+            out.pop("logprobs", None)
+            out.pop("top_logprobs", None)
+        if not self.temperature_supported:
+            out.pop("temperature", None)
+        if self.length_field != "max_tokens" and "max_tokens" in out:
+            out[self.length_field] = out.pop("max_tokens")
+        return out
+
+    def body(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
+             logprobs: bool = False) -> dict[str, Any]:
+        """The request body of one completion (also what a Batch API input line carries)."""
+        body: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages],
+                                "temperature": temperature, "max_tokens": max_tokens}
+        if logprobs:
+            body |= {"logprobs": True, "top_logprobs": self._top_logprobs}
+        return self.adjusted(body | self._extra)
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
                        logprobs: bool = False) -> Completion:
         """One completion; raises `ScorerError` when the endpoint fails for good."""
-        payload: dict[str, Any] = {"model": self._model, "messages": messages, "temperature": temperature,
-                                   "max_tokens": max_tokens, **self._extra}
-        if logprobs and self.logprobs_supported:
-            payload |= {"logprobs": True, "top_logprobs": self._top_logprobs}
-        return await self._post(payload)
-
-    async def _post(self, payload: dict[str, Any]) -> Completion:
-        problem = "no attempt made"
-        for attempt in range(self._retries + 1):
-            wait = self._delay(attempt)
+        async with self._gate:
+            # built inside the gate: a request that waited sees what was learnt meanwhile
+            body = self.body(messages, temperature=temperature, max_tokens=max_tokens, logprobs=logprobs)
+            for _ in range(_ADAPTATIONS):
+                try:
+                    return await self._post(body)
+                except openai.APIStatusError as exc:
+                    parameter = rejected_parameter(exc.status_code, exc.response.text, body)
+                    if parameter is None:
+                        raise self._failure(exc) from None
+                    self.learn(parameter)
+                    body = self.adjusted(body)
             try:
-                async with self._gate:
-                    if not self.logprobs_supported:
-                        payload = _without_logprobs(payload)
-                    self.attempts += 1
-                    response = await self._http.post("chat/completions", json=payload)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if response.status_code == httpx.codes.OK:
-                    return _completion(response)
-                if self._logprobs_rejected(response, payload):
-                    return await self._post(_without_logprobs(payload))
-                if response.status_code not in RETRY_STATUSES and response.status_code < _SERVER_ERROR:
-                    raise ScorerError(f"judge endpoint returned HTTP {response.status_code}: "
-                                      f"{response.text[:_BODY_CHARS]!r}")
-                problem = f"HTTP {response.status_code}"
-                wait = min(self._max_backoff, retry_after_seconds(response.headers.get("retry-after")) or wait)
-            if attempt < self._retries:
-                await asyncio.sleep(wait)
-        raise ScorerError(f"judge endpoint failed after {self._retries + 1} attempts: {problem}")
+                return await self._post(body)
+            except openai.APIStatusError as exc:
+                raise self._failure(exc) from None
 
-    def _delay(self, attempt: int) -> float:
-        """Exponential backoff with jitter: half to all of `backoff * 2^attempt`, capped."""
-        base: float = min(self._max_backoff, self._backoff * 2.0 ** attempt)
-        return base * (0.5 + self._jitter.random() / 2)
+    async def _post(self, body: dict[str, Any]) -> Completion:
+        known = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs")
+        extra = {k: v for k, v in body.items() if k not in known}
+        given = openai.NOT_GIVEN
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=body["model"], messages=body["messages"], temperature=body.get("temperature", given),
+                max_tokens=body.get("max_tokens", given),
+                max_completion_tokens=body.get("max_completion_tokens", given),
+                logprobs=body.get("logprobs", given), top_logprobs=body.get("top_logprobs", given),
+                extra_body=extra or None, extra_headers=request_headers(self._client))
+        except openai.APIConnectionError as exc:
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ScorerError(f"judge endpoint failed after {self._client.max_retries + 1} attempts: "
+                              f"{problem}") from None
+        try:
+            return _completion(raw.parse())
+        except (ValueError, TypeError, AttributeError, IndexError) as exc:
+            raise ScorerError(f"judge endpoint returned an unexpected body ({type(exc).__name__}): "
+                              f"{raw.http_response.text[:_BODY_CHARS]!r}") from None
 
-    def _logprobs_rejected(self, response: httpx.Response, payload: dict[str, Any]) -> bool:
-        if response.status_code not in (httpx.codes.BAD_REQUEST, httpx.codes.UNPROCESSABLE_ENTITY):
-            return False
-        if "logprobs" not in payload or "logprob" not in response.text.lower():
-            return False
-        self.logprobs_supported = False
-        return True
+    def _failure(self, exc: openai.APIStatusError) -> ScorerError:
+        status = exc.status_code
+        text = exc.response.text[:_BODY_CHARS]
+        retried = status in _RETRIED or status >= _SERVER_ERROR
+        if retried and self._client.max_retries:
+            return ScorerError(f"judge endpoint failed after {self._client.max_retries + 1} attempts: "
+                               f"HTTP {status}: {text!r}")
+        return ScorerError(f"judge endpoint returned HTTP {status}: {text!r}")

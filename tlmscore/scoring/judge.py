@@ -19,75 +19,72 @@ else `S`.
 Unparseable output never becomes an invented score: a rating the parser cannot read counts as
 unsure (0.5) and is flagged in `details`; when no rating of an input could be read at all, its
 score is NaN with an explanation. Errors after retries (HTTP, timeouts) fail that row only.
+
+An answer that did not finish (`ScoringInput.status` other than `completed`, e.g.
+`incomplete:max_output_tokens`) is shown to the judge with a note saying so after it, so the judge
+rates what was said knowing that the rest is missing; `details["response_status"]` keeps the status.
+
+Requests go through the openai SDK (`tlmscore.scoring.chat`), live with `concurrency` in flight, or,
+with `batch=True`, through the Batch API (`tlmscore.scoring.judge_batch`) at half the price.
+Before each set of rows is sent, the number of requests and an estimate of their tokens are
+logged (logger `tlmscore.scoring.judge`, level INFO; `plan` gives the same figures as a value).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
+import logging
 import os
-import re
+import warnings
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options, score_rows
-from tlmscore.scoring.chat import ChatClient, Completion
+from tlmscore.scoring.chat import ChatClient, open_client
+from tlmscore.scoring.judge_prompts import (
+    AGREEMENT_PROMPT,
+    AGREEMENT_WORDS,
+    LABELS,
+    LETTER_VALUES,
+    REFLECTION_PROMPTS,
+    REFLECTION_WORDS,
+    Rating,
+    messages_of,
+    parse_rating,
+    rate,
+)
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "AGREEMENT_PROMPT",
     "LETTER_VALUES",
     "REFLECTION_PROMPTS",
     "JudgeOptions",
+    "JudgePlan",
     "JudgeScorer",
+    "Judged",
     "Rating",
     "create",
+    "estimate_tokens",
+    "messages_of",
     "parse_rating",
     "rate",
+    "status_note",
 ]
 
-LETTER_VALUES: Mapping[str, float] = MappingProxyType({"A": 1.0, "B": 0.0, "C": 0.5})
-_LABELS: Mapping[str, str] = MappingProxyType({"A": "correct", "B": "incorrect", "C": "unsure"})
-REFLECTION_PROMPTS = (
-    ("You are a careful fact checker.",
-     "Below is a conversation with an AI assistant, then the assistant's proposed answer.\n\n"
-     "<conversation>\n{prompt}\n</conversation>\n\n<proposed_answer>\n{response}\n</proposed_answer>\n\n"
-     "Is the proposed answer correct and supported by the conversation? Reply with one letter only:\n"
-     "A) correct\nB) incorrect\nC) not sure"),
-    ("You grade answers strictly.",
-     "Question and context:\n{prompt}\n\nSomeone answered:\n{response}\n\n"
-     "How do you rate this answer? A: it is accurate. B: it contains an error or an unsupported claim. "
-     "C: I cannot tell.\nRespond with the single letter A, B or C."),
-    ("You review the work of an assistant.",
-     "Request:\n{prompt}\n\nResponse under review:\n{response}\n\n"
-     "Check every statement of the response against the request and its context. Does the response "
-     "contain a factual error?\nA) no error, the response is right\nB) yes, it has an error\n"
-     "C) unsure\nAnswer with A, B or C only."),
-)
-AGREEMENT_PROMPT = (
-    "You compare answers.",
-    "Two answers to the same request follow.\n\nRequest:\n{prompt}\n\nAnswer 1:\n{response}\n\n"
-    "Answer 2:\n{other}\n\nDo the two answers state the same facts and reach the same conclusion? "
-    "Reply with one letter only:\nA) yes, they agree\nB) no, they contradict each other\nC) not sure",
-)
-_REFLECTION_WORDS = (("B", r"\b(?:incorrect|not correct|wrong|inaccurate)\b"),
-                     ("C", r"\b(?:not sure|unsure|cannot tell|can't tell|uncertain)\b"),
-                     ("A", r"\b(?:correct|accurate|right)\b"))
-_AGREEMENT_WORDS = (("B", r"\b(?:contradict\w*|disagree\w*|differ\w*)\b"),
-                    ("C", r"\b(?:not sure|unsure|cannot tell|uncertain)\b"),
-                    ("A", r"\b(?:agree\w*|same|consistent)\b"))
-_LEADING_LETTER = re.compile(r"^[\s*_(\[\"'`>#-]*(?:(?i:answer|rating|choice|option)\s*(?:is)?\s*[:\-]?\s*)?"
-                             r"[\s*_(\[\"']*([ABC])(?![A-Za-z])")
-_STATED_LETTER = re.compile(r"\b(?i:answer|rating|choice|option)\s*(?:is)?\s*[:\-]?\s*\(?\**([ABC])\b")
-_LETTER_WRAPPING = " \t\n*_()[]:.\"'`"
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETIRED_OPTIONS = ("backoff", "max_backoff")
+_BYTES_PER_TOKEN = 4
+_LOG = logging.getLogger(__name__)
 
 
 class JudgeOptions(BaseModel):
@@ -111,79 +108,60 @@ class JudgeOptions(BaseModel):
     sample_max_tokens: int = Field(default=512, ge=1)
     concurrency: int = Field(default=8, ge=1, le=1024, description="requests in flight")
     timeout: float = Field(default=60.0, gt=0)
-    retries: int = Field(default=3, ge=0, le=10)
-    backoff: float = Field(default=0.5, ge=0.0)
-    max_backoff: float = Field(default=30.0, ge=0.0)
+    retries: int = Field(default=3, ge=0, le=10, description="the SDK's max_retries")
     max_prompt_chars: int | None = Field(default=None, ge=200, description="clip longer prompts in the middle")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="more request fields, sent as is")
+    batch: bool = Field(default=False, description="send requests through the Batch API")
+    batch_dir: str | None = Field(default=None, description="batch mode: folder of the state, inputs and results")
+    poll_interval: float = Field(default=10.0, gt=0, description="batch mode: first wait between polls")
+    max_poll_interval: float = Field(default=300.0, gt=0, description="batch mode: longest wait between polls")
+    batch_wait: float = Field(default=26 * 3600.0, gt=0, description="batch mode: seconds to wait for results")
+    batch_max_requests: int = Field(default=50_000, ge=1, le=50_000, description="batch mode: requests per batch")
+    batch_submit_only: bool = Field(default=False, description="batch mode: submit the first round and return "
+                                                               "unscored rows; a later run collects")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        """`backoff` and `max_backoff` are the SDK's now: accepted with a warning, not used."""
+        if isinstance(data, dict) and any(key in data for key in _RETIRED_OPTIONS):
+            warnings.warn("tlmscore: judge options backoff and max_backoff are ignored: the openai SDK's "
+                          "backoff (exponential, with jitter, honouring Retry-After) is used",
+                          UserWarning, stacklevel=2)
+            data = {k: v for k, v in data.items() if k not in _RETIRED_OPTIONS}
+        return data
+
+    @model_validator(mode="after")
+    def _batch_needs_a_folder(self) -> JudgeOptions:
+        if self.batch and not self.batch_dir:
+            raise ValueError("batch mode needs batch_dir, the folder that keeps its state for resuming")
+        return self
 
 
 @dataclass(frozen=True)
-class Rating:
-    """One rating by the judge: the letter read (None when unreadable), its value and how it was valued."""
+class JudgePlan:
+    """What scoring some rows will ask of the endpoint: requests and an estimate of their tokens.
 
-    letter: str | None
-    value: float
-    from_logprobs: bool
-    raw: str
-
-    def as_detail(self) -> dict[str, Any]:
-        """A JSON-able summary for `Score.details`."""
-        return {"rating": _LABELS.get(self.letter or ""), "value": round(self.value, 4),
-                "from_logprobs": self.from_logprobs, "raw": self.raw[:80]}
-
-
-def _read_letter(text: str) -> str | None:
-    for pattern in (_LEADING_LETTER, _STATED_LETTER):
-        found = pattern.search(text)
-        if found:
-            return found.group(1).upper()
-    return None
-
-
-def parse_rating(text: str, words: Sequence[tuple[str, str]] = _REFLECTION_WORDS) -> str | None:
-    """The letter A, B or C a reply gives: a leading letter, "answer: X", or else the words it uses."""
-    letter = _read_letter(text)
-    if letter is not None:
-        return letter
-    lowered = text.lower()
-    return next((letter for letter, word in words if re.search(word, lowered)), None)
-
-
-def _letter_of(token: str) -> str | None:
-    stripped = token.strip(_LETTER_WRAPPING).upper()
-    return stripped if stripped in LETTER_VALUES else None
-
-
-def _expected(completion: Completion, letter: str) -> float | None:
-    """The rating's value under the judge's probabilities of A/B/C at the rating token, if known."""
-    token = next((t for t in completion.tokens if _letter_of(t.token) == letter), None)
-    if token is None:
-        return None
-    mass = dict.fromkeys(LETTER_VALUES, 0.0)
-    for alternative, logprob in token.top or ((token.token, token.logprob),):
-        if (other := _letter_of(alternative)) is not None:
-            mass[other] += math.exp(logprob)
-    if mass[letter] == 0.0:
-        mass[letter] = math.exp(token.logprob)
-    total = sum(mass.values())
-    return sum(mass[k] * LETTER_VALUES[k] for k in mass) / total
-
-
-def rate(completion: Completion, words: Sequence[tuple[str, str]] = _REFLECTION_WORDS) -> Rating:
-    """A judge's reply as a `Rating`; unreadable replies count as unsure, flagged by `letter=None`.
-
-    Token probabilities weigh the rating only when the reply gave it as a letter, so the
-    probabilities read are those of the letter's own position.
+    Input tokens are estimated from the UTF-8 size of the messages (about 4 bytes a token for
+    English; a CJK character counts as 3/4 of a token); output tokens are the `max_tokens` caps.
     """
-    letter = _read_letter(completion.text)
-    expected = _expected(completion, letter) if letter is not None else None
-    if expected is not None and letter is not None:
-        return Rating(letter, expected, from_logprobs=True, raw=completion.text)
-    letter = letter or parse_rating(completion.text, words)
-    if letter is None:
-        return Rating(None, LETTER_VALUES["C"], from_logprobs=False, raw=completion.text)
-    return Rating(letter, LETTER_VALUES[letter], from_logprobs=False, raw=completion.text)
+
+    rows: int
+    requests: int
+    input_tokens: int
+    max_output_tokens: int
+    batch: bool = False
+
+    def describe(self) -> str:
+        """One line for a person about to spend them."""
+        how = " through the Batch API" if self.batch else ""
+        return (f"judge: {self.requests:,} requests{how} for {self.rows:,} rows, about {self.input_tokens:,} "
+                f"input tokens and at most {self.max_output_tokens:,} output tokens")
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of `text`: its UTF-8 bytes over 4."""
+    return -(-len(text.encode("utf-8")) // _BYTES_PER_TOKEN)
 
 
 def _clip(text: str, limit: int | None) -> tuple[str, int]:
@@ -215,36 +193,89 @@ def _mean(ratings: Sequence[Rating]) -> float | None:
     return sum(r.value for r in ratings) / len(ratings)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One input as the judge sees it: the template fields, characters clipped, the response status."""
+
+    fields: Mapping[str, str]
+    clipped: int
+    status: str
+
+
+def status_note(status: str) -> str:
+    """The line shown after an answer that did not finish normally (empty for `completed`)."""
+    if not status or status == "completed":
+        return ""
+    kind, _, reason = status.partition(":")
+    why = f" ({reason.replace('_', ' ')})" if reason else ""
+    if kind == "incomplete":
+        return f"\n\n[Note: this answer was cut short{why}; the text above is all there is of it.]"
+    return f"\n\n[Note: this answer did not finish normally: its status is {status}.]"
+
+
 class JudgeScorer:
-    """Trust scores from an OpenAI-compatible chat endpoint; see the module docstring for the formula."""
+    """Trust scores from an OpenAI-compatible chat endpoint; see the module docstring for the formula.
+
+    `client` is a caller-owned `openai.AsyncOpenAI` (left open); by default one is built from the
+    options for each `score_many` call and closed after it.
+    """
 
     name = "judge"
 
-    def __init__(self, options: JudgeOptions, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, options: JudgeOptions, *, client: openai.AsyncOpenAI | None = None) -> None:
         self.options = options
-        self._key = _api_key(options)
-        self._transport = transport
+        self._key = None if client is not None else _api_key(options)
+        self._client = client
+
+    def judged(self, item: ScoringInput) -> Judged:
+        """The fields the prompts are filled with: the prompt clipped, the response with its status note."""
+        prompt, clipped = _clip(item.prompt, self.options.max_prompt_chars)
+        return Judged({"prompt": prompt, "response": item.response + status_note(item.status)}, clipped, item.status)
+
+    def plan(self, inputs: Sequence[ScoringInput]) -> JudgePlan:
+        """Requests and estimated tokens of scoring `inputs` (nothing is sent)."""
+        opts = self.options
+        per_row = opts.reflections + 2 * opts.samples
+        tokens = 0
+        for item in inputs:
+            fields = self.judged(item).fields
+            tokens += sum(estimate_tokens(m["content"]) for i in range(opts.reflections)
+                          for m in messages_of(REFLECTION_PROMPTS[i], fields))
+            if opts.samples:
+                agreement = messages_of(AGREEMENT_PROMPT, {**fields, "other": ""})
+                tokens += opts.samples * (estimate_tokens(fields["prompt"]) + opts.sample_max_tokens
+                                          + sum(estimate_tokens(m["content"]) for m in agreement))
+        output = len(inputs) * (opts.reflections * opts.max_tokens
+                                + opts.samples * (opts.sample_max_tokens + opts.max_tokens))
+        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
-        """One score per input, with at most `concurrency` requests in flight."""
+        """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""
+        if not inputs:
+            return []
         opts = self.options
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        limits = httpx.Limits(max_connections=opts.concurrency, max_keepalive_connections=opts.concurrency)
-        timeout = httpx.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
-        async with httpx.AsyncClient(base_url=opts.base_url.rstrip("/") + "/", headers=headers, timeout=timeout,
-                                     limits=limits, transport=self._transport) as http:
-            client = ChatClient(http, opts.model, gate=asyncio.Semaphore(opts.concurrency), retries=opts.retries,
-                                backoff=opts.backoff, max_backoff=opts.max_backoff,
-                                top_logprobs=opts.top_logprobs, extra_body=opts.extra_body)
-            return await score_rows(inputs, lambda item: self._score(client, item), concurrency=opts.concurrency)
+        _LOG.info("%s", self.plan(inputs).describe())
+        async with AsyncExitStack() as stack:
+            client = self._client
+            if client is None:
+                client = await stack.enter_async_context(
+                    open_client(opts.base_url, self._key, timeout=opts.timeout, retries=opts.retries))
+            chat = ChatClient(client, opts.model, gate=asyncio.Semaphore(opts.concurrency),
+                              top_logprobs=opts.top_logprobs, extra_body=opts.extra_body)
+            if opts.batch:
+                from tlmscore.scoring.judge_batch import score_batch  # noqa: PLC0415  (batch mode only)
+
+                try:
+                    return await score_batch(self, chat, client, inputs)
+                except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
+                    return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
+            return await score_rows(inputs, lambda item: self._score(chat, item), concurrency=opts.concurrency)
 
     async def _ask(self, client: ChatClient, prompt: tuple[str, str], fields: Mapping[str, str],
                    words: Sequence[tuple[str, str]]) -> Rating:
-        system, template = prompt
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": template.format(**fields)}]
         opts = self.options
-        completion = await client.complete(messages, temperature=opts.temperature, max_tokens=opts.max_tokens,
-                                           logprobs=opts.logprobs)
+        completion = await client.complete(messages_of(prompt, fields), temperature=opts.temperature,
+                                           max_tokens=opts.max_tokens, logprobs=opts.logprobs)
         return rate(completion, words)
 
     async def _consistency(self, client: ChatClient, fields: Mapping[str, str]) -> list[Rating]:
@@ -253,37 +284,40 @@ class JudgeScorer:
             client.complete([{"role": "user", "content": fields["prompt"]}], temperature=opts.sample_temperature,
                             max_tokens=opts.sample_max_tokens) for _ in range(opts.samples)))
         return list(await asyncio.gather(*(
-            self._ask(client, AGREEMENT_PROMPT, {**fields, "other": answer.text}, _AGREEMENT_WORDS)
+            self._ask(client, AGREEMENT_PROMPT, {**fields, "other": answer.text}, AGREEMENT_WORDS)
             for answer in answers)))
 
     async def _score(self, client: ChatClient, item: ScoringInput) -> Score:
-        opts = self.options
-        prompt, clipped = _clip(item.prompt, opts.max_prompt_chars)
-        fields = {"prompt": prompt, "response": item.response}
+        judged = self.judged(item)
         reflections = list(await asyncio.gather(*(
-            self._ask(client, REFLECTION_PROMPTS[i], fields, _REFLECTION_WORDS) for i in range(opts.reflections))))
-        agreements = await self._consistency(client, fields) if opts.samples else []
-        return self._combine(reflections, agreements, clipped, client.logprobs_supported)
+            self._ask(client, REFLECTION_PROMPTS[i], judged.fields, REFLECTION_WORDS)
+            for i in range(self.options.reflections))))
+        agreements = await self._consistency(client, judged.fields) if self.options.samples else []
+        return self.combine(judged, reflections, agreements, logprobs=client.logprobs_supported)
 
-    def _combine(self, reflections: list[Rating], agreements: list[Rating], clipped: int,
-                 logprobs: bool) -> Score:
+    def combine(self, judged: Judged, reflections: list[Rating], agreements: list[Rating], *,
+                logprobs: bool) -> Score:
+        """The row's score from its ratings (the formula in the module docstring)."""
         beta = self.options.beta
         s, o = _mean(reflections), _mean(agreements)
         details: dict[str, Any] = {
             "model": self.options.model, "self_reflection": s, "observed_consistency": o,
             "beta": beta if o is not None else None, "reflections": [r.as_detail() for r in reflections],
             "agreements": [a.as_detail() for a in agreements], "logprobs_available": logprobs,
-            "prompt_chars_omitted": clipped,
+            "prompt_chars_omitted": judged.clipped, "response_status": judged.status,
         }
         if s is None:
             replies = "; ".join(repr(r.raw[:40]) for r in reflections)
             return Score.unscorable(f"the judge gave no readable rating ({replies})", details)
         trust = s if o is None else beta * o + (1 - beta) * s
-        return Score(min(max(trust, 0.0), 1.0), _explain(reflections, agreements, s, o), details)
+        explanation = _explain(reflections, agreements, s, o)
+        if judged.status not in ("", "completed"):
+            explanation += f"; the answer did not finish ({judged.status}), and the judge was told"
+        return Score(min(max(trust, 0.0), 1.0), explanation, details)
 
 
 def _explain(reflections: Sequence[Rating], agreements: Sequence[Rating], s: float, o: float | None) -> str:
-    labels = ", ".join(_LABELS[r.letter] if r.letter else "unreadable" for r in reflections)
+    labels = ", ".join(LABELS[r.letter] if r.letter else "unreadable" for r in reflections)
     text = f"self-reflection {s:.2f} from {len(reflections)} ratings ({labels})"
     unreadable = sum(1 for r in (*reflections, *agreements) if r.letter is None)
     if any(r.from_logprobs for r in (*reflections, *agreements)):
