@@ -255,3 +255,10 @@ def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings
     run_batch(source, settings or Settings(), collected.extend, pages=pages, progress=progress, scorer=chosen)
     result: pd.DataFrame = frame(collected)
     return result
+
+
+# The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
+# pages and scoring over machines (`tlmscore.engines`): the same functions, so the same rows.
+convert_record = _convert
+record_row = _row
+score_rows = _score

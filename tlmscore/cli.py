@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.batch import run_batch
+from tlmscore.engines.command import add_engine_flags, run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
@@ -36,6 +37,7 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
                         help="continue an interrupted run: skip records already in OUT's checkpoint")
     parser.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
                         help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
+    add_engine_flags(parser)
     _add_common(parser)
 
 
@@ -100,6 +102,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["chunk_size"] = args.chunk_size
     if args.quiet:
         values["progress"] = False
+    if getattr(args, "per_host", None) is not None:
+        values["per_host"] = args.per_host
     return Settings(**values)
 
 
@@ -128,6 +132,10 @@ def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    if args.engine == "ray":
+        _check_inputs([p for p in args.inputs if "://" not in str(p)])
+        return run_ray(args, settings_from_args(args), args.scorer if scoring else None,
+                       _scorer_options(args) if scoring else {})
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
     settings = settings_from_args(args)

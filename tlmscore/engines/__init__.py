@@ -1,0 +1,1 @@
+"""Engines that run the pipeline's stages over many machines (`ray`: Ray Data, extra `tlmscore[ray]`)."""
