@@ -148,7 +148,8 @@ def record(n: int, urls: list[str], previous: str | None = None) -> dict[str, An
     """A web-search answer citing `urls` (a follow-up of `previous` when given)."""
     cites = [(u, u.split("/")[2].split(":")[0]) for u in urls]
     search = {"id": f"ws_{n:08d}", "type": "web_search_call", "status": "completed",
-              "action": {"type": "search", "query": f"question {n}", "sources": [{"type": "url", "url": u} for u in urls]}}
+              "action": {"type": "search", "query": f"question {n}",
+                         "sources": [{"type": "url", "url": u} for u in urls]}}
     request: dict[str, Any] = {"model": "gpt-5-mini", "input": f"Question {n}: what do the pages say?",
                                "tools": [{"type": "web_search"}], "include": ["web_search_call.action.sources"]}
     if previous:
@@ -168,11 +169,11 @@ def generate(folder: Path, records: int, urls: int, hosts: list[str], files: int
     paths = [folder / (f"gen-{k}.jsonl.gz" if k == files - 1 else f"gen-{k}.jsonl") for k in range(files)]
     lines: list[list[bytes]] = [[] for _ in paths]
     for n in range(records):
-        if n % 500 == 499:  # noqa: PLR2004
+        if n % 500 == 499:
             line = b'{"id": "cut-off", "request": {"model"'
         else:
             cited = [pool[(n * 7 + k * 13) % urls] for k in range(3)] if n >= urls else [pool[n]]
-            line = json.dumps(record(n, cited, f"resp_{n - 1:08d}" if n % 10 == 9 else None)).encode()  # noqa: PLR2004
+            line = json.dumps(record(n, cited, f"resp_{n - 1:08d}" if n % 10 == 9 else None)).encode()
         lines[n * files // records].append(line)
     for path, content in zip(paths, lines, strict=True):
         data = b"\n".join(content) + b"\n"
@@ -210,7 +211,7 @@ class Cluster:
         ray.init(address=self.address, log_to_driver=False)
         try:
             deadline = time.monotonic() + 120
-            while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:  # noqa: PLR2004
+            while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
                 time.sleep(0.5)
             self.nodes = sum(1 for n in ray.nodes() if n["Alive"])
         finally:

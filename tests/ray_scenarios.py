@@ -49,12 +49,7 @@ def _generated(work: Path, cluster: Cluster, servers: PageServers, inputs: list[
     seen_ray = servers.reset()
     local = main(["score", *inputs, "-o", str(work / "gen-local.parquet"), "--cache-dir", str(work / "cache-gl"),
                   *_web(servers)])
-    seen_local = servers.reset()
-    rerun = main(["prepare", *inputs, "-o", str(work / "gen-ray-again"), "--engine", "ray", "--address",
-                  cluster.address, "--cache-dir", str(work / "cache-ga"), "--page-store", str(work / "store-gr"),
-                  *_web(servers)])
-    return {"ray": ray, "local": local, "rerun": rerun, "seen_ray": seen_ray, "seen_local": seen_local,
-            "seen_rerun": servers.reset()}
+    return {"ray": ray, "local": local, "seen_ray": seen_ray, "seen_local": servers.reset()}
 
 
 def _when_fetching(servers: PageServers, then: Any) -> threading.Thread:
@@ -91,7 +86,10 @@ def _cli(inputs: list[str], out: Path, cluster: Cluster, servers: PageServers, w
 
 
 def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
-    """Kill the driver (the `tlmscore` process) mid-run, then `--resume`; then lose one part and resume again."""
+    """Kill the driver (the `tlmscore` process) mid-run, then `--resume`; then lose one part and resume again.
+
+    The last run finds every page in the page store the earlier ones wrote: it requests none.
+    """
     out = work / "kill-driver"
     servers.reset()
     driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work), cwd=ROOT, start_new_session=True,
@@ -103,12 +101,14 @@ def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: lis
                              capture_output=True, text=True, check=False)
     kept = {p.name: sorted(f.stat().st_mtime_ns for f in p.iterdir()) for p in out.glob("part-*")}
     shutil.rmtree(out / "part-00001")
+    servers.reset()
     again = subprocess.run(_cli(inputs, out, cluster, servers, work, "--resume"), cwd=ROOT, timeout=_WAIT,
                            capture_output=True, text=True, check=False)
     after = {p.name: sorted(f.stat().st_mtime_ns for f in p.iterdir()) for p in out.glob("part-*")}
     return {"killed_code": killed_code, "resume_code": resumed.returncode, "resume_err": resumed.stderr[-2000:],
             "again_code": again.returncode, "again_err": again.stderr[-2000:],
-            "part0_untouched": kept.get("part-00000") == after.get("part-00000"), "parts": sorted(after)}
+            "part0_untouched": kept.get("part-00000") == after.get("part-00000"), "parts": sorted(after),
+            "again_requests": servers.requests()}
 
 
 def run(work: Path, records: int, urls: int) -> dict[str, Any]:
