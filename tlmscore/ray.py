@@ -102,6 +102,9 @@ def _records(source: Sequence[str | Path] | str | Path | Dataset) -> Dataset:
 
 
 def _converted(source: Sequence[str | Path] | str | Path | Dataset, settings: Settings, engine: Engine) -> Dataset:
+    if settings.batch_inputs:
+        raise ConfigError("OpenAI Batch API input files (--batch-input) are not joined by the Ray engine yet; "
+                          "run those batches on one machine")
     partitions = engine.shuffle_partitions()
     records = _records(source).materialize()
     linked = with_links(records, partitions)

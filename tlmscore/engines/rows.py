@@ -19,7 +19,6 @@ from tlmscore.evidence.page import Page
 from tlmscore.report import arrow_table
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
-from tlmscore.transcripts import BatchInputs
 from tlmscore.urls import url_key
 
 if TYPE_CHECKING:
@@ -34,8 +33,7 @@ _PARTS = schema(position="int64", input="int64", converted="binary", urls="binar
 
 def convert_row(row: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A record row converted (with its history): the pickled result and the URLs it plans."""
-    batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
-    item = convert_record(transcript_of(row, batch), settings, chain_index_of(row.get("links")))
+    item = convert_record(transcript_of(row), settings, chain_index_of(row.get("links")))
     urls = list(item.conversation.urls) if item.conversation is not None else []
     return {"input": row["input"], "position": row["position"], "converted": pickle.dumps(item),
             "urls": pickle.dumps(urls)}
