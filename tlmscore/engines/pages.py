@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from ray.data import Dataset
 
-__all__ = ["FetchPages", "page_schema", "planned_urls", "store_pages"]
+__all__ = ["FetchPages", "page_schema", "planned_urls", "store_pages", "stored_pages"]
 
 T = TypeVar("T")
 _INTEGER = (int, "int", "int | None")
