@@ -59,3 +59,13 @@ def test_an_unreadable_input_is_an_error_row_not_a_failed_task(tmp_path: Path) -
     rows = list(read_input(input_rows([str(missing)])[0]))
     assert len(rows) == 1
     assert rows[0]["error"].startswith(f"{missing}: cannot read")
+
+
+def test_a_file_cut_short_keeps_its_rows_and_ends_with_an_error_row(tmp_path: Path, demo_path: Path) -> None:
+    packed = gzip.compress(demo_path.read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    rows = list(read_input(input_rows([str(cut)])[0]))
+    assert rows[-1]["error"].startswith(f"{cut}: cannot read")
+    assert rows[-1]["line"] == rows[-2]["line"] + 1
+    assert len({r["position"] for r in rows}) == len(rows)

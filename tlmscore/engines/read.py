@@ -14,7 +14,6 @@ columns `request`, `response` and `metadata` may be JSON text or structs.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import pickle
 from collections.abc import Iterator
@@ -96,11 +95,19 @@ def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _parquet(input_index: int, source: str, handle: IO[bytes]) -> Iterator[dict[str, Any]]:
+def _parquet(input_index: int, source: str, location: str) -> Iterator[dict[str, Any]]:
+    """Rows of a Parquet file, a row group at a time (opened for random access, not read whole)."""
+    import pyarrow.fs as pafs  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
+    filesystem, path = pafs.FileSystem.from_uri(location if "://" in location else Path(location).as_uri())
+    with filesystem.open_input_file(path) as handle:
+        yield from _parquet_rows(input_index, source, pq.ParquetFile(handle))
+
+
+def _parquet_rows(input_index: int, source: str, parquet: Any) -> Iterator[dict[str, Any]]:
     number = 0
-    for batch in pq.ParquetFile(io.BytesIO(handle.read())).iter_batches():
+    for batch in parquet.iter_batches():
         for row in batch.to_pylist():
             number += 1
             try:
@@ -109,21 +116,29 @@ def _parquet(input_index: int, source: str, handle: IO[bytes]) -> Iterator[dict[
                 yield _row(input_index, source, number, error=f"{source}:{number}: invalid JSON: {exc.msg}")
 
 
+def _rows_of(index: int, source: str, location: str) -> Iterator[dict[str, Any]]:
+    if PurePosixPath(location).suffix.lower() == ".parquet":
+        yield from _parquet(index, source, location)
+        return
+    reader = _jsonl if is_jsonl(Path(PurePosixPath(location).name)) else _json
+    with _open(location) as handle:
+        yield from reader(index, source, handle)
+
+
 def read_input(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The record rows of one input file (a row of `input_rows`); used as a `flat_map` function."""
+    """The record rows of one input file (a row of `input_rows`); used as a `flat_map` function.
+
+    A file that cannot be read (missing, cut short, not Parquet) ends with an error row, placed
+    after the last record read, so no row is lost and none shares another's position.
+    """
     source, location, index = str(item["path"]), str(item["location"]), int(item["input"])
-    name = PurePosixPath(location.removesuffix(".gz"))
-    if name.suffix.lower() == ".parquet":
-        reader = _parquet
-    elif is_jsonl(Path(PurePosixPath(location).name)):
-        reader = _jsonl
-    else:
-        reader = _json
+    last = 0
     try:
-        with _open(location) as handle:
-            yield from reader(index, source, handle)
-    except OSError as exc:
-        yield _row(index, source, 1, error=f"{source}: cannot read: {exc}")
+        for row in _rows_of(index, source, location):
+            last = int(row["line"])
+            yield row
+    except (OSError, EOFError, ValueError) as exc:
+        yield _row(index, source, last + 1, error=f"{source}: cannot read: {exc}")
 
 
 def transcript_of(row: dict[str, Any], batch: BatchInputs | None = None) -> Transcript:
