@@ -354,3 +354,10 @@ def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings
     """
     chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
     return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters))
+
+
+# The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
+# pages and scoring over machines (`tlmscore.engines`): the same functions, so the same rows.
+convert_record = _convert
+record_row = _row
+score_rows = _score

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.batch import ROW_COLUMNS, SCORE_COLUMNS, run_batch
+from tlmscore.engines.command import add_engine_flags, run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
@@ -40,6 +41,7 @@ def _add_io(parser: argparse.ArgumentParser) -> None:
                         help="continue an interrupted run: skip records already in OUT's checkpoint")
     parser.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
                         help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
+    add_engine_flags(parser)
     _add_common(parser)
 
 
@@ -73,7 +75,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_network(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--per-host", type=int, default=None, help="parallel fetches per host (default 6)")
+    parser.add_argument("--per-host", type=int, default=None,
+                        help="parallel fetches per host (default 6); with --engine ray, across the cluster")
     parser.add_argument("--proxy", metavar="URL", default=None,
                         help="send every fetch through this http(s) proxy (the address guard then sees less)")
     parser.add_argument("--trust-env", action="store_true",
@@ -229,6 +232,14 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    if args.engine == "ray":
+        unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
+                                                ("--calibration", getattr(args, "calibration", None))) if given]
+        if unsupported:
+            raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
+        _check_inputs([p for p in args.inputs if "://" not in str(p)])
+        return run_ray(args, settings_from_args(args), args.scorer if scoring else None,
+                       _scorer_options(args) if scoring else {})
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
     options = _judge_batch(args, _scorer_options(args)) if scoring else {}

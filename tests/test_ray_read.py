@@ -1,0 +1,71 @@
+"""The Ray engine's reader, without a cluster: each input file gives the records the single-machine reader gives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tlmscore.engines.read import LINE_BITS, input_rows, read_input, transcript_of
+from tlmscore.transcripts import read_transcripts
+
+
+def _engine_transcripts(path: Path, index: int = 0) -> list:
+    item = input_rows([str(path)] * (index + 1))[index]
+    rows = list(read_input(item))
+    assert [r["position"] for r in rows] == [(index << LINE_BITS) | r["line"] for r in rows]
+    return [transcript_of(r) for r in rows]
+
+
+def _same(got: list, want: list) -> None:
+    assert [(t.id, t.source, t.line, t.error, t.request, t.response, t.fmt) for t in got] == [
+        (t.id, t.source, t.line, t.error, t.request, t.response, t.fmt) for t in want]
+
+
+def test_jsonl_gives_the_single_machine_transcripts_bad_lines_included(demo_path: Path) -> None:
+    got = _engine_transcripts(demo_path, index=2)
+    _same(got, list(read_transcripts(demo_path)))
+    assert any(t.error and "invalid JSON" in t.error for t in got)
+
+
+def test_gzipped_jsonl_and_json_files(tmp_path: Path, demo_path: Path) -> None:
+    packed = tmp_path / "demo.jsonl.gz"
+    packed.write_bytes(gzip.compress(demo_path.read_bytes()))
+    _same(_engine_transcripts(packed), list(read_transcripts(packed)))
+    whole = tmp_path / "chain.json"
+    lines = (demo_path.parent / "chain_a.jsonl").read_text(encoding="utf-8").splitlines()
+    whole.write_text(json.dumps([json.loads(line) for line in lines if line.strip()]), encoding="utf-8")
+    _same(_engine_transcripts(whole), list(read_transcripts(whole)))
+
+
+def test_parquet_rows_with_json_text_columns_are_records(tmp_path: Path) -> None:
+    lines = (Path(__file__).parent.parent / "fixtures" / "chain_a.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    table = pa.table({"id": [r.get("id") for r in records],
+                      "request": [json.dumps(r["request"]) for r in records],
+                      "response": [json.dumps(r["response"]) for r in records]})
+    path = tmp_path / "logs.parquet"
+    pq.write_table(table, path)
+    got = _engine_transcripts(path)
+    assert [(t.id, t.line, t.request, t.response, t.error) for t in got] == [
+        (r.get("id"), n, r["request"], r["response"], None) for n, r in enumerate(records, start=1)]
+
+
+def test_an_unreadable_input_is_an_error_row_not_a_failed_task(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.jsonl"
+    rows = list(read_input(input_rows([str(missing)])[0]))
+    assert len(rows) == 1
+    assert rows[0]["error"].startswith(f"{missing}: cannot read")
+
+
+def test_a_file_cut_short_keeps_its_rows_and_ends_with_an_error_row(tmp_path: Path, demo_path: Path) -> None:
+    packed = gzip.compress(demo_path.read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    rows = list(read_input(input_rows([str(cut)])[0]))
+    assert rows[-1]["error"].startswith(f"{cut}: cannot read")
+    assert rows[-1]["line"] == rows[-2]["line"] + 1
+    assert len({r["position"] for r in rows}) == len(rows)
