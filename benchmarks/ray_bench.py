@@ -37,13 +37,37 @@ def inside(work: Path, records: int, urls: int) -> dict[str, float]:
     """The measurement, inside the namespaces."""
     with PageServers(hosts=4, delay=0.0) as servers, Cluster(work / "ray") as cluster:
         inputs = generate(work / "gen", records, urls, servers.names, files=4)
-        web = [f for name in servers.names for f in ("--allow-host", name)] + ["--quiet"]
+        web = [f for name in servers.names for f in ("--allow-host", name)] + ["--quiet", "--per-host", "2"]
         local = _timed(["score", *inputs, "-o", str(work / "local.parquet"), "--cache-dir", str(work / "c1"), *web])
+        servers.reset()
         ray = _timed(["score", *inputs, "-o", str(work / "ray-out"), "--engine", "ray", "--address", cluster.address,
                       "--cache-dir", str(work / "c2"), "--page-store", str(work / "store"), *web])
+        seen = servers.reset()
         again = _timed(["score", *inputs, "-o", str(work / "ray-again"), "--engine", "ray", "--address",
                         cluster.address, "--cache-dir", str(work / "c3"), "--page-store", str(work / "store"), *web])
-    return {"records": records, "urls": urls, "local_s": local, "ray_s": ray, "ray_store_s": again}
+    counts = [n for host in seen.values() for n in host["counts"].values()]
+    return {"records": records, "urls": urls, "local_s": local, "ray_s": ray, "ray_store_s": again,
+            "differing_rows": _differing(work / "ray-out", work / "local.parquet"),
+            "urls_requested": len(counts), "most_requests_per_url": max(counts, default=0),
+            "most_in_flight_per_host": max((h["max_in_flight"] for h in seen.values()), default=0)}
+
+
+def _differing(ray_out: Path, local_out: Path) -> int:
+    """Rows of the Ray run that differ from the single-machine run's in any column they share."""
+    import math
+
+    import pyarrow.dataset as pads
+
+    ray_rows = pads.dataset(str(ray_out), format="parquet").to_table().sort_by("position").to_pylist()
+    local_rows = pads.dataset(str(local_out), format="parquet").to_table().to_pylist()
+    if len(ray_rows) != len(local_rows):
+        return abs(len(ray_rows) - len(local_rows)) + min(len(ray_rows), len(local_rows))
+
+    def same(a: object, b: object) -> bool:
+        return bool(a == b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+    return sum(1 for got, want in zip(ray_rows, local_rows, strict=True)
+               if not all(same(got[c], want[c]) for c in want if c in got))
 
 
 def main() -> None:
@@ -63,6 +87,9 @@ def main() -> None:
     print(f"single machine          {result['local_s']:8.1f} s  {n / result['local_s']:8.1f} records/s")
     print(f"ray, 2 nodes, cold      {result['ray_s']:8.1f} s  {n / result['ray_s']:8.1f} records/s")
     print(f"ray, page store warm    {result['ray_store_s']:8.1f} s  {n / result['ray_store_s']:8.1f} records/s")
+    print(f"ray rows differing from the single-machine rows: {result['differing_rows']} of {n}")
+    print(f"ray cold run: {result['urls_requested']} URLs requested, at most {result['most_requests_per_url']} "
+          f"request(s) per URL, at most {result['most_in_flight_per_host']} in flight per host (--per-host 2)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 # Smaller than the benchmark's 20,000 records and 2,000 URLs, to keep CI within its time.
 RECORDS, URLS = 1000, 200
 CHECKED = ("id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls", "n_urls",
-           "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete")
+           "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status")
 SCORED = ("scorer", "score", "explanation", "details")
 
 
