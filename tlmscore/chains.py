@@ -34,7 +34,8 @@ from tlmscore.logfile import RandomAccess
 from tlmscore.model import Transcript
 from tlmscore.transcripts import BatchInputs, Location, Look, Source, load_at, scan
 
-__all__ = ["ChainIndex", "History", "Location", "conversation_id", "previous_response_id", "with_history"]
+__all__ = ["ChainIndex", "History", "Location", "call_input", "conversation_id", "own_items", "previous_response_id",
+           "reference_ids", "with_history"]
 
 _PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*"')
 _CONVERSATION = re.compile(rb'"conversation"\s*:\s*[{"]')
@@ -89,26 +90,28 @@ def conversation_id(t: Transcript) -> str | None:
     return None
 
 
-def _input(t: Transcript) -> list[dict[str, Any]]:
+def call_input(t: Transcript) -> list[dict[str, Any]]:
+    """A call's input as items (a string input is one user message)."""
     value = t.request.get("input")
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
 
 
-def _own_items(t: Transcript) -> list[dict[str, Any]]:
+def own_items(t: Transcript) -> list[dict[str, Any]]:
     """What a call added to the context: its input, then its output."""
     output = t.response.get("output")
-    return _input(t) + ([i for i in output if isinstance(i, dict)] if isinstance(output, list) else [])
+    return call_input(t) + ([i for i in output if isinstance(i, dict)] if isinstance(output, list) else [])
 
 
-def _reference_ids(items: Sequence[dict[str, Any]]) -> list[str]:
+def reference_ids(items: Sequence[dict[str, Any]]) -> list[str]:
+    """The ids that the `item_reference` items among `items` point to."""
     return [str(i["id"]) for i in items if is_item_reference(i) and i.get("id")]
 
 
 def with_history(transcript: Transcript, history: History) -> Transcript:
     """The transcript with the history prepended to its input and item references filled in."""
-    items = [*history.items, *_input(transcript)]
+    items = [*history.items, *call_input(transcript)]
     if not history.items and not history.references:
         return transcript
     shown: set[str] = set()
@@ -134,7 +137,7 @@ class _Wanted:
         prev = previous_response_id(t)
         if prev:
             self.responses.add(prev)
-        self.items.update(_reference_ids(_input(t)))
+        self.items.update(reference_ids(call_input(t)))
         conv = conversation_id(t)
         if conv:
             created = t.response.get("created_at")
@@ -226,7 +229,7 @@ class ChainIndex:
             rid = previous_response_id(earlier) or ""
         history = base if problem is None else History(base.items, False, (*base.warnings, problem))
         for rid, earlier in reversed(chain):
-            history = History((*history.items, *_own_items(earlier)), history.complete, history.warnings)
+            history = History((*history.items, *own_items(earlier)), history.complete, history.warnings)
             self._contexts.put(rid, history)
         return history
 
@@ -238,19 +241,19 @@ class ChainIndex:
                 return History(tuple(items))
             earlier = self._load(location)
             if earlier is not None:
-                items.extend(_own_items(earlier))
+                items.extend(own_items(earlier))
         return History()
 
     def _with_references(self, found: History, transcript: Transcript) -> History:
         known = {str(i["id"]) for i in found.items if i.get("id") is not None}
         references: dict[str, dict[str, Any]] = {}
         warnings = list(found.warnings)
-        for ref in _reference_ids([*found.items, *_input(transcript)]):
+        for ref in reference_ids([*found.items, *call_input(transcript)]):
             if ref in known or ref in references:
                 continue
             location = self._items.get(ref)
             holder = self._load(location) if location is not None else None
-            item = next((i for i in _own_items(holder) if i.get("id") == ref), None) if holder else None
+            item = next((i for i in own_items(holder) if i.get("id") == ref), None) if holder else None
             if item is None:
                 warnings.append(f"item_reference {ref!r} is not in the set: that item is missing")
             else:
@@ -279,7 +282,7 @@ def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[s
     rid = t.response.get("id")
     if isinstance(rid, str) and rid in wanted.responses:
         responses.setdefault(rid, location)
-    for item in _own_items(t):
+    for item in own_items(t):
         item_id = item.get("id")
         if isinstance(item_id, str) and item_id in wanted.items and not is_item_reference(item):
             items.setdefault(item_id, location)

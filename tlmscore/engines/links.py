@@ -23,11 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tlmscore.chains import ChainIndex, Location, conversation_id, previous_response_id
+from tlmscore.chains import (
+    ChainIndex,
+    Location,
+    call_input,
+    conversation_id,
+    own_items,
+    previous_response_id,
+    reference_ids,
+)
 from tlmscore.convert.outputs import is_item_reference
 from tlmscore.engines.read import transcript_of
 from tlmscore.engines.tables import flat_rows, schema
-from tlmscore.model import Transcript
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -48,20 +55,8 @@ _LINKED = schema(input="int64", position="int64", source="string", line="int64",
                  error="string", links="binary")
 
 
-def _input(t: Transcript) -> list[dict[str, Any]]:
-    value = t.request.get("input")
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
-
-
-def _own_items(t: Transcript) -> list[dict[str, Any]]:
-    output = t.response.get("output")
-    return _input(t) + ([i for i in output if isinstance(i, dict)] if isinstance(output, list) else [])
-
-
 def _refs(items: list[dict[str, Any]]) -> list[str]:
-    return [f"i:{i['id']}" for i in items if is_item_reference(i) and i.get("id")]
+    return [f"i:{ref}" for ref in reference_ids(items)]
 
 
 def _keys(row: dict[str, Any]) -> dict[str, Any]:
@@ -73,11 +68,11 @@ def _keys(row: dict[str, Any]) -> dict[str, Any]:
     conv, created = None, float("inf")
     if t.error is None:
         prev = previous_response_id(t)
-        onward = ([f"r:{prev}"] if prev else []) + _refs(_own_items(t))
-        wants = ([f"r:{prev}"] if prev else []) + _refs(_input(t))
+        onward = ([f"r:{prev}"] if prev else []) + _refs(own_items(t))
+        wants = ([f"r:{prev}"] if prev else []) + _refs(call_input(t))
         rid = t.response.get("id")
         offers = ([f"r:{rid}"] if isinstance(rid, str) else []) + [
-            f"i:{i['id']}" for i in _own_items(t) if isinstance(i.get("id"), str) and not is_item_reference(i)]
+            f"i:{i['id']}" for i in own_items(t) if isinstance(i.get("id"), str) and not is_item_reference(i)]
         conv = conversation_id(t)
         value = t.response.get("created_at")
         created = float(value) if isinstance(value, (int, float)) else float("inf")
