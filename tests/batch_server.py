@@ -20,15 +20,14 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .judge_server import ChatReply, Reply, rating_reply
+from .judge_server import ChatReply, LoopbackServer, Reply, rating_reply
 
 
-class BatchServer:
+class BatchServer(LoopbackServer):
     """The fake; use as a context manager. `url` is the API root to give the client as base_url."""
 
     def __init__(self, reply: Reply = rating_reply, *, polls_to_finish: int = 1,
@@ -45,24 +44,7 @@ class BatchServer:
         self._polls: Counter[str] = Counter()
         self._calls = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The base URL (`http://127.0.0.1:PORT/v1`)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> BatchServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(self._handler())
 
     # ------------------------------------------------------------ the endpoints
 

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from typing_extensions import Self
+
 
 @dataclass(frozen=True)
 class ChatReply:
@@ -49,7 +51,31 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # a burst of concurrent connections must not be refused
 
 
-class ChatServer:
+class LoopbackServer:
+    """An HTTP server on a free port of 127.0.0.1, served on a thread while used as a context manager."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL (`http://127.0.0.1:PORT/v1`)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class ChatServer(LoopbackServer):
     """The server; use as a context manager. `url` is the API root to give the judge as base_url."""
 
     def __init__(self, reply: Reply, latency: float = 0.0) -> None:
@@ -61,24 +87,7 @@ class ChatServer:
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The base URL (`http://127.0.0.1:PORT/v1`)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ChatServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        super().__init__(self._handler())
 
     def _enter(self, body: dict[str, Any], headers: dict[str, str]) -> int:
         with self._lock:
