@@ -217,8 +217,8 @@ def child_cleanlab(batch: Path) -> None:
 
 def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str = "") -> None:
     """Fetch the batch's planned URLs with `Fetcher.pages`; print the timing and statuses as JSON."""
+    from tlmscore.evidence._plan import plan_urls
     from tlmscore.evidence.fetch import Fetcher
-    from tlmscore.evidence.plan import plan_urls
     from tlmscore.settings import Settings
 
     records = [json.loads(line) for line in batch.read_text().splitlines()]

@@ -9,8 +9,10 @@ import pytest
 
 import tlmscore
 
-MODULES = sorted(m.name for m in pkgutil.walk_packages(tlmscore.__path__, "tlmscore.")
-                 if m.name != "tlmscore.__main__")
+ALL_MODULES = sorted(m.name for m in pkgutil.walk_packages(tlmscore.__path__, "tlmscore.")
+                     if m.name != "tlmscore.__main__")
+MODULES = [m for m in ALL_MODULES if not any(part.startswith("_") for part in m.split("."))]
+PRIVATE = [m for m in ALL_MODULES if m not in MODULES]
 
 
 def isort_key(name: str) -> tuple[int, str]:
@@ -26,6 +28,12 @@ def test_all_is_sorted_and_names_exist(name: str) -> None:
     exported = module.__all__
     assert exported == sorted(exported, key=isort_key)
     assert all(hasattr(module, n) for n in exported)
+
+
+@pytest.mark.parametrize("name", PRIVATE)
+def test_private_modules_export_nothing(name: str) -> None:
+    # `__all__` marks what users may rely on; a private module's names are its package's business.
+    assert not hasattr(importlib.import_module(name), "__all__")
 
 
 def test_top_level_exports_every_public_name() -> None:

@@ -17,17 +17,15 @@ import pytest
 
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore import MemoryPages, Settings, prepare
+from tlmscore._urls import url_key
 from tlmscore.cli import main
-from tlmscore.evidence import archive as archive_module
-from tlmscore.evidence import body as body_module
 from tlmscore.evidence import page as page_module
 from tlmscore.evidence import sources as sources_module
 from tlmscore.evidence import workers as workers_module
-from tlmscore.evidence.archive import ArchivePages, availability_url, wayback_time
+from tlmscore.evidence._archive import ArchivePages, availability_url, wayback_time
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import AsOf, Page
 from tlmscore.evidence.sources import LayeredPages, open_page_source
-from tlmscore.urls import url_key
 
 
 def stamp(text: str) -> float:
@@ -315,7 +313,7 @@ def test_page_files_come_before_the_callers_source(tmp_path: Path) -> None:
     assert not (tmp_path / "never").exists()  # a caller's source takes the place of the cache and the web
 
 
-@pytest.mark.parametrize("module", [archive_module, body_module, page_module, sources_module, workers_module])
+@pytest.mark.parametrize("module", [page_module, sources_module, workers_module])  # the public ones
 def test_public_names_are_declared(module: types.ModuleType) -> None:
     public = {name for name, value in vars(module).items()
               if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__}

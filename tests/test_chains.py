@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tlmscore import MemoryPages, Settings, prepare, read_transcripts
-from tlmscore.chains import ChainIndex, History, with_history
+from tlmscore.ingest._chains import ChainIndex
+from tlmscore.ingest._history import History, with_history
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CHAIN_A, CHAIN_B = FIXTURES / "chain_a.jsonl", FIXTURES / "chain_b.jsonl"

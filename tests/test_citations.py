@@ -18,9 +18,9 @@ from openai.types.responses import Response
 
 from tlmscore import Page, read_transcripts
 from tlmscore.convert import convert_transcript
-from tlmscore.convert.citations import cited_sentence, message_citations, sentence_ends
+from tlmscore.convert._citations import cited_sentence, message_citations, sentence_ends
 from tlmscore.model import Conversation, Evidence, ScoringInput, ToolCall, WebResult
-from tlmscore.prompt import render
+from tlmscore.rendering._prompt import render
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 SITE = "https://www.toureiffel.paris/en"

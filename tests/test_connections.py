@@ -22,9 +22,10 @@ from tests.conftest import TLS_NAMES
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.proxy_server import ProxyServer
 from tests.test_fetch import table_resolver
-from tlmscore.cli import build_parser, main, settings_from_args
+from tlmscore.cli import main
+from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.evidence._guard import Resolver
 from tlmscore.evidence.fetch import Fetcher
-from tlmscore.evidence.guard import Resolver
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
 

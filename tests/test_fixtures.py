@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tlmscore import prompt
 from tlmscore.cli import main
 from tlmscore.fixtures import check_fixtures
+from tlmscore.rendering import _prompt as prompt
 
 RECORDS = ["order-status-tool-results", "web-search-jwst-sources", "hr-file-search-results"]
 

@@ -11,7 +11,7 @@ import pytest
 from tlmscore import MemoryPages, Page, Settings, prepare, read_transcripts
 from tlmscore.convert import convert_transcript
 from tlmscore.model import ToolCall, WebResult
-from tlmscore.prompt import render_prompt, render_response
+from tlmscore.rendering._prompt import render_prompt, render_response
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ITEMS = FIXTURES / "items.jsonl"

@@ -18,14 +18,14 @@ from tlmscore.convert import convert_transcript
 from tlmscore.errors import ScorerError
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.evidence.sources import load_page_records
+from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
-from tlmscore.prompt import render
+from tlmscore.rendering._prompt import render
 from tlmscore.scoring import Score, get_scorer, scorer_names
 from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.text import analyse, clauses, clean_markdown, expand_dates, is_negated, sentences
 from tlmscore.settings import Settings
-from tlmscore.transcripts import read_transcripts
 
 from .conftest import FIXTURES
 

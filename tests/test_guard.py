@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tlmscore.errors import FetchError
-from tlmscore.evidence import guard
-from tlmscore.evidence.guard import address_problem, check_url, parse_ip_literal
+from tlmscore.evidence import _guard as guard
+from tlmscore.evidence._guard import address_problem, check_url, parse_ip_literal
 
 
 def fixed_resolver(table: dict[str, Sequence[str]]) -> guard.Resolver:

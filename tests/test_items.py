@@ -13,9 +13,9 @@ from pydantic import TypeAdapter
 
 from tlmscore import MemoryPages, Settings, prepare, read_transcripts
 from tlmscore.convert import REGISTRY, convert_items, convert_transcript, split_answer
-from tlmscore.convert.tools import DECLARATIONS, declare_tools
+from tlmscore.convert._tools import DECLARATIONS, declare_tools
 from tlmscore.model import Message, ToolCall, ToolResult
-from tlmscore.prompt import render_prompt, render_response
+from tlmscore.rendering._prompt import render_prompt, render_response
 
 ITEMS = Path(__file__).resolve().parent.parent / "fixtures" / "items.jsonl"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

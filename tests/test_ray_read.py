@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tlmscore.engines.read import LINE_BITS, input_rows, read_input, transcript_of
-from tlmscore.transcripts import read_transcripts
+from tlmscore.engines._read import LINE_BITS, input_rows, read_input, transcript_of
+from tlmscore.ingest._records import read_transcripts
 
 
 def _engine_transcripts(path: Path, index: int = 0) -> list:

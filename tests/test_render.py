@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
-from tlmscore.convert.web import cited_sentence
+from tlmscore.convert._citations import cited_sentence
 from tlmscore.model import WebResult
-from tlmscore.prompt import _json_block, _text_block, render_prompt, render_response
+from tlmscore.rendering._prompt import _json_block, _text_block, render_prompt, render_response
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 BRIT = "https://www.britannica.com/topic/Eiffel-Tower"

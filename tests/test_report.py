@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tlmscore.report import Checkpoint, ChunkWriter, checkpoint_path
+from tlmscore.output._checkpoint import Checkpoint, checkpoint_path
+from tlmscore.output._writers import ChunkWriter
 
 
 def rows(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:

@@ -16,8 +16,8 @@ import pytest
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.test_resume import record
 from tlmscore.cli import main
-from tlmscore.manifest import manifest_path, read_manifest
-from tlmscore.report import checkpoint_path
+from tlmscore.output._checkpoint import checkpoint_path
+from tlmscore.output._manifest import manifest_path, read_manifest
 
 RECORDS = 3000
 CHUNK = 100

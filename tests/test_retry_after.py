@@ -7,7 +7,7 @@ from email.utils import formatdate
 
 import pytest
 
-from tlmscore.retry_after import retry_after_seconds
+from tlmscore._retry_after import retry_after_seconds
 
 
 @pytest.mark.parametrize(("value", "seconds"), [

@@ -21,9 +21,9 @@ from tlmscore import MemoryPages, Page, Settings
 from tlmscore.convert import registry
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.evidence.page import AsOf
-from tlmscore.logfile import RandomAccess, lines
+from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest._logfile import RandomAccess, lines
 from tlmscore.model import ToolCall, ToolResult, Turn
-from tlmscore.transcripts import BatchInputs
 
 DEMO = FIXTURES / "demo.jsonl"
 LOOKUP = {"type": "acme_lookup", "id": "al_1", "sku": "X-100", "result": {"stock": 7}}

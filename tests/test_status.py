@@ -18,10 +18,10 @@ from openai.types.responses import Response
 
 import tlmscore
 from tlmscore import Settings
-from tlmscore.convert.status import record_status, response_status
+from tlmscore.convert._status import record_status, response_status
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.model import ScoringInput
-from tlmscore.report import RowWriter
+from tlmscore.output._writers import RowWriter
 from tlmscore.scoring.base import Score
 
 OFFLINE = Settings(offline=True)

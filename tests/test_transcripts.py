@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from openai.types.responses import Response
 from pydantic import ValidationError
 
-from tlmscore import logfile, read_transcripts
+from tlmscore import read_transcripts
 from tlmscore.errors import TranscriptError
+from tlmscore.ingest import _logfile as logfile
 
 MESSAGE = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
            "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]}

@@ -19,8 +19,8 @@ import trustme
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.test_fetch import table_resolver
 from tlmscore.errors import ConfigError, FetchError
-from tlmscore.evidence.guard import Resolver
-from tlmscore.evidence.transport import GuardedTransport
+from tlmscore.evidence._guard import Resolver
+from tlmscore.evidence._transport import GuardedTransport
 from tlmscore.settings import Settings
 
 PAGE = html_page("Ferry news", "The ferry to the island now runs every twenty minutes in summer.")

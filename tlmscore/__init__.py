@@ -10,13 +10,13 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from tlmscore.batch import aiter_rows, aprepare, ascore, prepare, score
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
+    from tlmscore.ingest import read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
-    from tlmscore.prompt import render
+    from tlmscore.pipeline import aiter_rows, aprepare, ascore, prepare, score
+    from tlmscore.rendering import render
     from tlmscore.settings import Settings
-    from tlmscore.transcripts import read_transcripts
 
 __all__ = [
     "ConfigError",
@@ -44,11 +44,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 _HOMES = {
-    "aiter_rows": "tlmscore.batch",
-    "aprepare": "tlmscore.batch",
-    "ascore": "tlmscore.batch",
-    "prepare": "tlmscore.batch",
-    "score": "tlmscore.batch",
+    "aiter_rows": "tlmscore.pipeline",
+    "aprepare": "tlmscore.pipeline",
+    "ascore": "tlmscore.pipeline",
+    "prepare": "tlmscore.pipeline",
+    "score": "tlmscore.pipeline",
     "ConfigError": "tlmscore.errors",
     "FetchError": "tlmscore.errors",
     "ScorerError": "tlmscore.errors",
@@ -60,9 +60,9 @@ _HOMES = {
     "Conversation": "tlmscore.model",
     "ScoringInput": "tlmscore.model",
     "Transcript": "tlmscore.model",
-    "render": "tlmscore.prompt",
+    "render": "tlmscore.rendering",
     "Settings": "tlmscore.settings",
-    "read_transcripts": "tlmscore.transcripts",
+    "read_transcripts": "tlmscore.ingest",
 }
 
 

@@ -22,15 +22,16 @@ def run() -> NoReturn:
 
     The objects made at start-up are frozen out of the garbage collector's reach, so its passes
     during the run walk only what the run makes; and again at the end, so the interpreter's
-    closing passes do not walk a whole batch's objects (0.1 s for 500 records) only to free
-    memory the operating system takes back anyway.
+    closing passes do not walk a whole batch's objects only to free memory the operating system
+    takes back anyway.
     """
     argv = sys.argv[1:]
     # httpx imports its own command line (click, pygments, rich) whenever those are installed,
-    # 10 to 20 ms of every start; this process never runs it, so it is marked as absent.
+    # at every start; this process never runs it, so it is marked as absent.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "no such module"
     # numpy, which pyarrow loads for a Parquet output, starts a BLAS thread per core that spins
-    # for 60 ms of CPU while the batch is fetching; the command line does no linear algebra.
+    # while the batch is fetching; the command line does no linear algebra. (The executable's own
+    # process only: a library call leaves its host's environment alone.)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if argv[:1] and argv[0] in _FETCHING_COMMANDS and "--offline" not in argv:
         from tlmscore.evidence.extract import start_forkserver  # noqa: PLC0415  (before the heavy imports)

@@ -16,17 +16,17 @@ from typing import Any
 
 import pandas as pd
 
-from tlmscore.batch import run_sync
+from tlmscore._urls import url_key
 from tlmscore.convert import convert_transcript
-from tlmscore.convert.web import cited_sentence
+from tlmscore.convert._citations import cited_sentence
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.evidence.sources import open_page_source
+from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
-from tlmscore.prompt import unavailable_text
+from tlmscore.pipeline._run import run_sync
+from tlmscore.rendering._shown import unavailable_text
 from tlmscore.settings import Settings
-from tlmscore.transcripts import read_transcripts
-from tlmscore.urls import url_key
 
 __all__ = ["CSS", "TranscriptView", "plot_fetch_status", "plot_score_by", "plot_scores", "results_html"]
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tlmscore.batch import aiter_chunks, run_sync
+from tlmscore._urls import url_key
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
+from tlmscore.pipeline._run import aiter_chunks, run_sync
 from tlmscore.settings import Settings
-from tlmscore.urls import url_key
 
 __all__ = ["BATCH_INPUT_SUFFIX", "FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "record_fixtures"]
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tlmscore.engines.links import with_links
-from tlmscore.engines.pages import FetchPages, planned_urls, store_pages, stored_pages
-from tlmscore.engines.read import input_rows, read_input
-from tlmscore.engines.rows import ScoreRows, convert_row, render_rows, with_pages
-from tlmscore.engines.tables import flat_rows, schema
+from tlmscore.engines._links import with_links
+from tlmscore.engines._pages import FetchPages, planned_urls, store_pages, stored_pages
+from tlmscore.engines._read import input_rows, read_input
+from tlmscore.engines._rows import ScoreRows, convert_row, render_rows, with_pages
+from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import Scorer
 from tlmscore.settings import Settings

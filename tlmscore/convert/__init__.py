@@ -6,17 +6,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tlmscore.convert.content import content_text
+from tlmscore.convert._content import content_text
+from tlmscore.convert._functions import parse_arguments
+from tlmscore.convert._generic import convert_unknown
+from tlmscore.convert._instructions import call_instructions
+from tlmscore.convert._messages import assistant_text
+from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
+from tlmscore.convert._structured import apply_structured_output, json_schema_format
+from tlmscore.convert._tools import declare_chat_tool, declare_tools
 from tlmscore.convert.context import Context, ItemConverter
-from tlmscore.convert.functions import parse_arguments
-from tlmscore.convert.generic import convert_unknown
-from tlmscore.convert.instructions import call_instructions
-from tlmscore.convert.messages import assistant_text
-from tlmscore.convert.providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
-from tlmscore.convert.structured import apply_structured_output, json_schema_format
-from tlmscore.convert.tools import declare_chat_tool, declare_tools
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn
 from tlmscore.settings import Settings

@@ -16,9 +16,38 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from types import MappingProxyType
 
-from tlmscore.convert import code, computer, custom, files, functions, images, mcp, messages, shell, web
+from tlmscore.convert import (
+    _code as code,
+)
+from tlmscore.convert import (
+    _computer as computer,
+)
+from tlmscore.convert import (
+    _custom as custom,
+)
+from tlmscore.convert import (
+    _files as files,
+)
+from tlmscore.convert import (
+    _functions as functions,
+)
+from tlmscore.convert import (
+    _images as images,
+)
+from tlmscore.convert import (
+    _mcp as mcp,
+)
+from tlmscore.convert import (
+    _messages as messages,
+)
+from tlmscore.convert import (
+    _shell as shell,
+)
+from tlmscore.convert import (
+    _web as web,
+)
 from tlmscore.convert.context import Converter, ItemConverter
-from tlmscore.convert.outputs import is_item_reference
+from tlmscore.ingest._history import is_item_reference
 
 __all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "ConverterLike", "converters", "item_type", "plugin_converters"]
 

@@ -1,3 +1,8 @@
-"""Engines that run the pipeline's stages over many machines (`ray`: Ray Data, extra `tlmscore[ray]`)."""
+"""Engines that run the pipeline's stages over many machines; `tlmscore.ray` is the public entry.
+
+The Ray Data engine (extra `tlmscore[ray]`): `_read` reads inputs as datasets, `_links` resolves
+chains by joins, `_pages` fetches unique URLs grouped by host into a page store, `_rows` renders and
+scores, `_tables` holds the Arrow schemas, `_command` runs it for the command line.
+"""
 
 __all__: list[str] = []

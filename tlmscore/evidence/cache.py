@@ -53,11 +53,11 @@ from urllib.parse import urlsplit
 import diskcache
 import zstandard
 
+from tlmscore._urls import url_key
 from tlmscore.errors import FetchError
-from tlmscore.evidence.guard import Resolver, check_url, parse_ip_literal, system_resolver
+from tlmscore.evidence._guard import Resolver, check_url, parse_ip_literal, system_resolver
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
-from tlmscore.urls import url_key
 
 __all__ = [
     "CONTENT_STATUSES",

@@ -22,19 +22,19 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tlmscore._retry_after import retry_after_seconds
+from tlmscore._urls import url_key
 from tlmscore.errors import FetchError
-from tlmscore.evidence.body import read_body
+from tlmscore.evidence._body import read_body
+from tlmscore.evidence._download import Downloader
+from tlmscore.evidence._download import Reply as _Reply
+from tlmscore.evidence._guard import Resolver, system_resolver
+from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence.cache import CachedPage, PageCache
-from tlmscore.evidence.download import Downloader
-from tlmscore.evidence.download import Reply as _Reply
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
-from tlmscore.evidence.guard import Resolver, system_resolver
 from tlmscore.evidence.page import PAGE_STATUSES, AsOf, Page, PageStatus, in_given_order
-from tlmscore.evidence.plan import plan_urls
 from tlmscore.evidence.workers import ExtractPool, Limits
-from tlmscore.retry_after import retry_after_seconds
 from tlmscore.settings import Settings
-from tlmscore.urls import url_key
 
 __all__ = ["ACCEPT", "USER_AGENT", "Fetcher", "Progress"]
 

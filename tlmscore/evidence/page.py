@@ -13,7 +13,7 @@ from contextlib import aclosing
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, get_args
 
-from tlmscore.urls import url_key
+from tlmscore._urls import url_key
 
 __all__ = ["PAGE_STATUSES", "AsOf", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus", "answered_at",
            "find_page", "in_given_order", "pages_as_done"]

@@ -83,7 +83,7 @@ async def open_page_source(settings: Settings,
         origin = given
         if origin is None:
             # Imported here: a run given its own source never loads the network stack.
-            from tlmscore.evidence.archive import ArchivePages  # noqa: PLC0415
+            from tlmscore.evidence._archive import ArchivePages  # noqa: PLC0415
             from tlmscore.evidence.fetch import Fetcher  # noqa: PLC0415
 
             fetcher = await stack.enter_async_context(Fetcher(settings, progress=progress))

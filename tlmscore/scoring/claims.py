@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tlmscore._urls import url_key
 from tlmscore.scoring.evidence import strip_blocks
 from tlmscore.scoring.text import (
     CITATION_MARKER,
@@ -30,7 +31,6 @@ from tlmscore.scoring.text import (
     marker_numbers,
     sentences,
 )
-from tlmscore.urls import url_key
 
 __all__ = [
     "Claim",

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tlmscore.convert.files import FILE_SEARCH_NOT_LOGGED
+from tlmscore._urls import url_key
+from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
-from tlmscore.prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
-from tlmscore.urls import url_key
+from tlmscore.rendering._prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
 __all__ = [
     "UNAVAILABLE_PREFIX",

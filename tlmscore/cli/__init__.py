@@ -1,0 +1,12 @@
+"""The command line: arguments → `Settings` → one library call; progress bars; the run summary.
+
+`_commands` parses arguments and runs `prepare`, `score`, `calibrate`, `cache` and `fixtures`;
+`_progress` draws progress bars on a terminal; `_summary` is the end-of-run summary on stderr;
+`_calibrate` reads a scored file and its labels for `tlmscore calibrate`.
+"""
+
+from __future__ import annotations
+
+from tlmscore.cli._commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,120 @@
+"""The `calibrate` command's library side: labelled scores from a scored file, and the calibrated column.
+
+`labelled_scores` reads a file written by `tlmscore score` (JSONL, CSV or Parquet) and the labels,
+either a column of that file or of another table joined on `id` (a transcript file's `metadata`
+counts as columns, so labels kept with the transcripts need no copying). `calibrate_file` fits and
+cross-validates a `Calibration` from them; `add_calibrated` adds `calibrated_score` to rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tlmscore.errors import ConfigError
+from tlmscore.scoring.calibration import Calibration, Method, apply, cross_validate, fit
+
+
+@dataclass(frozen=True)
+class LabelledScores:
+    """Raw scores with 0/1 labels, the scorer they came from, and how many rows were left out (no score/label)."""
+
+    scorer: str
+    scores: tuple[float, ...]
+    labels: tuple[int, ...]
+    skipped: int
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL, JSON, CSV or Parquet file as dicts; a `ConfigError` names a file that cannot be read."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".json"):
+            text = path.read_text(encoding="utf-8")
+            if suffix == ".json":
+                value = json.loads(text)
+                return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+            return [v for line in text.splitlines() if line.strip() and isinstance(v := json.loads(line), dict)]
+        import pandas as pd  # noqa: PLC0415  (only for tables)
+
+        if suffix == ".csv":
+            frame = pd.read_csv(path)
+        elif suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            raise ConfigError(f"{path}: expected a .jsonl, .json, .csv or .parquet file")
+        rows = [{str(k): v for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return rows
+
+
+def _label_of(row: dict[str, Any], column: str) -> Any:
+    if column in row:
+        return row[column]
+    metadata = row.get("metadata")
+    return metadata.get(column) if isinstance(metadata, dict) else None
+
+
+def _binary(value: Any, positive: Sequence[str] | None, column: str) -> int | None:
+    """A label as 0/1 (None when missing): booleans and 0/1 as they are, other values by `positive`."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if positive:
+        return int(str(value) in positive)
+    if isinstance(value, bool) or value in (0, 1):
+        return int(value)
+    lowered = str(value).strip().lower()
+    if lowered in ("true", "false"):
+        return int(lowered == "true")
+    raise ConfigError(f"label column {column!r} holds {value!r}: give --positive VALUE for labels that are "
+                      "not true/false or 0/1")
+
+
+def labelled_scores(scored: Path, column: str, *, labels_from: Path | None = None,
+                    positive: Sequence[str] | None = None) -> LabelledScores:
+    """The scores of `scored` with their labels (from `column` of `scored`, or of `labels_from` by `id`)."""
+    rows = read_table(scored)
+    scorers = {str(r["scorer"]) for r in rows if r.get("scorer") is not None}
+    if not rows or len(scorers) != 1:
+        raise ConfigError(f"{scored}: expected the rows of one scorer (a `tlmscore score` output), "
+                          f"found scorers {sorted(scorers) or 'none'}")
+    by_id = {str(r.get("id")): _label_of(r, column) for r in read_table(labels_from)} if labels_from else None
+    if by_id is None and not any(column in r for r in rows):
+        raise ConfigError(f"{scored}: no column {column!r} (join labels from another file with --labels-from)")
+    scores, labels = [], []
+    for row in rows:
+        raw = by_id.get(str(row.get("id"))) if by_id is not None else row.get(column)
+        label = _binary(raw, positive, column)
+        score = row.get("score")
+        if label is None or not isinstance(score, (int, float)) or math.isnan(score):
+            continue
+        scores.append(float(score))
+        labels.append(label)
+    return LabelledScores(scorers.pop(), tuple(scores), tuple(labels), len(rows) - len(scores))
+
+
+def calibrate_file(data: LabelledScores, *, method: Method = "isotonic", folds: int = 5,
+                   bins: int = 10) -> Calibration:
+    """A calibration fitted on all of `data`, with its cross-validated reliability in `validation`."""
+    calibration = fit(data.scores, data.labels, scorer=data.scorer, method=method)
+    check = cross_validate(data.scores, data.labels, method=method, folds=folds, bins=bins)
+    return replace(calibration, validation={**check.as_dict(), "skipped_rows": data.skipped})
+
+
+def add_calibrated(rows: Iterable[dict[str, Any]], calibration: Calibration) -> None:
+    """Add `calibrated_score` to scored rows in place (NaN where `score` is NaN)."""
+    rows = list(rows)
+    for scorer in {str(r["scorer"]) for r in rows if r.get("scorer") is not None}:
+        apply(calibration, [], scorer=scorer)  # refuses a calibration fitted for another scorer
+    values = apply(calibration, [_number(r.get("score")) for r in rows])
+    for row, value in zip(rows, values.tolist(), strict=True):
+        row["calibrated_score"] = value
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan

@@ -1,0 +1,260 @@
+"""The `tlmscore` command: parse flags → Settings → one library call → a summary on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import sys
+import warnings
+from collections.abc import Callable, Container, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._progress import ProgressBars
+from tlmscore.cli._summary import Summary
+from tlmscore.engines._command import run_ray
+from tlmscore.errors import ConfigError, TlmscoreError
+from tlmscore.evidence.cache import cache_stats, clear_cache
+from tlmscore.fixtures import check_fixtures, record_fixtures
+from tlmscore.ingest._logfile import check_readable
+from tlmscore.output._checkpoint import Checkpoint
+from tlmscore.output._encoding import output_format
+from tlmscore.output._manifest import build_manifest, describe_file, start_run
+from tlmscore.output._writers import ChunkWriter
+from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, run_batch
+from tlmscore.scoring.base import get_scorer
+from tlmscore.settings import Settings, default_cache_dir
+
+EXIT_OK = 0
+EXIT_CHANGED = 1
+EXIT_USAGE = 2
+
+
+def _check_inputs(paths: Sequence[Path]) -> None:
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file")
+        check_readable(path)
+
+
+def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The scorer's options from its flags and every `--option KEY=VALUE` (VALUE read as JSON if it is)."""
+    options: dict[str, Any] = {}
+    for flag in ("base_url", "model", "api_key_env", "quality_preset"):
+        if getattr(args, flag, None) is not None:
+            options[flag] = getattr(args, flag)
+    for item in args.option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _judge_batch(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """With --judge-batch: batch mode, its state folder beside the output unless an option names one."""
+    if not getattr(args, "judge_batch", False):
+        return options
+    if args.scorer != "judge":
+        raise ConfigError("--judge-batch needs --scorer judge")
+    return {"batch_dir": str(args.output) + ".judge-batch", **options, "batch": True}
+
+
+def _submit_ahead(args: argparse.Namespace, settings: Settings, options: dict[str, Any],
+                  skip: Container[tuple[str, int]]) -> None:
+    """--judge-batch, first pass: every chunk's requests are submitted before any chunk waits for its batches.
+
+    The second pass renders the same prompts (same input and cache), so it finds the same
+    custom_ids in the batches submitted here and only polls and collects them.
+    """
+    print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any", file=sys.stderr)
+    submitter = get_scorer(args.scorer, {**options, "batch_submit_only": True})
+    run_batch(list(args.inputs), settings, lambda rows: None, scorer=submitter, skip=skip)
+
+
+@contextlib.contextmanager
+def _scorer_log(enabled: bool) -> Iterator[None]:
+    """Scorers' INFO messages (the judge's request count and token estimate) as `tlmscore:` lines on stderr."""
+    logger = logging.getLogger("tlmscore")
+    if not enabled:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tlmscore: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace, *, scoring: bool) -> int:
+    """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    if args.engine == "ray":
+        unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
+                                                ("--calibration", getattr(args, "calibration", None))) if given]
+        if unsupported:
+            raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
+        _check_inputs([p for p in args.inputs if "://" not in str(p)])
+        return run_ray(args, settings_from_args(args), args.scorer if scoring else None,
+                       _scorer_options(args) if scoring else {})
+    output_format(args.output)
+    _check_inputs([*args.inputs, *args.batch_input])
+    options = _judge_batch(args, _scorer_options(args)) if scoring else {}
+    settings = settings_from_args(args)
+    scorer = get_scorer(args.scorer, options) if scoring else None
+    calibration = _calibration(args) if scoring else None
+    row_options = {**options, "calibration": describe_file(args.calibration)} if calibration else options
+    manifest = build_manifest(args.command, args.inputs, settings, scorer=args.scorer if scoring else None,
+                              scorer_options=row_options)
+    names = start_run(args.output, manifest, resume=args.resume)
+    checkpoint = Checkpoint(args.output, resume=args.resume)
+    skip = {(names.get(source, source), line) for source, line in checkpoint.done}
+    summary = Summary()
+    if checkpoint.done:
+        print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
+
+    with ChunkWriter(checkpoint.write) as writer, ProgressBars(enabled=settings.progress) as bars:
+        def sink(rows: list[dict[str, Any]]) -> None:
+            if calibration is not None:
+                calibration(rows)
+            writer.submit(rows)
+            summary.add(rows)
+
+        def progress(stage: str, done: int, total: int | None) -> None:
+            if stage == "fetch" and done:  # the first requests are out; pyarrow loads after them
+                checkpoint.preload()
+            bars.update(stage, done, total)
+
+        with _scorer_log(scoring):
+            if options.get("batch") and not options.get("batch_submit_only"):
+                _submit_ahead(args, settings, options, skip)
+            run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
+    scored = (*SCORE_COLUMNS, *(("calibrated_score",) if calibration else ())) if scoring else ()
+    columns = (*ROW_COLUMNS, *scored)
+    total = checkpoint.finish(settings.chunk_size, columns)
+    print(summary.text(args.output, scored=scoring), file=sys.stderr)
+    if checkpoint.done:
+        print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _calibration(args: argparse.Namespace) -> Callable[[list[dict[str, Any]]], None] | None:
+    """With --calibration: what adds `calibrated_score` to rows, after checking the file fits the scorer."""
+    if args.calibration is None:
+        return None
+    from tlmscore.cli._calibrate import add_calibrated  # noqa: PLC0415  (numpy only when calibrating)
+    from tlmscore.scoring import calibration  # noqa: PLC0415
+
+    fitted = calibration.load(args.calibration)
+    calibration.apply(fitted, [], scorer=args.scorer)
+    return lambda rows: add_calibrated(rows, fitted)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Fit, cross-validate and save a calibration; the reliability table goes to stdout."""
+    from tlmscore.cli._calibrate import calibrate_file, labelled_scores  # noqa: PLC0415  (numpy only when calibrating)
+    from tlmscore.scoring.calibration import save as save_calibration  # noqa: PLC0415
+
+    data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
+    calibration = calibrate_file(data, method=args.method, folds=args.folds)
+    save_calibration(calibration, args.output)
+    check = calibration.validation
+    print(f"{'held-out bin':<12}  {'raw: rows':>9}  {'p':>4}  {'correct':>7}  {'calibrated: rows':>16}  {'p':>4}  "
+          f"{'correct':>7}")
+    for raw, cal in zip(check["bins_raw"], check["bins_calibrated"], strict=True):
+        span = f"[{raw['low']:.1f}, {raw['high']:.1f})"
+        print(f"{span:<12}  {raw['count']:>9}  {_fmt(raw['mean_probability'])}  "
+              f"{_fmt(raw['accuracy']):>7}  {cal['count']:>16}  {_fmt(cal['mean_probability'])}  "
+              f"{_fmt(cal['accuracy']):>7}")
+    print(f"tlmscore: {args.method} calibration of {data.scorer} on {calibration.rows} rows "
+          f"({calibration.positives} correct, {data.skipped} without score or label): expected calibration error "
+          f"on held-out folds {check['ece_raw']:.3f} raw, {check['ece_calibrated']:.3f} calibrated "
+          f"({check['folds']} folds); saved {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _fmt(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"
+
+
+def _cache(args: argparse.Namespace) -> int:
+    directory: Path = args.cache_dir or default_cache_dir()
+    if args.action == "clear":
+        removed = clear_cache(directory)
+        print(f"tlmscore: removed {removed} cached pages from {directory}", file=sys.stderr)
+        return EXIT_OK
+    stats = cache_stats(directory)
+    for field in dataclasses.fields(stats):
+        print(f"{field.name}: {getattr(stats, field.name)}")
+    return EXIT_OK
+
+
+def _fixtures(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    if args.action == "record":
+        count = record_fixtures(args.folder, settings)
+        print(f"tlmscore: recorded {count} transcripts in {args.folder}", file=sys.stderr)
+        return EXIT_OK
+    report = check_fixtures(args.folder, settings, update=args.update)
+    for diff in report.diffs:
+        sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
+    if report.ok:
+        print(f"tlmscore: {report.checked} transcripts match their golden files", file=sys.stderr)
+        return EXIT_OK
+    verb = "updated" if args.update else "changed"
+    print(f"tlmscore: {len(report.changed)} of {report.checked} transcripts {verb}: "
+          + ", ".join(report.changed), file=sys.stderr)
+    return EXIT_OK if args.update else EXIT_CHANGED
+
+
+def _show_warning(  # noqa: PLR0917 -- the signature `warnings.showwarning` is called with
+    message: Warning | str, category: type[Warning], filename: str, lineno: int,
+    file: Any = None, line: str | None = None,
+) -> None:
+    """Show tlmscore's own warnings as one plain line on stderr, others as Python shows them."""
+    text = str(message)
+    if text.startswith("tlmscore: "):
+        print(f"tlmscore: warning: {text.removeprefix('tlmscore: ')}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        if args.command in ("prepare", "score"):
+            return _run(args, scoring=args.command == "score")
+        if args.command == "fixtures":
+            return _fixtures(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
+        return _cache(args)
+    except (TlmscoreError, ValidationError) as exc:
+        print(f"tlmscore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The end-of-run summary printed on stderr: totals, score quantiles, the lowest rows, the first errors."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlmscore.ingest._logfile import safe_text
+
+_ERRORS_SHOWN = 10
+
+
+_LOWEST_SHOWN = 5
+
+
+@dataclass
+class Summary:
+    """Running totals for the end-of-run summary, kept small however many rows pass."""
+
+    rows: int = 0
+    errors: int = 0
+    warned: int = 0
+    urls: int = 0
+    urls_failed: int = 0
+    scores: list[float] = field(default_factory=list)
+    lowest: list[tuple[float, str]] = field(default_factory=list)
+    first_errors: list[str] = field(default_factory=list)
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Count a chunk of rows."""
+        for row in rows:
+            self.rows += 1
+            self.warned += bool(row.get("warnings"))
+            self.urls += int(row.get("n_urls") or 0)
+            self.urls_failed += int(row.get("n_urls_failed") or 0)
+            if row.get("error"):
+                self.errors += 1
+                if len(self.first_errors) < _ERRORS_SHOWN:
+                    self.first_errors.append(str(row["error"]))
+            score = row.get("score")
+            if isinstance(score, (int, float)) and not math.isnan(score):
+                self.scores.append(float(score))
+                heapq.heappush(self.lowest, (-float(score), str(row.get("id"))))
+                if len(self.lowest) > _LOWEST_SHOWN:
+                    heapq.heappop(self.lowest)
+
+    def text(self, output: Path, *, scored: bool) -> str:
+        """The summary printed on stderr."""
+        lines = [f"tlmscore: {self.rows} records → {output}: {self.rows - self.errors} prepared, "
+                 f"{self.errors} errors, {self.warned} with warnings; evidence pages: "
+                 f"{self.urls - self.urls_failed} ok, {self.urls_failed} unavailable"]
+        if scored:
+            lines.append(f"  scored: {len(self.scores)} of {self.rows}")
+            if self.scores:
+                qs = statistics.quantiles(self.scores, n=4) if len(self.scores) > 1 else [self.scores[0]] * 3
+                lines.append(f"  score min {min(self.scores):.3f}  q1 {qs[0]:.3f}  median {qs[1]:.3f}  "
+                             f"q3 {qs[2]:.3f}  max {max(self.scores):.3f}")
+                low = sorted((-s, rid) for s, rid in self.lowest)
+                lines.append("  lowest: " + ", ".join(f"{rid} ({s:.3f})" for s, rid in low))
+        lines += [f"  error: {e}" for e in self.first_errors]
+        if self.errors > len(self.first_errors):
+            lines.append(f"  … and {self.errors - len(self.first_errors)} more errors (see the 'error' column)")
+        return safe_text("\n".join(lines))  # a file name need not be UTF-8; stderr may not take it

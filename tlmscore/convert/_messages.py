@@ -1,0 +1,55 @@
+"""Messages of every role, and reasoning items (skipped unless summaries are asked for)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tlmscore.convert._content import content_text
+from tlmscore.convert._think import split_think
+from tlmscore.convert.context import Context, ItemConverter
+from tlmscore.model import Message, Turn
+
+
+def assistant_text(text: str, ctx: Context) -> str:
+    """An assistant's text without the `<think>` reasoning some chat models write into it, with a warning.
+
+    Removed from the answer being scored and from earlier assistant turns alike: it is not what the
+    model said, and clients do not send it back (DeepSeek's API rejects it in history). With
+    `think="keep"` (tlmscore.compat, to match the reference) the text is left as it is.
+    """
+    if ctx.think == "keep":
+        return text
+    split = split_think(text)
+    if not split.found:
+        return text
+    if split.unclosed:
+        left = "the text before it is kept" if split.text else "no answer text is left"
+        ctx.warn(f"an assistant message was cut off inside a <think> block: its reasoning was removed; {left}")
+    else:
+        ctx.warn("removed <think> reasoning from an assistant message; only the text outside it is shown")
+    return split.text
+
+
+def convert_message(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """A message item, or a bare `{role, content}` input message; an assistant's `<think>` reasoning is removed."""
+    role = str(item.get("role") or "user")
+    name = item.get("name") if isinstance(item.get("name"), str) and item.get("name") else None
+    text = content_text(item.get("content"))
+    return [Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text, name=name)]
+
+
+def convert_reasoning(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """Reasoning is not shown, as in the reference; with `reasoning="summary"` its summary is."""
+    if ctx.reasoning != "summary":
+        return []
+    summary = item.get("summary") or []
+    texts = [str(part.get("text", "")) for part in summary if isinstance(part, dict) and part.get("text")]
+    if not texts:
+        return []
+    return [Message(role="assistant", text="(reasoning summary) " + "\n".join(texts))]
+
+
+CONVERTERS: dict[str, ItemConverter] = {
+    "message": ItemConverter(convert_message, kind="answer"),
+    "reasoning": ItemConverter(convert_reasoning, kind="transparent"),
+}

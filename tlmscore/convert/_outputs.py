@@ -1,0 +1,51 @@
+"""Tool outputs of every shape as the JSON value the scorer sees: text, parts, JSON, errors.
+
+A string stays a string (the reference shows function outputs verbatim); a list of content parts
+becomes text with images and files as placeholders (kind, size, content hash), never base64.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tlmscore.convert._content import blob_summary, content_text
+
+NOT_LOGGED = "The output of this call was not recorded in the log, so what it returned is unknown."
+
+
+def _is_part(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("type"), str)
+
+
+def tool_output(value: Any) -> Any:
+    """A tool's output: strings and JSON values as they are, content-part lists as text."""
+    if isinstance(value, list) and value and all(_is_part(v) for v in value):
+        return content_text(value)
+    return value
+
+
+def parse_json_text(value: Any) -> Any:
+    """A JSON string decoded (an output documented as "a JSON string"); other text as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def image_placeholder(data: str | None, media: str | None = None) -> str:
+    """An image given as a URL, a data URL or bare base64, as a short placeholder."""
+    if not data:
+        return "[image: not recorded]"
+    if data.startswith(("http://", "https://", "sandbox:", "file-", "cfile_")):
+        return f"[image: {data}]"
+    if not data.startswith("data:") and media:
+        data = f"data:{media};base64,{data}"
+    return f"[image: {blob_summary(data)}]"
+
+
+def call_id_of(item: dict[str, Any]) -> str:
+    """The id that links a call to its output: `call_id` when set, else the item's `id`."""
+    return str(item.get("call_id") or item.get("id") or "")

@@ -1,0 +1,327 @@
+"""Tool declarations for the tools section: the request's tools, and built-in tools that ran.
+
+Function tools keep the reference's JSON shape byte for byte; built-in tools are declared as the
+function the synthetic calls name, so every call in the prompt has a declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+_OBJECT = "object"
+
+
+def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": _OBJECT, "properties": props, "required": required}
+
+
+def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
+    if "description" in tool:
+        decl["description"] = tool["description"]
+    if "parameters" in tool:
+        decl["parameters"] = tool["parameters"]
+    decl["strict"] = tool.get("strict", True)
+    return [decl]
+
+
+def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    queries = {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Search queries to run against the document index.",
+    }
+    return [{
+        "type": "function",
+        "name": "file_search",
+        "description": "Search user-uploaded documents for relevant passages.",
+        "parameters": _params({"queries": queries}, ["queries"]),
+    }]
+
+
+def _web_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    query = {"type": "string", "description": "Search the web with a query and return relevant pages."}
+    return [{
+        "type": "function",
+        "name": "web_search_call",
+        "description": "Search the web for relevant information.",
+        "parameters": _params({"query": query}, ["query"]),
+    }]
+
+
+def _open_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    url = {"type": "string", "description": "The URL of the page to open."}
+    return [{
+        "type": "function",
+        "name": "open_page",
+        "description": "Open a web page and read its content.",
+        "parameters": _params({"url": url}, ["url"]),
+    }]
+
+
+def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    url = {"type": "string", "description": "The URL of the page to search."}
+    pattern = {"type": "string", "description": "The text to look for in the page."}
+    return [{
+        "type": "function",
+        "name": "find_in_page",
+        "description": "Find a pattern in a web page and read the passages around it.",
+        "parameters": _params({"url": url, "pattern": pattern}, ["url", "pattern"]),
+    }]
+
+
+def _decl(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "name": name, "description": description, "parameters": parameters}
+
+
+def _string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _strings(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+def _code_interpreter(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    code = _string("Python code to run in the sandboxed container.")
+    return [_decl("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
+                  _params({"code": code}, ["code"]))]
+
+
+def _through_use(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """Nothing for the tool itself: it is declared through what it made available.
+
+    An MCP server through the tools it listed (`mcp_list_tools`), xAI's x_search through the
+    functions its calls name.
+    """
+    return []
+
+
+def _mcp_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
+    label = tool.get("server_label")
+    description = str(tool.get("description") or "").strip()
+    decl["description"] = f"{description} (MCP server {label!r})".strip() if label else description
+    decl["parameters"] = tool.get("input_schema") or {"type": _OBJECT, "properties": {}}
+    return [decl]
+
+
+def _image_generation(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    prompt = _string("What the image should show.")
+    return [_decl("image_generation", "Generate or edit an image from a text prompt.",
+                  _params({"prompt": prompt}, ["prompt"]))]
+
+
+def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    screen = ""
+    if tool.get("display_width") and tool.get("display_height"):
+        screen = f" The display is {tool['display_width']}x{tool['display_height']} pixels"
+        screen += f" ({tool['environment']})." if tool.get("environment") else "."
+    actions = ["click", "double_click", "drag", "keypress", "move", "screenshot", "scroll", "type", "wait"]
+    props = {"type": {"type": "string", "enum": actions, "description": "The action to perform."},
+             "x": {"type": "integer"}, "y": {"type": "integer"}, "button": {"type": "string"},
+             "keys": _strings("Keys to press."), "text": _string("Text to type."),
+             "scroll_x": {"type": "integer"}, "scroll_y": {"type": "integer"},
+             "path": {"type": "array", "items": {"type": "object"}, "description": "Drag path points."}}
+    return [_decl("computer", "Control a computer: act on the screen and receive a screenshot." + screen,
+                  _params(props, ["type"]))]
+
+
+def _local_shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    props = {"command": _strings("The command and its arguments."),
+             "env": {"type": "object", "description": "Environment variables."},
+             "working_directory": _string("Where to run the command."),
+             "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}
+    return [_decl("local_shell", "Run a command in the user's local shell.", _params(props, ["command"]))]
+
+
+def _shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    props = {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
+             "max_output_length": {"type": "integer"}}
+    return [_decl("shell", "Run shell commands and read their stdout, stderr and exit codes.",
+                  _params(props, ["commands"]))]
+
+
+def _apply_patch(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    kinds = {"type": "string", "enum": ["create_file", "update_file", "delete_file"]}
+    props = {"type": kinds, "path": _string("The file to change."),
+             "diff": _string("The unified diff to apply (not for delete_file).")}
+    return [_decl("apply_patch", "Create, update or delete a file with a unified diff.",
+                  _params(props, ["type", "path"]))]
+
+
+def _custom(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    description = str(tool.get("description") or "")
+    fmt = tool.get("format")
+    hint = "Free-form text input."
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+        hint = f"Input that matches this {fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
+    return [_decl(str(tool.get("name")), f"{description}\n{hint}".strip(),
+                  _params({"input": _string(hint)}, ["input"]))]
+
+
+def qualified_name(namespace: Any, name: Any) -> str:
+    """A tool's name as declared and called: `namespace.name`, or the name alone.
+
+    The name stands alone when there is no namespace or the namespace is the tool itself (a
+    deferred function is loaded as a namespace of its own name).
+    """
+    name = str(name or "function")
+    return f"{namespace}.{name}" if isinstance(namespace, str) and namespace and namespace != name else name
+
+
+def _namespace(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The namespace's tools, each named `namespace.tool` so that two `search` tools stay apart."""
+    declared: list[dict[str, Any]] = []
+    for inner in tool.get("tools") or []:
+        if isinstance(inner, dict) and not inner.get("defer_loading"):
+            declarer = DECLARATIONS.get(str(inner.get("type", "function")))
+            named = {**inner, "name": qualified_name(tool.get("name"), inner.get("name"))}
+            declared.extend(declarer(named) if declarer is not None else [])
+    return declared
+
+
+def _json_type(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, (int, float)):
+        return {"type": "number"}
+    if isinstance(value, list):
+        return {"type": "array", "items": _json_type(value[0]) if value else {}}
+    return {"type": "object"} if isinstance(value, dict) else {"type": "string"}
+
+
+def _tool_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool search as the request declares it, or with the arguments its calls used.
+
+    The hosted tool search is listed without a schema; it is declared with the arguments of its
+    calls in the log (`paths` of the tools to load, when there is no call).
+    """
+    description = tool.get("description") or "Search the deferred tools and load the ones needed."
+    used = tool.get("called_with")
+    if tool.get("parameters"):
+        parameters = tool["parameters"]
+    elif isinstance(used, dict) and used:
+        parameters = _params({k: _json_type(v) for k, v in used.items()}, list(used))
+    else:
+        parameters = _params({"paths": _strings("Names of the tools to load.")}, [])
+    return [_decl("tool_search", str(description), parameters)]
+
+
+def _program(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    code = _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports with text().")
+    return [_decl("program", "Write a program that calls the available tools and returns its result.",
+                  _params({"code": code}, ["code"]))]
+
+
+def _structured_output(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """The schema of a `json_schema` text format, as the function the final answer must call."""
+    name = tool.get("name")
+    description = str(tool.get("description") or "")
+    lead = f"Give the final answer as JSON that follows the schema {name!r}." if name else \
+        "Give the final answer as JSON that follows this schema."
+    decl = _decl("structured_output", f"{lead} {description}".strip(),
+                 tool.get("schema") or {"type": _OBJECT, "properties": {}})
+    if tool.get("strict") is not None:
+        decl["strict"] = bool(tool["strict"])
+    return [decl]
+
+
+def _server_function(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """A provider-side function known only by the calls made to it (xAI's x_search functions)."""
+    return [_decl(str(tool.get("name")), str(tool.get("description") or ""), {"type": _OBJECT})]
+
+
+Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+DECLARATIONS: dict[str, Declarer] = {
+    "function": _function,
+    "file_search": _file_search,
+    "web_search": _web_search,
+    "web_search.open_page": _open_page,
+    "web_search.find_in_page": _find_in_page,
+    "code_interpreter": _code_interpreter,
+    "mcp": _through_use,
+    "mcp.tool": _mcp_tool,
+    "image_generation": _image_generation,
+    "computer": _computer,
+    "computer_use_preview": _computer,
+    "local_shell": _local_shell,
+    "shell": _shell,
+    "apply_patch": _apply_patch,
+    "custom": _custom,
+    "namespace": _namespace,
+    "tool_search": _tool_search,
+    "programmatic_tool_calling": _program,
+    "program": _program,
+    "structured_output": _structured_output,
+    "x_search": _through_use,
+    "server_function": _server_function,
+}
+
+_LISTED_ONLY = frozenset({"file_search"})
+_FAMILIES = {
+    "web_search_preview": "web_search",
+    "web_search_2025_08_26": "web_search",
+    "web_search_preview_2025_03_11": "web_search",
+}
+
+
+def tool_family(tool_type: str) -> str:
+    """The declaration a tool type shares (dated and preview variants of web search are one)."""
+    return _FAMILIES.get(tool_type, tool_type)
+
+
+def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Declarations for the request's tools, then for built-in tools used but not declared.
+
+    Tool types without a declaration are left out, as the reference leaves them out; so are tools
+    with `defer_loading` (the model sees them where a tool search loads them). A file search
+    that ran is declared only when the request lists it, as the reference does; every other tool
+    that ran is declared even when the request does not list it (e.g. in replayed history), so
+    that each call in the prompt has a declaration, and no name is declared twice by this rule.
+    """
+    declared: list[dict[str, Any]] = []
+    families: set[str] = set()
+    for listed in tools:
+        family = tool_family(str(listed.get("type", "function")))
+        families.add(family)
+        declarer = DECLARATIONS.get(family)
+        if listed.get("defer_loading"):
+            continue  # declared where a tool search loads it, not up front
+        tool = {**listed, "called_with": used[family].get("called_with")} if family == "tool_search" \
+            and family in used else listed
+        if declarer is not None:  # a namespace may repeat a tool listed on its own: declared once
+            declared.extend(d for d in declarer(tool) if family != "namespace" or d not in declared)
+    names = {d.get("name") for d in declared}
+    for key, tool in used.items():
+        declarer = DECLARATIONS.get(tool_family(str(tool.get("type", key))))
+        if key in families or key in _LISTED_ONLY or declarer is None or tool.get("defer_loading"):
+            continue
+        for decl in declarer(tool):
+            if decl.get("name") not in names:
+                names.add(decl.get("name"))
+                declared.append(decl)
+    return declared
+
+
+def declare_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """One tool definition as declared in the tools section (deferred or not), or nothing."""
+    declarer = DECLARATIONS.get(tool_family(str(tool.get("type", "function"))))
+    if declarer is None:
+        return []
+    if tool.get("type") == "namespace":
+        return declarer({**tool, "tools": [{k: v for k, v in t.items() if k != "defer_loading"}
+                                           for t in tool.get("tools") or [] if isinstance(t, dict)]})
+    return declarer(tool)
+
+
+def declare_chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions tool in the reference's shape."""
+    function = tool.get("function") or {}
+    inner: dict[str, Any] = {"name": function.get("name")}
+    for key in ("description", "parameters"):
+        if key in function:
+            inner[key] = function[key]
+    return {"type": "function", "function": inner}

@@ -1,0 +1,309 @@
+"""`web_search_call`: synthetic calls whose results are references to the pages the model saw.
+
+Which URLs a search result holds follows `Settings.urls`:
+`cited` — the citations of the next assistant message that belong to this search, falling back to
+the search's sources when it has none; `sources` — the search's `action.sources`; `all` — both.
+`open_page` and `find_in_page` always refer to their own URL.
+
+Provenance is kept honest. A citation belongs to the calls whose logged results hold its URL. A
+search that logged no results (no `include`, or a provider that does not log them) is given the
+citations no other call holds, of its own kind: web pages to a web search, posts on X to an X
+search (or, without one, to a web search). What is left is shown apart, as cited by the answer
+but among no logged result, with a warning. A failed call is shown as failed. Numbered sources
+(`[n]`) keep the answer's numbering, and the provider's logged snippet and date stay beside each
+page.
+
+xAI logs its searches with `arguments` instead of an `action` (a call with a `url` and no `query`
+opens that page, e.g. `browse_page` with its `instructions`), and its X search as `x_search_call`
+items named after the function that ran; their results are the posts the answer cites.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from tlmscore._urls import url_key
+from tlmscore.convert._citations import Citation, message_citations, plain_title
+from tlmscore.convert.context import Context, ItemConverter
+from tlmscore.model import ToolCall, Turn, WebRef, WebResult
+
+WEB_SEARCH = "web_search_call"
+X_SEARCH = "x_search_call"
+_SEARCHES = (WEB_SEARCH, X_SEARCH)
+OPEN_PAGE = "open_page"
+FIND_IN_PAGE = "find_in_page"
+_PAGE_ACTIONS = (OPEN_PAGE, FIND_IN_PAGE)
+CITED_SOURCES = "cited_sources"
+SYNTHETIC = "tlmscore_synthetic"
+"""Key of a web call rebuilt from a chat record: its missing sources are no advice to `include` them."""
+_X_HOSTS = frozenset({"x.com", "twitter.com", "mobile.twitter.com", "www.x.com", "www.twitter.com"})
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A page a call's logged result lists, with what the provider logged about it."""
+
+    url: str
+    title: str | None = None
+    snippet: str | None = None
+    date: str | None = None
+    number: int | None = None
+
+
+def is_message(item: dict[str, Any]) -> bool:
+    """A message item, also in the replayed shape without `type` (`{"role", "content"}`)."""
+    kind = item.get("type")
+    return kind == "message" or (kind is None and "role" in item)
+
+
+def citations_of(item: dict[str, Any]) -> list[Citation]:
+    """The page citations of a message item, in order (see `tlmscore.convert._citations`)."""
+    return [c for c in message_citations(item) if c.kind == "url"]
+
+
+def _action(item: dict[str, Any]) -> dict[str, Any]:
+    """The call's action; providers that log `arguments` instead are read as a search."""
+    action = item.get("action")
+    if isinstance(action, dict):
+        return action
+    raw = item.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+    except json.JSONDecodeError:
+        args = {"query": raw}
+    if not isinstance(args, dict):
+        return {"type": "search", "query": str(args)}
+    if args.get("url") and not args.get("query"):
+        return {**args, "type": OPEN_PAGE}
+    return {"type": "search", **args}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _sources(action: dict[str, Any]) -> list[_Source]:
+    """The pages a search's logged result lists (`None` sources log nothing: see `_logs_results`)."""
+    found: list[_Source] = []
+    for s in action.get("sources") or []:
+        if isinstance(s, dict) and s.get("url") and s.get("type", "url") == "url":
+            number = s.get("number") if isinstance(s.get("number"), int) else None
+            found.append(_Source(url=str(s["url"]), title=plain_title(s.get("title")), snippet=_text(s.get("snippet")),
+                                 date=_text(s.get("date")), number=number))
+    return found
+
+
+def _failed(item: dict[str, Any]) -> bool:
+    return item.get("status") == "failed"
+
+
+def _own_urls(item: dict[str, Any]) -> list[str]:
+    action = _action(item)
+    if action.get("type") in _PAGE_ACTIONS:
+        return [str(action["url"])] if action.get("url") else []
+    return [s.url for s in _sources(action)]
+
+
+def _takes_unclaimed(item: dict[str, Any]) -> bool:
+    """A search that logged no results: the answer's citations are all that is known of them."""
+    action = _action(item)
+    return action.get("type") not in _PAGE_ACTIONS and action.get("sources") is None and not _failed(item)
+
+
+def _is_x_url(url: str) -> bool:
+    return (urlsplit(url).hostname or "").lower() in _X_HOSTS
+
+
+def _group(ctx: Context) -> tuple[list[int], dict[str, Any] | None]:
+    """Web calls between the previous and the next message, and that next message."""
+    items = ctx.items
+    start = ctx.index
+    while start > 0 and not is_message(items[start - 1]):
+        start -= 1
+    members: list[int] = []
+    following: dict[str, Any] | None = None
+    for j in range(start, len(items)):
+        if is_message(items[j]) and j > ctx.index:
+            following = items[j]
+            break
+        if items[j].get("type") in _SEARCHES:
+            members.append(j)
+    return members, following
+
+
+@dataclass(frozen=True)
+class _Assignment:
+    """Which call of a group each citation of the following message belongs to."""
+
+    by_call: dict[int, list[Citation]]
+    unlogged: list[Citation]
+    unresolved: list[Citation]
+
+
+def _assign(ctx: Context) -> _Assignment:
+    """The citations of the assistant message after this call's group, given to the group's calls.
+
+    A citation goes to every call whose logged result holds its URL; else to the last search of
+    its kind that logged no results; else it is unlogged. Markers naming no source are unresolved.
+    """
+    members, following = _group(ctx)
+    answered = following is not None and following.get("role", "assistant") == "assistant"
+    cites = message_citations(following) if answered and following is not None else []
+    by_call: dict[int, list[Citation]] = {j: [] for j in members}
+    owners = {j: {url_key(u) for u in _own_urls(ctx.items[j])} for j in members}
+    takers = [j for j in members if _takes_unclaimed(ctx.items[j])]
+    unlogged: list[Citation] = []
+    for cite in (c for c in cites if c.kind == "url"):
+        key = url_key(cite.url)
+        holders = [j for j in members if key in owners[j]]
+        if not holders:  # a web search may have found a post on X; an X search never a web page
+            wanted = (X_SEARCH, WEB_SEARCH) if _is_x_url(cite.url) else (WEB_SEARCH,)
+            holders = next(([j] for kind in wanted for j in reversed(takers) if ctx.items[j].get("type") == kind),
+                           [])
+        for j in holders:
+            by_call[j].append(cite)
+        if not holders:
+            unlogged.append(cite)
+    return _Assignment(by_call, unlogged, [c for c in cites if c.kind == "unresolved"])
+
+
+def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef, ...]:
+    """Unique pages, each with every answer sentence citing it.
+
+    Pages the answer numbers are listed by their numbers; others in order of first mention.
+    """
+    order: list[str] = []
+    refs: dict[str, dict[str, Any]] = {}
+    rows = [(c.url, c.title, c.sentence, c.number, None) for c in cited] + \
+        [(s.url, s.title, "", s.number, s) for s in sources]
+    for url, title, sentence, number, source in rows:
+        key = url_key(url)
+        if key not in refs:
+            order.append(key)
+            refs[key] = {"url": url, "title": None, "cited": [], "number": None, "snippet": None, "date": None}
+        ref = refs[key]
+        ref["title"] = ref["title"] or title
+        ref["number"] = ref["number"] if ref["number"] is not None else number
+        if source is not None:
+            ref["snippet"], ref["date"] = ref["snippet"] or source.snippet, ref["date"] or source.date
+        if sentence and sentence not in ref["cited"]:
+            ref["cited"].append(sentence)
+    ranked = sorted(range(len(order)), key=lambda i: (refs[order[i]]["number"] is None,
+                                                      refs[order[i]]["number"] or 0, i))
+    return tuple(WebRef(**{**refs[order[i]], "cited": tuple(refs[order[i]]["cited"])}) for i in ranked)
+
+
+def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation]) -> tuple[WebRef, ...]:
+    """The pages a search result refers to, following the URL policy."""
+    sources = _sources(action)
+    if ctx.urls == "sources" or (ctx.urls == "cited" and not cited):
+        return _refs([], sources)
+    if ctx.urls == "all":
+        return _refs(cited, sources)
+    by_key = {url_key(s.url): s for s in sources}
+    return _refs(cited, [by_key[k] for k in dict.fromkeys(url_key(c.url) for c in cited) if k in by_key])
+
+
+def _closing(ctx: Context, assignment: _Assignment) -> list[Turn]:
+    """After the group's last call: the cited pages no logged result holds, shown apart."""
+    members, _ = _group(ctx)
+    if not members or members[-1] != ctx.index:
+        return []
+    for cite in assignment.unresolved:
+        ctx.warn(f"the answer cites [{cite.number}], but no logged source has that number")
+    if not assignment.unlogged:
+        return []
+    refs = _refs(assignment.unlogged, [])
+    shown = ctx.urls != "sources"
+    ctx.warn(f"the answer cites {len(refs)} page(s) that no logged search result holds"
+             + ("; shown apart as cited by the answer, not among the logged results" if shown else ""))
+    return [WebResult(name=CITED_SOURCES, call_id="", refs=refs, unlogged=True)] if shown else []
+
+
+def _search_arguments(action: dict[str, Any]) -> dict[str, Any]:
+    """The search as called: its query, and its `queries` as the list they are."""
+    queries = action.get("queries")
+    arguments: dict[str, Any] = {}
+    if action.get("query") is not None or not queries:
+        arguments["query"] = action.get("query")
+    if isinstance(queries, list) and queries:
+        arguments["queries"] = list(queries)
+    return arguments
+
+
+def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
+    call_id = str(item.get("id") or "")
+    assignment = _assign(ctx)
+    if _failed(item):
+        ctx.warn(f"web_search_call {call_id!r} failed: it returned no results")
+        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
+    else:
+        refs = _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
+        logged = isinstance(item.get("action"), dict) and not item.get(SYNTHETIC)
+        if action.get("sources") is None and not refs and logged:
+            ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
+        elif not refs:
+            ctx.warn("web_search_call has no results in the log and the answer cites no page")
+        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs)
+    call = ToolCall(name=WEB_SEARCH, arguments=_search_arguments(action), call_id=call_id, server=True)
+    return [call, result, *_closing(ctx, assignment)]
+
+
+def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
+    call_id = str(item.get("id") or "")
+    kind = str(action["type"])
+    url = str(action.get("url") or "")
+    ctx.use_tool(f"web_search.{kind}")
+    arguments: dict[str, Any] = {"url": url, **{k: v for k, v in action.items() if k not in ("type", "url")}}
+    focus = tuple(str(arguments[k]) for k in ("pattern", "instructions") if arguments.get(k))
+    assignment = _assign(ctx)
+    refs: tuple[WebRef, ...] = ()
+    if _failed(item):
+        ctx.warn(f"web_search_call {kind} {call_id!r} failed: the page was not read")
+    elif url:
+        cites = [c for c in assignment.by_call.get(ctx.index, []) if url_key(c.url) == url_key(url)]
+        refs = tuple(replace(ref, url=url) for ref in _refs(cites, [_Source(url=url)]))
+    else:
+        ctx.warn(f"web_search_call {kind} has no URL")
+    status = "failed" if _failed(item) else "completed"
+    return [
+        ToolCall(name=kind, arguments=arguments, call_id=call_id, server=True),
+        WebResult(name=kind, call_id=call_id, refs=refs, focus=focus, status=status),
+        *_closing(ctx, assignment),
+    ]
+
+
+def convert_web_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """A web search, page open or find-in-page, as a call and a web result."""
+    ctx.use_tool("web_search")
+    action = _action(item)
+    if action.get("type") in _PAGE_ACTIONS:
+        return _page_action(item, action, ctx)
+    if action.get("type") not in (None, "search"):
+        ctx.warn(f"web_search_call action {action.get('type')!r} is unknown; rendered as a search")
+    return _search(item, action, ctx)
+
+
+def convert_x_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
+    """An xAI X search: the function it ran with its arguments; the cited posts as its result."""
+    name = str(item.get("name") or "x_search")
+    call_id = str(item.get("id") or item.get("call_id") or "")
+    ctx.use_tool(f"server_function:{name}", {"type": "server_function", "name": name,
+                                             "description": "Search posts on X (xAI's x_search tool)."})
+    action = _action(item)
+    arguments = {k: v for k, v in action.items() if k != "type"}
+    assignment = _assign(ctx)
+    status = "failed" if _failed(item) else "completed"
+    refs = () if _failed(item) else _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
+    return [ToolCall(name=name, arguments=arguments, call_id=call_id, server=True),
+            WebResult(name=name, call_id=call_id, refs=refs, status=status), *_closing(ctx, assignment)]
+
+
+CONVERTERS: dict[str, ItemConverter] = {
+    WEB_SEARCH: ItemConverter(convert_web_search),
+    X_SEARCH: ItemConverter(convert_x_search),
+}

@@ -1,0 +1,64 @@
+"""`tlmscore prepare|score ... --engine ray`: the command line's run on a Ray cluster.
+
+The output is a folder: a Parquet dataset with one part per input (`part-00000/`, ...), the
+single-machine columns plus `position`. A summary of rows and error rows goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from tlmscore.errors import ConfigError
+from tlmscore.settings import Settings
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of the Ray engine (ignored by the single-machine run); `--per-host` then holds across the cluster."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local (default) or ray: run on a Ray cluster; OUT is then a folder")
+    parser.add_argument("--address", default=None,
+                        help="ray: the cluster (auto, HOST:PORT or ray://HOST:PORT; default: a local one)")
+    parser.add_argument("--page-store", default=None, metavar="PATH",
+                        help="ray: Parquet page store read before the network and added to (any pyarrow path)")
+    parser.add_argument("--fetchers", type=int, default=2, help="ray: page fetch actors (default 2)")
+    parser.add_argument("--scorer-concurrency", type=int, default=2, help="ray: scorer actors (default 2)")
+
+
+def _uri(text: str) -> str:
+    """An input as given: `Path` turns `s3://bucket/key` into `s3:/bucket/key`; undo that."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)", r"\1://", text)
+
+
+def _summary(out: Path) -> str:
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.dataset as pads  # noqa: PLC0415
+
+    table = pads.dataset(str(out), format="parquet").to_table(columns=["error"])
+    errors = table.num_rows - pc.sum(pc.is_null(table["error"])).as_py() if table.num_rows else 0
+    return f"tlmscore: {table.num_rows} rows in {out} ({errors} with an error)"
+
+
+def run_ray(args: argparse.Namespace, settings: Settings, scorer: str | None, options: dict[str, Any]) -> int:
+    """Run `prepare` (scorer None) or `score` on the cluster at `--address`; returns the exit code."""
+    from tlmscore import ray as engine  # noqa: PLC0415  (Ray loads only for this engine)
+
+    ray = engine.connect(args.address)
+    ray.data.DataContext.get_current().enable_progress_bars = bool(settings.progress)
+    inputs = [_uri(str(p)) for p in args.inputs]
+    if not args.resume and args.output.is_file():
+        raise ConfigError(f"{args.output}: with --engine ray, OUT is a folder")
+    try:
+        done = engine.run(inputs, args.output, settings, scorer=scorer, options=options, resume=args.resume,
+                          engine=engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency,
+                                               page_store=args.page_store))
+    finally:
+        ray.shutdown()
+    if args.resume:
+        print(f"tlmscore: resuming: {len(inputs) - len(done)} of {len(inputs)} inputs were already done",
+              file=sys.stderr)
+    print(_summary(args.output), file=sys.stderr)
+    return 0

@@ -1,0 +1,192 @@
+"""Chains on Ray Data: the earlier records each follow-up needs, found by joins on ids, level by level.
+
+The single-machine `ChainIndex` scans all inputs for the records that are referenced. Here the
+engine does it over the whole dataset without any worker holding an index of it:
+
+1. every record states what it refers to (`r:<previous_response_id>`, `i:<item_reference id>`)
+   and what it can be referred to as (`r:<its response id>`, `i:<each of its own item ids>`);
+2. the targets are joined with the set of referred keys, keeping the first record in input order
+   for each key (as `ChainIndex` does);
+3. level by level, each record's wanted keys are joined with the targets; a found response wants
+   its own previous response and references in turn, until no record wants anything new;
+4. conversations are grouped by id and ordered by `created_at`, then input order.
+
+Each record then gets the few records its history is made of, and builds a `ChainIndex` over just
+those, so histories, warnings and completeness are the single-machine ones.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from tlmscore.engines._read import transcript_of
+from tlmscore.engines._tables import flat_rows, schema
+from tlmscore.ingest._chains import ChainIndex
+from tlmscore.ingest._history import (
+    call_input,
+    conversation_id,
+    is_item_reference,
+    own_items,
+    previous_response_id,
+    reference_ids,
+)
+from tlmscore.ingest._records import Location
+
+if TYPE_CHECKING:
+    from ray.data import Dataset
+
+
+_MAX_LEVELS = 100_000  # a bound on the loop; each level follows one more link of some chain
+_NONE = pickle.dumps([])
+_KEYED = schema(position="int64", source="string", line="int64", record="binary", wants="binary",
+                offers="binary", onward="binary", conv="string", created="float64")
+_KEY_ROWS = schema(position="int64", source="string", line="int64", record="binary", conv="string",
+                   created="float64", key="string", onward="binary")
+_FRONTIER = schema(owner="int64", key="string", seen="binary")
+_FOUND = schema(owner="int64", found="binary")
+_TARGETS = schema(key="string", position="int64", source="string", line="int64", record="binary",
+                  onward="binary")
+_LINKED = schema(input="int64", position="int64", source="string", line="int64", record="binary",
+                 error="string", links="binary")
+
+
+def _refs(items: list[dict[str, Any]]) -> list[str]:
+    return [f"i:{ref}" for ref in reference_ids(items)]
+
+
+def _keys(row: dict[str, Any]) -> dict[str, Any]:
+    """What a record wants and offers, as pickled lists (joins carry lists as bytes)."""
+    t = transcript_of(row)
+    wants: list[str] = []
+    offers: list[str] = []
+    onward: list[str] = []
+    conv, created = None, float("inf")
+    if t.error is None:
+        prev = previous_response_id(t)
+        onward = ([f"r:{prev}"] if prev else []) + _refs(own_items(t))
+        wants = ([f"r:{prev}"] if prev else []) + _refs(call_input(t))
+        rid = t.response.get("id")
+        offers = ([f"r:{rid}"] if isinstance(rid, str) else []) + [
+            f"i:{i['id']}" for i in own_items(t) if isinstance(i.get("id"), str) and not is_item_reference(i)]
+        conv = conversation_id(t)
+        value = t.response.get("created_at")
+        created = float(value) if isinstance(value, (int, float)) else float("inf")
+    return {"position": row["position"], "source": row["source"], "line": row["line"], "record": row["record"],
+            "wants": pickle.dumps(wants), "offers": pickle.dumps(offers), "onward": pickle.dumps(onward),
+            "conv": conv, "created": created}
+
+
+def _explode(column: str, key: str) -> Any:
+    def explode(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for value in dict.fromkeys(pickle.loads(row[column])):  # noqa: S301  (rows this engine wrote)
+            yield {**{k: v for k, v in row.items() if k not in ("wants", "offers", "onward")}, key: value,
+                   "onward": row["onward"]}
+    return explode
+
+
+def _target(group: pa.Table) -> pa.Table:
+    """For a key some record wants: the record that comes first in input order among those offering it."""
+    rows = group.to_pylist()
+    offers = [r for r in rows if r["record"] is not None]
+    wanted = len(offers) < len(rows)
+    first = [min(offers, key=lambda r: r["position"])] if offers and wanted else []
+    return pa.Table.from_pylist(first, schema=_TARGETS)
+
+
+def _as_target(row: dict[str, Any]) -> dict[str, Any]:
+    return {"key": row["key"], "position": row["owner"], "source": None, "line": None, "record": None,
+            "onward": None}
+
+
+def _conversation(group: Any) -> pa.Table:
+    """For each call of a conversation: all its calls, in the order `ChainIndex` uses."""
+    ordered = group.sort_values(["created", "position"], kind="stable")
+    if len(ordered) < 2:  # noqa: PLR2004  (a conversation of one call has no history)
+        return pa.Table.from_pylist([], schema=_FOUND)
+    calls = [(str(r.source), int(r.line), r.record) for r in ordered.itertuples()]
+    found = pickle.dumps([("c", str(ordered["conv"].iloc[0]), calls)])
+    return pa.Table.from_pylist([{"owner": int(p), "found": found} for p in ordered["position"]], schema=_FOUND)
+
+
+def _found(row: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": row["owner"], "found": pickle.dumps([(row["key"][0], row["key"][2:],
+                                                           (row["source"], row["line"], row["record"]))])}
+
+
+def _as_record(batch: pa.Table) -> pa.Table:
+    return batch.append_column("links", pa.nulls(len(batch), pa.binary())).cast(_LINKED)
+
+
+def _as_link(row: dict[str, Any]) -> dict[str, Any]:
+    return {"input": None, "position": row["owner"], "source": None, "line": None, "record": None,
+            "error": None, "links": row["found"]}
+
+
+def _merge(group: pa.Table) -> pa.Table:
+    """A record's row and the rows of what its history needs (one group by `position`) as one row."""
+    rows = group.to_pylist()
+    record = next(r for r in rows if r["source"] is not None)
+    found = [item for r in rows if r["links"] is not None for item in pickle.loads(r["links"])]  # noqa: S301
+    return pa.Table.from_pylist([{**record, "links": pickle.dumps(found) if found else None}], schema=_LINKED)
+
+
+def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """What a found response wants in turn (its previous response, its references), not yet seen."""
+    seen = set(pickle.loads(row["seen"]))  # noqa: S301
+    seen.add(row["key"])
+    for key in dict.fromkeys(pickle.loads(row["onward"]) if row["key"].startswith("r:") else []):  # noqa: S301
+        if key not in seen:
+            yield {"owner": row["owner"], "key": key, "seen": pickle.dumps(sorted(seen))}
+
+
+def with_links(records: Dataset, partitions: int) -> Dataset:
+    """`records` with a `links` column: the pickled records each one's history is made of (or null)."""
+    keyed = flat_rows(records, lambda r: [_keys(r)], _KEYED).materialize()
+    wanted = flat_rows(keyed, _explode("wants", "key"), _KEY_ROWS).select_columns(["position", "key"])
+    wanted = flat_rows(wanted, lambda r: [{"owner": r["position"], "key": r["key"], "seen": _NONE}],
+                       _FRONTIER).materialize()
+    conversations = keyed.filter(lambda r: r["conv"] is not None)
+    parts = []
+    if conversations.count():
+        calls = conversations.groupby("conv", num_partitions=partitions)
+        parts.append(calls.map_groups(_conversation, batch_format="pandas"))
+    if wanted.count():
+        offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
+        asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
+        targets = offered.union(asked).groupby("key", num_partitions=partitions).map_groups(
+            _target, batch_format="pyarrow").materialize()
+        frontier = wanted
+        for _ in range(_MAX_LEVELS):
+            hits = frontier.join(targets, join_type="inner", num_partitions=partitions, on=("key",)).materialize()
+            if not hits.count():
+                break
+            parts.append(flat_rows(hits, lambda r: [_found(r)], _FOUND))
+            frontier = flat_rows(hits, _next, _FRONTIER).materialize()
+            if not frontier.count():
+                break
+    plain = records.map_batches(_as_record, batch_format="pyarrow")
+    if not parts:
+        return plain
+    found = [flat_rows(part, lambda r: [_as_link(r)], _LINKED) for part in parts]
+    linked: Dataset = plain.union(*found).groupby("position", num_partitions=partitions).map_groups(
+        _merge, batch_format="pyarrow")
+    return linked
+
+
+def chain_index_of(links: bytes | None) -> ChainIndex:
+    """The `ChainIndex` over the records a row's history is made of."""
+    responses: dict[str, Location] = {}
+    items: dict[str, Location] = {}
+    conversations: dict[str, list[Location]] = {}
+    for kind, key, value in pickle.loads(links) if links else []:  # noqa: S301  (rows this engine wrote)
+        if kind == "c":
+            conversations[key] = [Location(s, line, record=pickle.loads(r)) for s, line, r in value]  # noqa: S301
+            continue
+        source, line, record = value
+        target = responses if kind == "r" else items
+        target[key] = Location(source, line, record=pickle.loads(record))  # noqa: S301
+    return ChainIndex(responses=responses, items=items, conversations=conversations)

@@ -1,0 +1,132 @@
+"""Records to rows on Ray Data: convert, join each record's pages back to it, render, score.
+
+The per-record steps are `tlmscore.pipeline._run`'s own (`convert_record`, `record_row`, `score_rows`),
+so a row is the one a single machine makes of the same record and pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tlmscore._urls import url_key
+from tlmscore.engines._links import chain_index_of
+from tlmscore.engines._read import transcript_of
+from tlmscore.engines._tables import flat_rows, schema
+from tlmscore.evidence.page import Page
+from tlmscore.output._encoding import arrow_table
+from tlmscore.pipeline._run import convert_record, record_row, score_rows
+from tlmscore.scoring.base import Scorer, get_scorer
+from tlmscore.settings import Settings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from ray.data import Dataset
+
+
+_PAGE_FIELDS = tuple(Page.__dataclass_fields__)
+_PARTS = schema(position="int64", input="int64", converted="binary", urls="binary", pages="binary")
+
+
+def convert_row(row: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """A record row converted (with its history): the pickled result and the URLs it plans."""
+    item = convert_record(transcript_of(row), settings, chain_index_of(row.get("links")))
+    urls = list(item.conversation.urls) if item.conversation is not None else []
+    return {"input": row["input"], "position": row["position"], "converted": pickle.dumps(item),
+            "urls": pickle.dumps(urls)}
+
+
+def _keys_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    urls = pickle.loads(row["urls"])  # noqa: S301  (rows this engine wrote)
+    for key in dict.fromkeys(url_key(u) for u in urls if u and u.strip()):
+        yield {"position": row["position"], "key": key}
+
+
+def _one_page(row: dict[str, Any]) -> dict[str, Any]:
+    page = Page.from_record({name: row[name] for name in _PAGE_FIELDS})
+    return {"position": row["position"], "input": None, "converted": None, "urls": None,
+            "pages": pickle.dumps([(row["key"], page)])}
+
+
+def _as_part(batch: pa.Table) -> pa.Table:
+    import pyarrow as pa  # noqa: PLC0415
+
+    columns = batch.select(["position", "input", "converted", "urls"])
+    return columns.append_column("pages", pa.nulls(len(batch), pa.binary())).cast(_PARTS)
+
+
+def _assemble(group: Any) -> pa.Table:
+    """A record's row and its pages' rows (one group by `position`) as one row with every page."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    rows = group.to_pylist()
+    record = next(r for r in rows if r["converted"] is not None)
+    found = [item for r in rows if r["pages"] is not None for item in pickle.loads(r["pages"])]  # noqa: S301
+    return pa.Table.from_pylist([{**record, "pages": pickle.dumps(found)}], schema=_PARTS)
+
+
+def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
+    """`converted` with a `pages` column: the pickled `(key, Page)` pairs of each record's URLs.
+
+    One join (the URLs each record wants with the pages) and one group-by: each record's row and
+    the rows of its pages meet in the group of its `position`.
+    """
+    wanted = flat_rows(converted, _keys_of, schema(position="int64", key="string"))
+    found = flat_rows(wanted.join(pages, join_type="inner", num_partitions=partitions, on=("key",)),
+                      lambda r: [_one_page(r)], _PARTS)
+    records = converted.map_batches(_as_part, batch_format="pyarrow")
+    joined: Dataset = records.union(found).groupby("position", num_partitions=partitions).map_groups(
+        _assemble, batch_format="pyarrow")
+    return joined
+
+
+def _pages_of(blob: bytes | None, urls: list[str]) -> dict[str, Page]:
+    """The pages a record renders with, keyed as `prepare_chunk` keys them (URL as planned and key)."""
+    by_key: Mapping[str, Page] = dict(pickle.loads(blob)) if blob else {}  # noqa: S301
+    pages: dict[str, Page] = {}
+    for url in urls:
+        page = by_key.get(url_key(url))
+        if page is not None:
+            pages[url] = pages[url_key(url)] = page
+    return pages
+
+
+def _render(batch: pa.Table, settings: Settings) -> tuple[list[dict[str, Any]], list[Any]]:
+    rows, inputs = [], []
+    for row in batch.to_pylist():
+        item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
+        urls = pickle.loads(row["urls"])  # noqa: S301
+        out, scoring = record_row(item, _pages_of(row.get("pages"), urls), settings)
+        rows.append(out)
+        inputs.append(scoring)
+    return rows, inputs
+
+
+def _table(rows: list[dict[str, Any]], batch: pa.Table) -> pa.Table:
+    """Rows as the single-machine Parquet output encodes them, plus `position` and `input`."""
+    if not rows:
+        return batch.select(["position", "input"])
+    table = arrow_table(rows)
+    return table.append_column("position", batch["position"]).append_column("input", batch["input"])
+
+
+def render_rows(batch: pa.Table, settings: Settings) -> pa.Table:
+    """Rendered rows (the `prepare` columns, plus `position` and `input`) of a batch of records."""
+    rows, _ = _render(batch, settings)
+    return _table(rows, batch)
+
+
+class ScoreRows:
+    """An actor that renders and scores batches of records with one scorer set up once."""
+
+    def __init__(self, settings: Settings, scorer: str | Scorer, options: Mapping[str, Any] | None) -> None:
+        self._settings = settings
+        self._scorer = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""
+        rows, inputs = _render(batch, self._settings)
+        asyncio.run(score_rows(rows, inputs, self._scorer))
+        return _table(rows, batch)

@@ -1,0 +1,275 @@
+"""The fetcher's request side: one client, the concurrency limits, and each page's request loop.
+
+`Downloader.download(url, ...)` follows `url` to a final reply: redirects followed by hand so the
+address guard checks every hop, bounded retries (connection failures, 429 and 5xx, honouring
+`Retry-After`), all under one deadline per page (`Settings.timeout`, from the page's first
+request) that covers connecting, redirects, retries and the waits between them; a `Retry-After`
+that ends past it is not waited for. At most `Settings.concurrency` requests are in flight, and
+`Settings.per_host` per host.
+
+The fetcher's own client checks addresses where connections are made (`transport.GuardedBackend`),
+so connections are pooled by origin and kept alive, https included, and DNS rebinding between
+check and connect fails; only the URL's form is checked before sending. Behind a proxy, which
+connects for us, each hop's host is also resolved here and refused if it resolves to an address
+the guard refuses. A caller's own client (`client=`) has no such backend: each request then goes
+to an address checked here, with the `Host` header and TLS server name of the URL, on a
+connection of its own for https; redirects are never followed by that client
+(`follow_redirects=False` on every send).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from urllib.parse import urlsplit
+
+import httpx
+
+from tlmscore._urls import canonical_url
+from tlmscore.errors import FetchError
+from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
+from tlmscore.evidence._transport import GuardedTransport, environment_proxies, tls_context, within
+from tlmscore.evidence.page import PageStatus
+from tlmscore.settings import Settings
+
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
+_FIRST_BACKOFF = 0.5
+_ADDRESSES_TRIED = 3
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one request brought back: a redirect, an error status, a refusal or a body."""
+
+    url: str
+    http_status: int
+    reason: str
+    content_type: str | None
+    location: str | None = None
+    body: bytes | None = None
+    retry_after: float | None = None
+    failure: tuple[PageStatus, str] | None = None
+
+
+class Deadline:
+    """One page's time limit, counted from its first request."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self._end: float | None = None
+
+    def start(self) -> None:
+        """Start counting, at the first request (later calls change nothing)."""
+        if self._end is None:
+            self._end = asyncio.get_running_loop().time() + self.limit
+
+    def remaining(self) -> float:
+        """Seconds left (all of them before the start)."""
+        if self._end is None:
+            return self.limit
+        return max(0.0, self._end - asyncio.get_running_loop().time())
+
+
+ReadReply = Callable[[str, httpx.Response], Awaitable[Reply]]
+"""Turns a response (body not read yet) for the URL into a `Reply`."""
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _host_of(url: str) -> str:
+    """Return the host of `url` for limits ("" when it has none)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+@dataclass(frozen=True)
+class _Hop:
+    """What every request of one page shares: its deadline, how replies are read, what to do first."""
+
+    deadline: Deadline
+    read: ReadReply
+    on_send: Callable[[], None]
+
+
+class Downloader:
+    """One client and connection pool, the concurrency limits, and the request loop of each page.
+
+    `client` is a caller's own `httpx.AsyncClient`, used as given and left open; without one a
+    client on a `GuardedTransport` is made (on a thread, from `open`: loading certificates takes a
+    while) and closed by `aclose`. `resolver` maps a host to its addresses.
+    """
+
+    def __init__(
+        self, settings: Settings, resolver: Resolver, *, client: httpx.AsyncClient | None, headers: dict[str, str]
+    ) -> None:
+        self._settings = settings
+        self._resolver = resolver
+        self._given_client = client
+        self._headers = headers
+        self._client: httpx.AsyncClient | None = None
+        self._transport: GuardedTransport | None = None
+        self._client_ready: asyncio.Future[httpx.AsyncClient] | None = None
+        self._limit = asyncio.Semaphore(settings.concurrency)
+        self._host_limits: dict[str, asyncio.Semaphore] = {}
+
+    def open(self) -> None:
+        """Start making the client on a thread, so it is ready by the first request."""
+        if self._given_client is None and self._client_ready is None:
+            self._client_ready = asyncio.get_running_loop().run_in_executor(None, self._new_client)
+
+    async def aclose(self) -> None:
+        """Close the client made here (a caller's client is left open)."""
+        client, self._client = self._client, None
+        ready, self._client_ready = self._client_ready, None
+        if client is None and ready is not None:
+            client = await ready
+        if client is not None and client is not self._given_client:
+            await client.aclose()
+
+    async def download(self, url: str, read: ReadReply, on_send: Callable[[], None]) -> Reply:
+        """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff.
+
+        Everything runs under one deadline; a wait that would end past it is not started. `read`
+        turns each response into a `Reply` (reading the body when there is one); `on_send` is
+        called before each request is sent.
+        """
+        deadline = Deadline(self._settings.timeout)
+        for attempt in range(self._settings.retries + 1):
+            last = attempt == self._settings.retries
+            try:
+                reply = await self._follow(url, _Hop(deadline, read, on_send))
+            except _RETRYABLE:
+                wait = self._backoff(attempt, None)
+                if last or wait >= deadline.remaining():
+                    raise
+                await asyncio.sleep(wait)
+                continue
+            if reply.http_status not in _RETRY_STATUSES or last:
+                return reply
+            wait = self._backoff(attempt, reply.retry_after)
+            if wait >= deadline.remaining():
+                asked = _seconds(reply.retry_after if reply.retry_after is not None else wait)
+                past = f"asked to retry after {asked}, past the page's limit of {_seconds(deadline.limit)}"
+                return replace(reply, reason=f"{reply.reason} ({past})".lstrip())
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds before the next try: `Retry-After` if given, else exponential with jitter; capped."""
+        if retry_after is None:
+            jitter = 0.5 + random.random() / 2  # noqa: S311 -- spreads retries, not a secret
+            retry_after = _FIRST_BACKOFF * 2**attempt * jitter
+        return min(retry_after, self._settings.retry_after_cap)
+
+    async def _follow(self, url: str, hop: _Hop) -> Reply:
+        """Request `url` and follow redirects by hand, checking every hop with the guard."""
+        seen = {canonical_url(url)}
+        current = url
+        for _ in range(self._settings.max_redirects + 1):
+            reply = await self._hop(current, hop)
+            if reply.location is None:
+                return reply
+            current = str(httpx.URL(current).join(reply.location))
+            if canonical_url(current) in seen:
+                raise FetchError("redirect_loop", f"redirect loop: {current} was already visited")
+            seen.add(canonical_url(current))
+        raise FetchError("redirect_loop", f"more than {self._settings.max_redirects} redirects")
+
+    async def _hop(self, url: str, hop: _Hop) -> Reply:
+        """One request under the concurrency limits and the page's deadline: check, send, read."""
+        async with self._host_limit(_host_of(url)), self._limit:
+            hop.deadline.start()
+            return await within(hop.deadline.remaining(), self._exchange(url, hop))
+
+    def _host_limit(self, host: str) -> asyncio.Semaphore:
+        limit = self._host_limits.get(host)
+        if limit is None:
+            limit = self._host_limits[host] = asyncio.Semaphore(self._settings.per_host)
+        return limit
+
+    async def _exchange(self, url: str, hop: _Hop) -> Reply:
+        """Check `url`, send one GET and read the reply within the size cap."""
+        client = await self._http()
+        target = await self._checked(url)
+        hop.on_send()
+        if self._transport is None:
+            response = await self._send_pinned(client, target)
+        else:
+            response = await client.send(client.build_request("GET", target.url), stream=True, follow_redirects=False)
+        try:
+            return await hop.read(str(target.url), response)
+        finally:
+            await response.aclose()
+
+    async def _checked(self, url: str) -> Target:
+        """Check what can be checked of `url` before sending it, as the route it takes allows.
+
+        Through the fetcher's own transport the connection is checked as it is made, so only the
+        URL's form is checked here; behind a proxy the host is also resolved here (and passes when
+        it does not resolve: the proxy resolves names itself); a caller's client gets the address.
+        """
+        allow = self._settings.allow_hosts
+        if self._transport is None:
+            return await check_url(url, allow_hosts=allow, resolver=self._resolver)
+        target = check_url_form(url, allow_hosts=allow)
+        if self._transport.proxy_for(target.url) is None:
+            return target
+        return await check_url(url, allow_hosts=allow, resolver=self._resolver, unresolved_ok=True)
+
+    @staticmethod
+    async def _send_pinned(client: httpx.AsyncClient, target: Target) -> httpx.Response:
+        """Send the request through a caller's client to the first checked address that accepts."""
+        # The caller's pool keys a connection by the checked address alone. A plain connection
+        # carries no name, so any request to that address may reuse it; a TLS connection was
+        # verified for one name and must never serve another, so https connections are closed.
+        headers = target.request_headers()
+        if target.url.scheme == "https":
+            headers["Connection"] = "close"
+        refused: httpx.ConnectError | None = None
+        for address in target.addresses[:_ADDRESSES_TRIED]:
+            request = client.build_request(
+                "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
+            )
+            try:
+                return await client.send(request, stream=True, follow_redirects=False)
+            except httpx.ConnectError as exc:  # e.g. an IPv6 address on a host without IPv6
+                refused = exc
+        assert refused is not None  # noqa: S101 -- a target always has an address
+        raise refused
+
+    async def _http(self) -> httpx.AsyncClient:
+        """Return the client requests go through: the one given, or one made here."""
+        if self._client is None:
+            if self._given_client is not None:
+                self._client = self._given_client
+            elif self._client_ready is not None:
+                self._client = await self._client_ready
+            else:
+                self._client = self._new_client()
+        return self._client
+
+    def _new_client(self) -> httpx.AsyncClient:
+        """The fetcher's own client, on a guarded transport (made on a thread: it loads certificates)."""
+        settings = self._settings
+        if settings.proxy is not None:
+            proxies = {"http": settings.proxy, "https": settings.proxy}
+        else:
+            proxies = environment_proxies() if settings.trust_env else {}
+        self._transport = GuardedTransport(settings, self._resolver, ssl_context=tls_context(settings),
+                                           proxies=proxies)
+        return httpx.AsyncClient(
+            headers=self._headers,
+            timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),
+            transport=self._transport,
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+            follow_redirects=False,
+            trust_env=False,
+        )

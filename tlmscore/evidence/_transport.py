@@ -1,0 +1,256 @@
+"""The fetcher's network layer: httpx on httpcore's own connection pool, with the guard in `connect_tcp`.
+
+httpx chooses httpcore's network backend itself and offers no public way to pass one, while
+httpcore's pools take `network_backend=` as a public argument. So `GuardedTransport` is a small
+`httpx.AsyncBaseTransport` (httpx's documented extension point) over `httpcore.AsyncConnectionPool`
+with `GuardedBackend`: a wrapper around httpcore's own backend that, for every new connection,
+resolves the host once, refuses it unless every address passes the address guard, connects to
+those addresses in turn (the next one when a connection is refused or times out) and checks that
+the socket is connected to one of them. The pool is keyed by origin (scheme, host, port) as httpx
+keys it, TLS is verified for the host name, and connections are kept alive, https included: a
+pooled connection only ever reached an address that was checked for that name, and a name whose
+DNS answer later turns private is refused the next time a connection is made for it.
+
+Behind a proxy the proxy makes the connection, so the guard cannot see where it goes: requests that
+go through a proxy use httpcore's backend as is, and the fetcher refuses what it can still see
+(see `Fetcher`). Proxies come from `Settings.proxy`, or from the environment (`HTTPS_PROXY`,
+`HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`) only when `Settings.trust_env` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import urllib.request
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Collection, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import certifi
+import httpcore
+import httpx
+
+from tlmscore.errors import ConfigError, FetchError
+from tlmscore.evidence._guard import Resolver, parse_ip_literal, vet_host
+from tlmscore.settings import Settings
+
+_T = TypeVar("_T")
+_TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
+_ADDRESSES_TRIED = 3
+_KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept, as httpx's default limits keep it
+SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+# httpcore's exceptions and the httpx ones they become, most specific first.
+_MAPPED: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
+    """Await `awaitable`, raising `TimeoutError` after `timeout` seconds (None: no limit)."""
+    if timeout is None:
+        return await awaitable
+    if _TIMEOUT_SCOPE is not None:
+        async with _TIMEOUT_SCOPE(timeout):  # no extra task, unlike wait_for
+            return await awaitable
+    return await asyncio.wait_for(awaitable, timeout)  # Python 3.10
+
+
+@contextmanager
+def _httpx_errors() -> Iterator[None]:
+    """Re-raise httpcore's exceptions as the httpx ones (as httpx's own transport does)."""
+    try:
+        yield
+    except httpcore.ConnectionNotAvailable:
+        raise
+    except Exception as exc:
+        mapped = next((to for origin, to in _MAPPED if isinstance(exc, origin)), None)
+        if mapped is None:
+            raise
+        raise mapped(str(exc)) from exc
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend, connecting only to addresses the guard accepts for the host."""
+
+    def __init__(
+        self, allow_hosts: Collection[str], resolver: Resolver, inner: httpcore.AsyncNetworkBackend | None = None
+    ) -> None:
+        self._allow_hosts = allow_hosts
+        self._resolver = resolver
+        self._inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """A stream to the first checked address of `host` that accepts within `timeout`.
+
+        Raises `FetchError` (`blocked`, `dns_error`) when the guard refuses the host.
+        """
+        addresses = await vet_host(host, port, allow_hosts=self._allow_hosts, resolver=self._resolver)
+        options = list(socket_options or ())
+        failure: Exception = httpcore.ConnectError(f"no address found for {host}")
+        for address in addresses[:_ADDRESSES_TRIED]:
+            try:
+                stream = await self._inner.connect_tcp(address, port, timeout, local_address, options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:  # e.g. no IPv6 route here
+                failure = exc
+                continue
+            self._check_peer(stream, host, addresses)
+            return stream
+        raise failure
+
+    @staticmethod
+    def _check_peer(stream: httpcore.AsyncNetworkStream, host: str, addresses: tuple[str, ...]) -> None:
+        """Refuse a connection whose peer is not one of the checked addresses."""
+        peer = stream.get_extra_info("server_addr")
+        ip = parse_ip_literal(str(peer[0]).split("%", 1)[0]) if peer else None
+        if ip is None or str(ip) not in addresses:
+            raise FetchError("blocked", f"refused: the connection for {host} reached {ip}, which was not checked")
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[SocketOption] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        """Never used for fetching: URLs from model output name hosts, not sockets."""
+        raise FetchError("blocked", "unix sockets are not fetched")
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait, as httpcore asks between its own retries."""
+        await self._inner.sleep(seconds)
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    """httpcore's response body as an httpx stream, with its errors mapped."""
+
+    def __init__(self, stream: AsyncIterable[bytes] | Iterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        stream = self._stream
+        with _httpx_errors():
+            if isinstance(stream, AsyncIterable):
+                async for part in stream:
+                    yield part
+            else:
+                for part in stream:
+                    yield part
+
+    async def aclose(self) -> None:
+        closing = getattr(self._stream, "aclose", None)
+        if closing is not None:
+            await closing()
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """Tell whether `NO_PROXY` (comma-separated names, `.suffix`es or `*`) exempts `host`."""
+    host = host.lower().rstrip(".")
+    for entry in (part.strip().lower().lstrip(".").rstrip(".") for part in no_proxy.split(",")):
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return True
+    return False
+
+
+def environment_proxies() -> dict[str, str]:
+    """The proxies the environment names (`HTTPS_PROXY`, `NO_PROXY`, ...), as `urllib` reads them."""
+    return urllib.request.getproxies()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """Requests through one guarded connection pool, or through a proxy's pool when one applies.
+
+    `proxies` maps a scheme (`http`, `https`, `all`) to a proxy URL and `no` to a `NO_PROXY` list;
+    `backend` is the network backend the guard wraps (httpcore's own when None).
+    """
+
+    def __init__(
+        self, settings: Settings, resolver: Resolver, *, ssl_context: ssl.SSLContext,
+        proxies: dict[str, str] | None = None, backend: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
+        # The fetcher's semaphores bound the requests in flight; the pools only keep idle connections,
+        # enough to keep one per server when a batch spans more servers than requests in flight,
+        # for as long as httpx keeps them by default.
+        self._keep = 2 * settings.concurrency
+        self._direct = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context, max_connections=None, max_keepalive_connections=self._keep,
+            keepalive_expiry=_KEEPALIVE_EXPIRY,
+            network_backend=GuardedBackend(settings.allow_hosts, resolver, backend))
+        self._proxies = proxies or {}
+        self._proxy_pools = {
+            url: self._proxy_pool(url, ssl_context)
+            for url in dict.fromkeys(u for scheme, u in self._proxies.items() if scheme in ("http", "https", "all"))
+        }
+
+    def _proxy_pool(self, url: str, ssl_context: ssl.SSLContext) -> httpcore.AsyncHTTPProxy:
+        """A pool of connections through the proxy at `url` (CONNECT tunnels for https)."""
+        proxy = httpx.Proxy(url)
+        if proxy.url.scheme not in ("http", "https"):
+            raise ConfigError(f"only http and https proxies are supported, not {url!r}")
+        return httpcore.AsyncHTTPProxy(
+            proxy_url=httpcore.URL(scheme=proxy.url.raw_scheme, host=proxy.url.raw_host, port=proxy.url.port,
+                                   target=proxy.url.raw_path),
+            proxy_auth=proxy.raw_auth, proxy_headers=proxy.headers.raw, ssl_context=ssl_context,
+            max_connections=None, max_keepalive_connections=self._keep, keepalive_expiry=_KEEPALIVE_EXPIRY)
+
+    def proxy_for(self, url: httpx.URL) -> str | None:
+        """The proxy a request for `url` goes through, or None when it connects directly."""
+        chosen = self._proxies.get(url.scheme) or self._proxies.get("all")
+        if chosen is None:
+            return None
+        if _bypassed(url.host, self._proxies.get("no", "")):
+            return None
+        return chosen
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the pool for its URL; the body is streamed, not read."""
+        proxy = self.proxy_for(request.url)
+        pool = self._direct if proxy is None else self._proxy_pools[proxy]
+        url = request.url
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx_errors():
+            response = await pool.handle_async_request(core_request)
+        return httpx.Response(status_code=response.status, headers=response.headers,
+                              stream=_ResponseStream(response.stream),
+                              extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        """Close every pool and its connections."""
+        for pool in (self._direct, *self._proxy_pools.values()):
+            await pool.aclose()
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """The TLS context certificates are verified with: `ca_bundle`, else the chosen trust store.
+
+    `system` is the operating system's store through `truststore` (what TLS-intercepting corporate
+    networks install their authority into); `certifi` is Mozilla's list as shipped with httpx.
+    """
+    if settings.ca_bundle is not None:
+        return ssl.create_default_context(cafile=str(settings.ca_bundle))
+    if settings.trust_store == "system":
+        import truststore  # noqa: PLC0415 -- loaded only when the system store is used
+
+        return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return ssl.create_default_context(cafile=certifi.where())

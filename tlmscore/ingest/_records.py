@@ -1,0 +1,264 @@
+"""Ingest: log files and in-memory records become `Transcript`s, one per record, errors included.
+
+Reading is lenient to schema drift (fields are checked where they are used, not against one SDK
+version's types) and streamed: a JSONL file is read line by line, never all at once. `scan` is the
+one walk over a source's records (files of either kind, records in memory, lists of both); the
+reader of a batch and the chain index both use it, and `load_at` reads a record again at the place
+`scan` gave it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tlmscore.errors import TranscriptError
+from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest._logfile import (
+    RandomAccess,
+    ReadStoppedError,
+    is_jsonl,
+    json_file_records,
+    lines,
+    load_line,
+)
+from tlmscore.model import Transcript
+
+Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+Look = Callable[[bytes], bool]
+"""A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a record is: a file and line (with the line's byte offset), or a record held in memory."""
+
+    source: str
+    line: int
+    offset: int = -1
+    record: Any = None
+
+
+def _plain(obj: Any) -> Any:
+    """SDK objects (pydantic models) as plain JSON-like dicts; anything else unchanged."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump) and not isinstance(obj, type):
+        return dump(mode="json", exclude_unset=True)
+    return obj
+
+
+def _api_error(record: dict[str, Any]) -> str | None:
+    """The message of an API error object logged in place of a response, if that is what it is."""
+    error = record.get("error")
+    if isinstance(error, dict) and "output" not in record and "choices" not in record:
+        return f"record is an API error, not a response: {error.get('message') or error}"
+    return None
+
+
+def _response_kind(response: dict[str, Any]) -> str:
+    if response.get("object") == "chat.completion" or ("choices" in response and "output" not in response):
+        return "chat"
+    return "responses"
+
+
+def _check_response(response: dict[str, Any], kind: str) -> None:
+    if kind == "chat":
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise TranscriptError("chat completion has no choices")
+        return
+    if "output" not in response:
+        raise TranscriptError("response has no 'output'")
+    output = response["output"]
+    if not isinstance(output, list):
+        raise TranscriptError(f"response.output must be a list, not {type(output).__name__}")
+    for i, item in enumerate(output):
+        if not isinstance(item, dict):
+            raise TranscriptError(f"response.output[{i}] is not an object")
+        if not isinstance(item.get("type"), str):
+            raise TranscriptError(f"response.output[{i}] has no 'type'")
+
+
+def _unwrap(record: dict[str, Any],
+            inputs: BatchInputs | None = None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(request, response, metadata) from any supported record shape.
+
+    A Batch API output line gets its request from the batch input files when they are given.
+    """
+    message = _api_error(record)
+    if message:
+        raise TranscriptError(message)
+    if "custom_id" in record and isinstance(record.get("response"), dict) and "body" in record["response"]:
+        batch = record["response"]
+        body = _plain(batch.get("body") or {})
+        if batch.get("status_code") not in (None, 200) or record.get("error"):
+            detail = record.get("error") or (body.get("error") if isinstance(body, dict) else body) or \
+                batch.get("status_code")
+            raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
+        if not isinstance(body, dict):
+            raise TranscriptError(f"batch response body must be an object, not {type(body).__name__}")
+        custom_id = str(record["custom_id"])
+        request = inputs.request(custom_id) if inputs is not None else None
+        return request or {}, body, {"custom_id": custom_id}
+    if "response" in record or "request" in record:
+        request, response = record.get("request", {}), _plain(record.get("response"))
+        if not isinstance(request, dict):
+            raise TranscriptError(f"'request' must be an object, not {type(request).__name__}")
+        if not isinstance(response, dict):
+            raise TranscriptError("record has no 'response' object")
+        metadata = record.get("metadata") or {}
+        return request, response, metadata if isinstance(metadata, dict) else {"value": metadata}
+    return {}, record, {}
+
+
+def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
+    """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
+    rid = f"{source}:{line}"
+    try:
+        record = _plain(obj)
+    except Exception as exc:  # noqa: BLE001  (an SDK object that cannot be dumped is this record's error)
+        return Transcript(id=rid, source=source, line=line, raw=obj,
+                          error=f"{rid}: record could not be read: {type(exc).__name__}: {exc}")
+    if not isinstance(record, dict):
+        return Transcript(id=rid, source=source, line=line, raw=record,
+                          error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
+    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
+        rid = str(record["id"])
+    try:
+        request, response, metadata = _unwrap(record, batch)
+        kind = _response_kind(response)
+        _check_response(response, kind)
+    except TranscriptError as exc:
+        error = f"{source}:{line}: {exc.reason}"
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
+    except Exception as exc:  # noqa: BLE001  (a record of a shape nobody foresaw is its own error row)
+        error = f"{source}:{line}: unreadable record: {type(exc).__name__}: {exc}"
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
+    return Transcript(id=rid, source=source, line=line, request=request, response=response,
+                      metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
+
+
+def _failed(source: str, line: int, message: str) -> Transcript:
+    return Transcript(id=f"{source}:{line}", source=source, line=line, error=f"{source}:{line}: {message}")
+
+
+def _parsed(raw: bytes, name: str, number: int, batch: BatchInputs | None) -> Transcript:
+    """One raw JSONL line as a transcript; a line that is not JSON becomes an error transcript."""
+    try:
+        obj = load_line(raw)
+    except UnicodeDecodeError as exc:
+        return _failed(name, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except json.JSONDecodeError as exc:
+        return _failed(name, number, f"invalid JSON: {exc.msg} at column {exc.colno}")
+    return normalize_record(obj, source=name, line=number, batch=batch)
+
+
+def _jsonl_records(path: Path, name: str, batch: BatchInputs | None,
+                   look: Look | None) -> Iterator[tuple[Location, Transcript]]:
+    """The lines of a JSONL file; where reading breaks off, one error record says so.
+
+    A file that breaks before its first line is unreadable: `TranscriptError`, not a row. Each
+    record is handed on once the next line has been read, so that when reading breaks off, a last
+    line that does not parse (bytes a damaged stream decoded to) is not a record of its own: the
+    error record takes its place.
+    """
+    held: tuple[Location, Transcript] | None = None
+    try:
+        for number, offset, raw in lines(path):
+            if raw.strip() and (look is None or look(raw)):
+                if held is not None:
+                    yield held
+                held = Location(name, number, offset), _parsed(raw, name, number, batch)
+    except ReadStoppedError as stop:
+        if stop.lines_read == 0:
+            raise TranscriptError(f"{name}: unreadable: {stop.cause}") from None
+        line, good, offset = stop.lines_read + 1, stop.lines_read, stop.offset
+        if held is not None and held[1].error is not None and held[0].line == stop.lines_read:
+            line, good, offset = held[0].line, held[0].line - 1, held[0].offset
+        elif held is not None:
+            yield held
+        held = None
+        yield Location(name, line), _failed(name, line, f"reading stopped after line {good} "
+                                                        f"(byte {offset}): {stop.cause}; the rest "
+                                                        "of the file is not read")
+    if held is not None:
+        yield held
+
+
+def _json_records(path: Path, name: str, batch: BatchInputs | None) -> Iterator[tuple[Location, Transcript]]:
+    try:
+        items = json_file_records(path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        line = getattr(exc, "lineno", 1)
+        yield Location(name, line), _failed(name, line, f"invalid JSON: {getattr(exc, 'msg', exc)}")
+        return
+    for number, item in enumerate(items, start=1):
+        yield Location(name, number), normalize_record(item, source=name, line=number, batch=batch)
+
+
+def _file(given: str | Path, batch: BatchInputs | None, look: Look | None) -> Iterator[tuple[Location, Transcript]]:
+    """The records of one file, named as given (so locations and transcripts agree)."""
+    path = Path(given)
+    if not path.is_file():
+        raise TranscriptError(f"{path}: no such file")
+    if is_jsonl(path):
+        yield from _jsonl_records(path, str(given), batch, look)
+    else:
+        yield from _json_records(path, str(given), batch)
+
+
+def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None) -> Iterator[tuple[Location,
+                                                                                                    Transcript]]:
+    """Every record of `source` with its location, in order; bad records carry `error`.
+
+    With `look`, a JSONL line is parsed only when `look(raw)` is true (others are passed over
+    without a row): the chain index uses it to find the few records it needs quickly.
+    """
+    if isinstance(source, (str, Path)):
+        yield from _file(source, batch, look)
+        return
+    if isinstance(source, dict) or hasattr(source, "model_dump"):
+        source = [source]
+    for number, item in enumerate(source, start=1):
+        if isinstance(item, (str, Path)):
+            yield from _file(item, batch, look)
+        else:
+            yield (Location("<records>", number, record=item),
+                   normalize_record(item, source="<records>", line=number, batch=batch))
+
+
+def load_at(location: Location, files: RandomAccess, batch: BatchInputs | None = None) -> Transcript:
+    """The record at `location` (from `scan`) read again: from memory, or from its file via `files`."""
+    if location.record is not None or location.source == "<records>":
+        return normalize_record(location.record, source=location.source, line=location.line, batch=batch)
+    path = Path(location.source)
+    if location.offset < 0:
+        records = files.json_records(path)
+        if not 0 < location.line <= len(records):
+            return _failed(location.source, location.line, "record not found")
+        return normalize_record(records[location.line - 1], source=location.source, line=location.line, batch=batch)
+    raw = files.line(path, location.offset)
+    return _parsed(raw, location.source, location.line, batch)
+
+
+def read_path(path: str | Path, batch: BatchInputs | None = None) -> Iterator[Transcript]:
+    """Transcripts of one file: `.jsonl`/`.ndjson` line by line, `.json` as an array or one object."""
+    for _, transcript in _file(path, batch, None):
+        yield transcript
+
+
+def read_transcripts(source: Source, *,
+                     batch_inputs: Sequence[str | Path] | BatchInputs = ()) -> Iterator[Transcript]:
+    """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
+
+    `source` is a path, a list of paths, a record dict, an SDK `Response`, or an iterable of those.
+    `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
+    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`.
+    """
+    batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
+        BatchInputs(batch_inputs) if batch_inputs else None)
+    for _, transcript in scan(source, batch):
+        yield transcript

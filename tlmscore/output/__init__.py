@@ -1,0 +1,14 @@
+"""Output: rows to files (JSONL, CSV, Parquet) as each chunk completes, and what makes `--resume` safe.
+
+- `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure).
+- `_writers`: `RowWriter` (one file) and `ChunkWriter` (writes a chunk while the next is prepared).
+- `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
+- `_manifest`: what a run read and how, checked by `--resume`.
+"""
+
+from __future__ import annotations
+
+from tlmscore.output._encoding import FORMATS, output_format
+from tlmscore.output._writers import RowWriter
+
+__all__ = ["FORMATS", "RowWriter", "output_format"]

@@ -1,0 +1,151 @@
+"""Encoding rows: as JSON lines, as CSV or Parquet cells, as Arrow tables; the output formats by suffix.
+
+Pure functions of the rows (no file is opened here); `tlmscore.output._writers` writes what they give.
+pyarrow is imported only when an Arrow table is made.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tlmscore.errors import ConfigError
+from tlmscore.ingest._logfile import safe_text
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+FORMATS = (".jsonl", ".csv", ".parquet")
+_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
+_DICTIONARY = ["source", "model", "scorer"]
+"""Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
+
+
+def output_format(path: Path) -> str:
+    """The output format named by `path`'s suffix, or a `ConfigError` listing the choices."""
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ConfigError(f"{path}: output must end in one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _finite(value: Any) -> Any:
+    """`value` as orjson writes it: NaN and infinities as None, lone surrogates replaced (see `safe_text`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _to_json(value: Any, option: int) -> bytes:
+    """`value` as JSON (UTF-8, Unicode kept, keys as strings, NaN and infinities as null).
+
+    orjson encodes the long prompt strings several times faster than the standard library; a
+    value it refuses (an integer wider than 64 bits, a lone surrogate) goes through `json` instead.
+    """
+    try:
+        return orjson.dumps(value, default=str, option=option | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        text = json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+        return (text + "\n" if option & orjson.OPT_APPEND_NEWLINE else text).encode("utf-8")
+
+
+def json_line(row: dict[str, Any]) -> bytes:
+    """One row as a line of JSON, newline included."""
+    return _to_json(row, orjson.OPT_APPEND_NEWLINE)
+
+
+def cell(value: Any) -> Any:
+    """A value as one CSV or Parquet text cell: lists and dicts as JSON with sorted keys."""
+    if isinstance(value, (list, dict)):
+        return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
+    if isinstance(value, str):
+        return safe_text(value)
+    return _json_safe(value)
+
+
+def _text_cell(value: Any) -> str | None:
+    """A value of a text column as text: a number or a boolean (a numeric response id) as its JSON."""
+    text = cell(value)
+    return text if text is None or isinstance(text, str) else _to_json(text, 0).decode("utf-8")
+
+
+def parquet_options() -> dict[str, Any]:
+    """How Parquet files are written.
+
+    Prompts of one batch repeat the same pages. zstd at level 3 (Arrow's default is 1), over a
+    table in one piece (see `arrow_table`), finds those repeats: the file is several times smaller
+    and faster to write (the README's benchmark section has the figures).
+    """
+    return {"compression": "zstd", "compression_level": 3, "use_dictionary": _DICTIONARY}
+
+
+def _arrow_type(name: str) -> pa.DataType:
+    import pyarrow as pa  # noqa: PLC0415
+
+    if name in _INTEGERS:
+        return pa.int64()
+    special = {"warnings": pa.list_(pa.string()), "score": pa.float64(), "history_complete": pa.bool_(),
+               "calibrated_score": pa.float64()}
+    return special.get(name, pa.string())
+
+
+def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    """Rows as an Arrow table: the contract's types, any other value as a string (JSON for lists and dicts).
+
+    Without `schema`, the columns are the keys of the first row. The rows go through pyarrow's
+    JSON reader: parsing in C++ is faster than building arrays from Python objects, and it does
+    not import pandas (which `pyarrow.array` does on first use, a third of a second).
+    """
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.json as pj  # noqa: PLC0415
+
+    if schema is None:
+        schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
+    strings = {f.name for f in schema if f.type == pa.string()}
+    lines = [
+        json_line({name: _text_cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)
+                   else row.get(name) for name in schema.names})
+        for row in rows
+    ]
+    longest = max((len(line) for line in lines), default=0)
+    table = pj.read_json(
+        io.BytesIO(b"".join(lines)),
+        read_options=pj.ReadOptions(block_size=max(1 << 20, longest + 2)),  # a row never spans two blocks
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+    )
+    # One piece, not one per block: Parquet then compresses a column across all its rows, where
+    # the repeats are, rather than a block at a time.
+    return table.combine_chunks()
+
+
+def load_pyarrow() -> None:
+    """Import the pyarrow modules a Parquet output needs (run on a thread ahead of need)."""
+    import pyarrow.json  # noqa: PLC0415
+    import pyarrow.parquet  # noqa: PLC0415, F401
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with `schema`'s columns in its order; a column it lacks is all nulls."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    columns = [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in schema]
+    return pa.table(columns, schema=schema)

@@ -1,0 +1,159 @@
+"""Report: rows to files (JSONL, CSV, Parquet), written chunk by chunk as the batch goes.
+
+How a row is encoded is `tlmscore.output._encoding`'s (its public names are importable from here too).
+pyarrow is imported only when a Parquet file is written or read, so a run writing JSONL does not
+pay for it at start-up.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any
+
+from tlmscore.output import _encoding as encoding
+from tlmscore.output._encoding import arrow_table, json_line, output_format
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+
+class RowWriter:
+    """Writes rows to one file in the format its suffix names; call `write` per chunk, then `close`.
+
+    `columns` heads a CSV file that gets no rows, so it still reads as a table.
+    """
+
+    def __init__(self, path: Path, columns: Sequence[str] = ()) -> None:
+        self.path = path
+        self.format = output_format(path)
+        self.rows = 0
+        self._handle: IO[str] | None = None
+        self._binary: IO[bytes] | None = None
+        self._csv: Any = None
+        self._parquet: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+        self._closed = False
+        self._columns = tuple(columns)
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows to the file."""
+        if not rows:
+            return
+        if self._closed:
+            raise ValueError(f"{self.path}: the writer is closed")
+        if self.format == ".jsonl":
+            self._write_jsonl(rows)
+        elif self.format == ".csv":
+            self._write_csv(rows)
+        else:
+            self._write_parquet(rows)
+        self.rows += len(rows)
+
+    def _text(self) -> IO[str]:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = self.path.open("w", encoding="utf-8", newline="")
+        return self._handle
+
+    def _lines(self) -> IO[bytes]:
+        if self._binary is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._binary = self.path.open("wb")
+        return self._binary
+
+    def _write_jsonl(self, rows: list[dict[str, Any]]) -> None:
+        handle = self._lines()
+        handle.writelines(json_line(row) for row in rows)
+        handle.flush()
+
+    def _write_csv(self, rows: list[dict[str, Any]]) -> None:
+        handle = self._text()
+        if self._csv is None:
+            self._csv = csv.DictWriter(handle, fieldnames=list(rows[0].keys()), extrasaction="ignore")
+            self._csv.writeheader()
+        self._csv.writerows({k: encoding.cell(v) for k, v in row.items()} for row in rows)
+        handle.flush()
+
+    def _write_parquet(self, rows: list[dict[str, Any]]) -> None:
+        import pyarrow.parquet as pq  # noqa: PLC0415  (see the module docstring)
+
+        table = arrow_table(rows, self._schema)
+        if self._parquet is None:
+            self._schema = table.schema
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._parquet = pq.ParquetWriter(str(self.path), table.schema, **encoding.parquet_options())
+        self._parquet.write_table(table)
+
+    def close(self) -> None:
+        """Finish the file; an empty run still leaves a valid empty file. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.format == ".parquet" and self._parquet is None:
+            import pyarrow as pa  # noqa: PLC0415
+            import pyarrow.parquet as pq  # noqa: PLC0415
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.table({}), str(self.path))
+        if self._parquet is not None:
+            self._parquet.close()
+            self._parquet = None
+        if self.format == ".jsonl":
+            self._lines().close()
+            self._binary = None
+        elif self.format == ".csv" and self._csv is None and self._columns:
+            csv.writer(self._text()).writerow(self._columns)  # no rows: the header alone
+        elif self.format == ".csv":
+            self._text()
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class ChunkWriter:
+    """Runs `write(rows)` for each chunk on a thread of its own, one chunk at a time, in order.
+
+    The batch goes on with its next chunk (and after the last one closes its connections and
+    workers) while a chunk is encoded and synced. At most one chunk waits: `submit` first waits
+    for the one before. A failed write is raised by the next `submit` or on leaving the `with`
+    block, which also waits for the last chunk, so nothing handed over is lost.
+    """
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], None]) -> None:
+        self._write = write
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tlmscore-writer")
+        self._pending: Future[None] | None = None
+
+    def __enter__(self) -> ChunkWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self._wait()
+        finally:
+            self._thread.shutdown()
+
+    def submit(self, rows: list[dict[str, Any]]) -> None:
+        """Start writing `rows` once the chunk before them is written."""
+        self._wait()
+        self._pending = self._thread.submit(self._write, rows)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+

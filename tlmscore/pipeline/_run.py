@@ -1,0 +1,363 @@
+"""The pipeline over many transcripts: chunk → convert → plan → fetch → render → rows.
+
+Each chunk is handled on its own (no state outside the arguments), so a distributed engine can
+map the same functions over partitions; rows are handed to a sink as each chunk completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import math
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Container,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AsyncExitStack, aclosing
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tlmscore._urls import url_key
+from tlmscore.convert import convert_transcript
+from tlmscore.convert._status import COMPLETED, ResponseStatus, record_status, response_status
+from tlmscore.convert.context import ItemConverter
+from tlmscore.convert.registry import ConverterLike
+from tlmscore.convert.registry import converters as registered_converters
+from tlmscore.errors import TlmscoreError
+from tlmscore.evidence._plan import plan_urls
+from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
+from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest._chains import ChainIndex
+from tlmscore.ingest._history import with_history
+from tlmscore.ingest._records import Source, read_transcripts
+from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
+from tlmscore.rendering._prompt import render
+from tlmscore.scoring.base import Scorer, get_scorer
+from tlmscore.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+ROW_COLUMNS = (
+    "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
+    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
+)
+SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
+Progress = Callable[[str, int, int | None], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Converted:
+    transcript: Transcript
+    conversation: Conversation | None
+    error: str | None
+    history_complete: bool | None = None
+    status: ResponseStatus | None = None
+
+
+def _status(transcript: Transcript) -> ResponseStatus | None:
+    """The response's status; for a record ingest could not read, what the record says went wrong (or None)."""
+    try:
+        if transcript.error is not None:
+            return record_status(transcript.raw)
+        return response_status(transcript.response, transcript.request, transcript.fmt)
+    except Exception:  # noqa: BLE001  (an unforeseen shape leaves the status unknown; the record still gets its row)
+        return None
+
+
+def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
+             converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
+    status = _status(transcript)
+    if status is not None and status.error is not None:
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
+    if transcript.error is not None:
+        return _Converted(transcript, None, transcript.error, status=status)
+    extra = (status.warning,) if status is not None and status.warning else ()
+    try:
+        if chains is None:
+            conv = convert_transcript(transcript, settings, converters=converters)
+            return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None, True, status)
+        history = chains.history(transcript)
+        conv = convert_transcript(with_history(transcript, history), settings, converters=converters)
+        conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *extra))
+        return _Converted(transcript, conv, None, history.complete, status)
+    except TlmscoreError as exc:
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}", status=status)
+    except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
+        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: "
+                                            f"{type(exc).__name__}: {exc}", status=status)
+
+
+def _count_calls(conv: Conversation) -> int:
+    turns = (*conv.turns, *conv.answer)
+    return sum(1 for t in turns if isinstance(t, ToolCall)) + sum(
+        len(t.calls) for t in turns if isinstance(t, Message))
+
+
+def _base_row(t: Transcript) -> dict[str, Any]:
+    return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
+            "response_id": t.response.get("id") if t.response else None}
+
+
+def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
+                                                                                ScoringInput | None]:
+    """The row of one record, and what a scorer needs of it (None for an error row)."""
+    row = _base_row(item.transcript)
+    status = item.status.value if item.status else None
+    empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
+                             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
+                             "response_status": status}
+    conv = item.conversation
+    if conv is None:
+        return row | empty, None
+    try:
+        scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
+    except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
+        return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
+                                       f"{type(exc).__name__}: {exc}"}, None
+    keys = {url_key(u): u for u in conv.urls}
+    ok = sum(1 for u in keys.values() if find_page(pages, u).ok)
+    return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
+                  "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
+                  "warnings": list(conv.warnings), "error": None,
+                  "history_complete": item.history_complete, "response_status": status}, scoring
+
+
+async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
+    """Add the score columns to `rows` in place; a scorer failure becomes that row's error."""
+    todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
+    scores = await scorer.score_many([x for _, x in todo])
+    by_row = {i: s for (i, _), s in zip(todo, scores, strict=True)}
+    for i, row in enumerate(rows):
+        score = by_row.get(i)
+        row.update({"scorer": scorer.name, "score": score.score if score else math.nan,
+                    "explanation": score.explanation if score else "", "details": score.details if score else {}})
+        if score is not None and score.error and not row["error"]:
+            row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
+
+
+def _as_of(converted: Sequence[_Converted]) -> dict[str, float]:
+    """When each page was read: the earliest time an answer citing it was given, by `url_key`."""
+    times: dict[str, float] = {}
+    for item in converted:
+        when = answered_at(item.transcript.response)
+        if item.conversation is None or when is None:
+            continue
+        for url in item.conversation.urls:
+            key = url_key(url)
+            times[key] = min(times.get(key, when), when)
+    return times
+
+
+async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
+                        chains: ChainIndex | None = None, scorer: Scorer | None = None, *,
+                        converters: Mapping[str, ItemConverter] | None = None) -> list[dict[str, Any]]:
+    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
+
+    A record is rendered as soon as its own pages are ready (from a source that streams them),
+    while the pages of later records are still on their way. With `chains`, a follow-up call is
+    converted with the history it continues; with `scorer`, the rows get the score columns.
+    """
+    converted = [_convert(t, settings, chains, converters) for t in transcripts]
+    rendered: list[tuple[dict[str, Any], ScoringInput | None] | None] = [None] * len(converted)
+    pages: dict[str, Page] = {}
+    waiting: dict[str, list[int]] = {}
+    missing = [0] * len(converted)
+    for i, item in enumerate(converted):
+        keys = {url_key(u) for u in item.conversation.urls if u and u.strip()} if item.conversation else set()
+        for key in keys:
+            waiting.setdefault(key, []).append(i)
+        missing[i] = len(keys)
+        if not keys:
+            rendered[i] = _row(item, pages, settings)
+    urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
+    if urls:
+        async with aclosing(pages_as_done(source, urls, _as_of(converted))) as arriving:
+            async for url, page in arriving:
+                key = url_key(url)
+                pages[url] = pages[key] = page
+                for i in waiting.pop(key, ()):
+                    missing[i] -= 1
+                    if not missing[i]:
+                        rendered[i] = _row(converted[i], pages, settings)
+    done = [r if r is not None else _row(c, pages, settings) for r, c in zip(rendered, converted, strict=True)]
+    rows = [row for row, _ in done]
+    if scorer is not None:
+        await _score(rows, [x for _, x in done], scorer)
+    return rows
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource | None = None,
+                       progress: Progress | None = None, scorer: Scorer | None = None,
+                       skip: Container[tuple[str, int]] = (),
+                       converters: Mapping[str, ConverterLike] | None = None,
+                       ) -> AsyncGenerator[list[dict[str, Any]], None]:
+    """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records.
+
+    Records whose `(source, line)` is in `skip` (done by an earlier, interrupted run) are passed over.
+    `converters` adds or replaces item converters (see `tlmscore.convert.registry.converters`).
+    Files are read on a worker thread, a chunk at a time, so the event loop stays free meanwhile.
+    """
+    done = 0
+    table = registered_converters(converters)
+    async with AsyncExitStack() as stack:
+        from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
+
+        # Page files first, then the caller's source or else the cache and the web (see sources).
+        page_source = await stack.enter_async_context(open_page_source(settings, progress, given=pages))
+        batch = await asyncio.to_thread(BatchInputs, settings.batch_inputs) if settings.batch_inputs else None
+        joined = batch if batch is not None else ()
+        if batch is not None:
+            stack.callback(batch.close)
+        chains = await asyncio.to_thread(_chain_index, source, joined)
+        if chains is not None:
+            stack.callback(chains.close)
+        records = (t for t in read_transcripts(source, batch_inputs=joined) if (t.source, t.line) not in skip)
+        chunks = _chunks(records, settings.chunk_size)
+        empty: list[Transcript] = []
+        while chunk := await asyncio.to_thread(next, chunks, empty):
+            rows = await prepare_chunk(chunk, settings, page_source, chains, scorer, converters=table)
+            done += len(rows)
+            if progress is not None:
+                progress("records", done, None)
+            yield rows
+
+
+async def aiter_rows(source: Source, settings: Settings | None = None, *,
+                     scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
+                     pages: PageSource | None = None, progress: Progress | None = None,
+                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """Every row, in input order, as soon as its chunk is done; scored when `scorer` is given.
+
+    The async form of `prepare` and `score` for code already inside an event loop (a notebook, a
+    service): nothing is run on a loop of its own.
+    """
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    async with aclosing(aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
+                                     scorer=chosen, converters=converters)) as chunks:
+        async for rows in chunks:
+            for row in rows:
+                yield row
+
+
+def _chain_index(source: Source, batch: BatchInputs | tuple[()]) -> ChainIndex | None:
+    """The chain index of a source that can be read twice (paths, records, lists); else None."""
+    if isinstance(source, (str, Path, dict, list, tuple)) or hasattr(source, "model_dump"):
+        return ChainIndex.build(source, batch_inputs=batch)
+    return None
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also inside Jupyter's running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(make))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(_await(make))).result()
+
+
+async def _await(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str, Any]]], None], *,
+              pages: PageSource | None = None, progress: Progress | None = None, scorer: Scorer | None = None,
+              skip: Container[tuple[str, int]] = ()) -> None:
+    """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""
+    async def collect() -> None:
+        async for rows in aiter_chunks(source, settings, pages=pages, progress=progress, scorer=scorer,
+                                       skip=skip):
+            sink(rows)
+
+    run_sync(collect)
+
+
+def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame with the contract's columns first, in order."""
+    import pandas as pd  # noqa: PLC0415  (the command line never builds a DataFrame; it starts faster)
+
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})
+        return empty
+    first = [c for c in (*ROW_COLUMNS, *SCORE_COLUMNS) if c in df.columns or c in ROW_COLUMNS]
+    rest = [c for c in df.columns if c not in first]
+    ordered: pd.DataFrame = df.reindex(columns=[*first, *rest])
+    return ordered
+
+
+async def aprepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
+                   progress: Progress | None = None,
+                   converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """`prepare`, awaited in the caller's event loop."""
+    collected: list[dict[str, Any]] = []
+    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
+                                   converters=converters):
+        collected.extend(rows)
+    result: pd.DataFrame = frame(collected)
+    return result
+
+
+async def ascore(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
+                 options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
+                 progress: Progress | None = None,
+                 converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """`score`, awaited in the caller's event loop."""
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    collected: list[dict[str, Any]] = []
+    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress, scorer=chosen,
+                                   converters=converters):
+        collected.extend(rows)
+    result: pd.DataFrame = frame(collected)
+    return result
+
+
+def prepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
+            progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """One row per input record, in input order, with the rendered prompt and response.
+
+    `pages` takes the place of the cache and the web (e.g. `MemoryPages` in tests or audits of saved
+    evidence); `settings.page_files` are still read first (see `tlmscore.evidence.sources`);
+    `converters` adds or replaces item converters by item type. Inside a running event loop,
+    `await aprepare(...)` does the same without a thread.
+    """
+    return run_sync(lambda: aprepare(source, settings, pages=pages, progress=progress, converters=converters))
+
+
+def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
+          options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
+          progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+    """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.
+
+    `scorer` is a registered name (`grounding`, `tlm`, `judge`) set up with `options`, or a
+    `Scorer` object. Problems a scorer can see before work starts (a missing key) raise
+    `ScorerError` at once; failures on single rows become those rows' errors. Inside a running
+    event loop, `await ascore(...)` does the same without a thread.
+    """
+    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+    return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters))
+
+
+# The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
+# pages and scoring over machines (`tlmscore.engines`): the same functions, so the same rows.
+convert_record = _convert
+record_row = _row
+score_rows = _score
