@@ -24,8 +24,8 @@ An answer that did not finish (`ScoringInput.status` other than `completed`, e.g
 `incomplete:max_output_tokens`) is shown to the judge with a note saying so after it, so the judge
 rates what was said knowing that the rest is missing; `details["response_status"]` keeps the status.
 
-Requests go through the openai SDK (`tlmscore.scoring.chat`), live with `concurrency` in flight, or,
-with `batch=True`, through the Batch API (`tlmscore.scoring.judge_batch`) at half the price.
+Requests go through the openai SDK (`tlmscore.scoring._chat`), live with `concurrency` in flight, or,
+with `batch=True`, through the Batch API (`tlmscore.scoring._judge_batch`) at half the price.
 Before each set of rows is sent, the number of requests and an estimate of their tokens are
 logged (logger `tlmscore.scoring.judge`, level INFO; `plan` gives the same figures as a value).
 """
@@ -46,9 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
-from tlmscore.scoring.base import Score, parse_options, score_rows
-from tlmscore.scoring.chat import ChatClient, open_client
-from tlmscore.scoring.judge_prompts import (
+from tlmscore.scoring._chat import ChatClient, open_client
+from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
     LABELS,
@@ -60,6 +59,7 @@ from tlmscore.scoring.judge_prompts import (
     parse_rating,
     rate,
 )
+from tlmscore.scoring.base import Score, parse_options, score_rows
 
 if TYPE_CHECKING:
     import openai
@@ -263,7 +263,7 @@ class JudgeScorer:
             chat = ChatClient(client, opts.model, gate=asyncio.Semaphore(opts.concurrency),
                               top_logprobs=opts.top_logprobs, extra_body=opts.extra_body)
             if opts.batch:
-                from tlmscore.scoring.judge_batch import score_batch  # noqa: PLC0415  (batch mode only)
+                from tlmscore.scoring._judge_batch import score_batch  # noqa: PLC0415  (batch mode only)
 
                 try:
                     return await score_batch(self, chat, client, inputs)

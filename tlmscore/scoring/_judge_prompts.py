@@ -12,20 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from tlmscore.scoring.chat import Completion
-
-__all__ = [
-    "AGREEMENT_PROMPT",
-    "AGREEMENT_WORDS",
-    "LABELS",
-    "LETTER_VALUES",
-    "REFLECTION_PROMPTS",
-    "REFLECTION_WORDS",
-    "Rating",
-    "messages_of",
-    "parse_rating",
-    "rate",
-]
+from tlmscore.scoring._chat import Completion
 
 LETTER_VALUES: Mapping[str, float] = MappingProxyType({"A": 1.0, "B": 0.0, "C": 0.5})
 LABELS: Mapping[str, str] = MappingProxyType({"A": "correct", "B": "incorrect", "C": "unsure"})

@@ -28,8 +28,6 @@ from tlmscore.errors import ScorerError
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion
 
-__all__ = ["ChatClient", "Completion", "TokenLogprob", "completion_from_body", "open_client", "rejected_parameter",
-           "request_headers"]
 
 _BODY_CHARS = 300
 _REJECTIONS = frozenset({400, 422})

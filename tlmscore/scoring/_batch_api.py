@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tlmscore.errors import ScorerError
-from tlmscore.scoring.chat import request_headers
+from tlmscore.scoring._chat import request_headers
 
 if TYPE_CHECKING:
     import openai
     from openai.types import Batch
 
-__all__ = ["BatchFailure", "BatchLimits", "BatchRunner"]
 
 STATE_FORMAT = "tlmscore-batch-state/1"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})

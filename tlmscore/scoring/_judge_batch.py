@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tlmscore.errors import ScorerError
-from tlmscore.scoring.base import Score
-from tlmscore.scoring.batch_api import BatchFailure, BatchLimits, BatchRunner
-from tlmscore.scoring.chat import ChatClient, Completion, completion_from_body, rejected_parameter
-from tlmscore.scoring.judge_prompts import (
+from tlmscore.scoring._batch_api import BatchFailure, BatchLimits, BatchRunner
+from tlmscore.scoring._chat import ChatClient, Completion, completion_from_body, rejected_parameter
+from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
     REFLECTION_PROMPTS,
@@ -34,6 +33,7 @@ from tlmscore.scoring.judge_prompts import (
     messages_of,
     rate,
 )
+from tlmscore.scoring.base import Score
 
 if TYPE_CHECKING:
     import openai
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from tlmscore.model import ScoringInput
     from tlmscore.scoring.judge import Judged, JudgeOptions, JudgeScorer
 
-__all__ = ["custom_id", "score_batch"]
 
 Outcome = Completion | str
 _ID_PREFIX = "tlms-"
