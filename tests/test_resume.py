@@ -42,13 +42,18 @@ def saved_rows(partial: Path) -> int:
     return sum(pq.ParquetFile(part).metadata.num_rows for part in sorted(partial.glob("part-*.parquet")))
 
 
+def serve_reports(srv: EvidenceServer, records: int, chunk: int, delay: float) -> None:
+    """One report page per chunk of records (`/report/<block>`), stating what each `record` cites."""
+    for block in range(records // chunk):
+        paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
+                      range(block * chunk, (block + 1) * chunk)]
+        srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=delay))
+
+
 @pytest.fixture
 def server() -> EvidenceServer:
     with EvidenceServer() as srv:
-        for block in range(RECORDS // CHUNK):
-            paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
-                          range(block * CHUNK, (block + 1) * CHUNK)]
-            srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=0.3))
+        serve_reports(srv, RECORDS, CHUNK, delay=0.3)
         yield srv
 
 

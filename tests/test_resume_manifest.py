@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.test_resume import record
+from tests.evidence_server import EvidenceServer
+from tests.test_resume import record, serve_reports
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.output._manifest import manifest_path, read_manifest
@@ -35,10 +35,7 @@ def saved_lines(path: Path) -> int:
 @pytest.fixture
 def server() -> EvidenceServer:
     with EvidenceServer() as srv:
-        for block in range(RECORDS // CHUNK):
-            paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
-                          range(block * CHUNK, (block + 1) * CHUNK)]
-            srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=0.2))
+        serve_reports(srv, RECORDS, CHUNK, delay=0.2)
         yield srv
 
 
