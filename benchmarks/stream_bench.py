@@ -1,10 +1,13 @@
-"""Streaming: peak memory and throughput of `tlmscore score` (offline, grounding) at 10k and 100k records.
+"""Streaming: peak memory and throughput of `tlmscore score` (offline, grounding) or `prepare` at 10k and 100k records.
 
 Each record is a web-search answer citing a page from a saved page bundle, so every row is
 converted, rendered and scored. Prints records/s and peak RSS of the scoring process per size;
 time should grow linearly with records and memory stay flat (under 300 MB at 100k).
 
-    python benchmarks/stream_bench.py [--sizes 10000 100000]
+    python benchmarks/stream_bench.py [--sizes 10000 100000] [--command score|prepare]
+
+The script runs `sys.executable -m tlmscore`, so running it with another environment's Python
+measures that environment's tlmscore (how the before/after rows of a change are taken).
 """
 
 from __future__ import annotations
@@ -46,14 +49,14 @@ def record(i: int) -> str:
                      "end_index": len(text)}]}]}]}})
 
 
-def run(size: int, folder: Path) -> tuple[float, float]:
+def run(size: int, folder: Path, command: str) -> tuple[float, float]:
     log = folder / f"log-{size}.jsonl"
     with log.open("w", encoding="utf-8") as handle:
         for i in range(size):
             handle.write(record(i) + "\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tlmscore", "score", str(log), "-o", str(folder / f"out-{size}.parquet"),
+    subprocess.run([sys.executable, "-m", "tlmscore", command, str(log), "-o", str(folder / f"out-{size}.parquet"),
                     "--offline", "--pages", str(folder / "pages.jsonl"), "--cache-dir", str(folder / "cache"),
                     "--quiet"], check=True, stderr=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
@@ -64,6 +67,8 @@ def run(size: int, folder: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--command", choices=("score", "prepare"), default="score",
+                        help="score with grounding (default), or prepare only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -71,7 +76,7 @@ def main() -> None:
                                             encoding="utf-8")
         results = []
         for size in sorted(args.sizes):
-            elapsed, peak_mb = run(size, folder)
+            elapsed, peak_mb = run(size, folder, args.command)
             results.append((size, elapsed, peak_mb))
             print(f"{size:>8} records: {elapsed:7.1f} s  {size / elapsed:8.0f} records/s  peak RSS {peak_mb:6.0f} MB "
                   "(largest so far among runs)")
