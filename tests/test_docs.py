@@ -1,0 +1,65 @@
+"""The documents name what the code has: every import in the README's examples, every dotted name."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", ROOT / "docs" / "architecture.md"]
+ENTRY_POINT_GROUPS = {"tlmscore.converters", "tlmscore.scorers"}  # names of groups, not of modules
+OPTIONAL = {"tlmscore.ray"}  # needs the `ray` extra
+
+
+def imports_in_examples(text: str) -> list[str]:
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines()
+            if re.match(r"\s*(from tlmscore[\w.]* import |import tlmscore)", line)]
+
+
+def dotted_names(text: str) -> set[str]:
+    return {m for m in re.findall(r"`(tlmscore(?:\.\w+)+)", text) if m not in ENTRY_POINT_GROUPS}
+
+
+def resolve(name: str) -> object:
+    """A dotted name: the longest importable module prefix, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            value = getattr(value, attribute)
+        return value
+    raise ModuleNotFoundError(name)
+
+
+EXAMPLE_IMPORTS = sorted({line for doc in DOCS for line in imports_in_examples(doc.read_text(encoding="utf-8"))})
+NAMES = sorted({n for doc in DOCS for n in dotted_names(doc.read_text(encoding="utf-8"))})
+
+
+def test_the_documents_have_examples_and_names() -> None:
+    assert len(EXAMPLE_IMPORTS) >= 5 and len(NAMES) >= 5
+
+
+@pytest.mark.parametrize("line", EXAMPLE_IMPORTS)
+def test_every_import_in_the_examples_works(line: str) -> None:
+    if any(optional in line for optional in ("import ray", "ray as")):
+        pytest.importorskip("ray")
+    exec(line, {})  # noqa: S102  (an import line from the README, nothing else)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_dotted_name_in_the_documents_exists(name: str) -> None:
+    if name in OPTIONAL:
+        pytest.importorskip("ray")
+    assert resolve(name) is not None
+
+
+def test_a_name_that_does_not_exist_is_caught() -> None:
+    with pytest.raises((AttributeError, ModuleNotFoundError)):
+        resolve("tlmscore.evidence.no_such_module.Thing")
