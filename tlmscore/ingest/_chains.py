@@ -9,8 +9,8 @@ without holding the logs in memory:
    (file, line, byte offset);
 3. `history()` loads just those records on demand, keeping a bounded number in a cache.
 
-Reading is ingest's: `transcripts.scan` walks the sources (so locations name records exactly as
-the batch's reader does) and `transcripts.load_at` reads a record again through a `RandomAccess`,
+Reading is done by `_records`: `scan` walks the sources (so locations name records exactly as
+the batch's reader does) and `load_at` reads a record again through a `RandomAccess`,
 which decompresses a gzipped file once rather than from its start on every lookup.
 
 A link that is not in the set gives a warning and `complete=False`, never an error.

@@ -8,16 +8,12 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from tlmscore.ingest._logfile import load_line
 from tlmscore.output import _encoding as encoding
 from tlmscore.output._encoding import arrow_table, json_line
 from tlmscore.output._writers import RowWriter
-
-if TYPE_CHECKING:
-    pass
-
 
 _PART_GLOB = "part-*.parquet"
 

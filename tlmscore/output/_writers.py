@@ -1,8 +1,7 @@
-"""Report: rows to files (JSONL, CSV, Parquet), written chunk by chunk as the batch goes.
+"""Writers: rows to one file (JSONL, CSV, Parquet), and chunks written while the next is prepared.
 
-How a row is encoded is `tlmscore.output._encoding`'s (its public names are importable from here too).
-pyarrow is imported only when a Parquet file is written or read, so a run writing JSONL does not
-pay for it at start-up.
+How a row is encoded is `_encoding`'s. pyarrow is imported only when a Parquet file is written or
+read, so a run writing JSONL does not pay for it at start-up.
 """
 
 from __future__ import annotations
