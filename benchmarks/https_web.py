@@ -156,8 +156,9 @@ def floor_child(urls_file: Path, ca: Path, concurrency: int, per_host: int) -> N
 
 def downloads_child(urls_file: Path, ca: Path, concurrency: int, sites: int) -> None:
     """Fetch every URL once with tlmscore's `Downloader` (bodies read, not extracted); print JSON."""
-    from tlmscore.evidence._download import Downloader, Reply
+    from tlmscore.evidence._download import Downloader
     from tlmscore.evidence._guard import system_resolver
+    from tlmscore.evidence._reply import Reply
     from tlmscore.settings import Settings
 
     urls = json.loads(urls_file.read_text())

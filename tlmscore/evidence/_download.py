@@ -24,35 +24,20 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from urllib.parse import urlsplit
 
 import httpx
 
 from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
+from tlmscore.evidence._reply import Reply, host_of, seconds
 from tlmscore.evidence._transport import GuardedTransport, environment_proxies, tls_context, within
-from tlmscore.evidence.page import PageStatus
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _FIRST_BACKOFF = 0.5
 _ADDRESSES_TRIED = 3
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What one request brought back: a redirect, an error status, a refusal or a body."""
-
-    url: str
-    http_status: int
-    reason: str
-    content_type: str | None
-    location: str | None = None
-    body: bytes | None = None
-    retry_after: float | None = None
-    failure: tuple[PageStatus, str] | None = None
 
 
 class Deadline:
@@ -76,18 +61,6 @@ class Deadline:
 
 ReadReply = Callable[[str, httpx.Response], Awaitable[Reply]]
 """Turns a response (body not read yet) for the URL into a `Reply`."""
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g} s"
-
-
-def _host_of(url: str) -> str:
-    """Return the host of `url` for limits ("" when it has none)."""
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 @dataclass(frozen=True)
@@ -156,8 +129,8 @@ class Downloader:
                 return reply
             wait = self._backoff(attempt, reply.retry_after)
             if wait >= deadline.remaining():
-                asked = _seconds(reply.retry_after if reply.retry_after is not None else wait)
-                past = f"asked to retry after {asked}, past the page's limit of {_seconds(deadline.limit)}"
+                asked = seconds(reply.retry_after if reply.retry_after is not None else wait)
+                past = f"asked to retry after {asked}, past the page's limit of {seconds(deadline.limit)}"
                 return replace(reply, reason=f"{reply.reason} ({past})".lstrip())
             await asyncio.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
@@ -185,7 +158,7 @@ class Downloader:
 
     async def _hop(self, url: str, hop: _Hop) -> Reply:
         """One request under the concurrency limits and the page's deadline: check, send, read."""
-        async with self._host_limit(_host_of(url)), self._limit:
+        async with self._host_limit(host_of(url)), self._limit:
             hop.deadline.start()
             return await within(hop.deadline.remaining(), self._exchange(url, hop))
 

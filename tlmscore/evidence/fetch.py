@@ -1,13 +1,13 @@
 """The fetcher: the only stage that touches the network.
 
-`Fetcher.pages(urls)` gives one `Page` per URL. Each distinct page (by `url_key`) is looked up in
-the cache, and what is missing is fetched in parallel under a global and a per-host concurrency
-limit, with bounded retries, redirects checked hop by hop and one deadline per page (see
-`download`). Bodies are streamed under a size cap, then handed to worker processes for extraction
-while other pages are still downloading.
+`Fetcher.pages(urls)` gives one `Page` per URL: the batch side. Each distinct page (by `url_key`)
+is looked up in the cache, and what is missing is fetched in parallel, then handed to worker
+processes for extraction while other pages are still downloading. One URL's requests are
+`_download`'s (limits, retries, redirects checked hop by hop, one deadline per page); what its
+reply becomes, and how a failure is worded, is `_reply`'s.
 
-Every failure is mapped here, at the boundary, to a page status with a short sentence saying what
-happened; nothing raises for a bad URL.
+Every failure becomes a page status with a short sentence saying what happened; nothing raises
+for a bad URL.
 """
 
 from __future__ import annotations
@@ -17,22 +17,18 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TypeVar, cast
-from urllib.parse import urlsplit
+from typing import TypeVar
 
 import httpx
 
-from tlmscore._retry_after import retry_after_seconds
 from tlmscore._urls import url_key
-from tlmscore.errors import FetchError
-from tlmscore.evidence._body import read_body
 from tlmscore.evidence._download import Downloader
-from tlmscore.evidence._download import Reply as _Reply
 from tlmscore.evidence._guard import Resolver, system_resolver
 from tlmscore.evidence._plan import plan_urls
+from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
 from tlmscore.evidence.cache import CachedPage, PageCache
-from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type, supported_type
-from tlmscore.evidence.page import PAGE_STATUSES, AsOf, Page, PageStatus, in_given_order
+from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type
+from tlmscore.evidence.page import AsOf, Page, in_given_order
 from tlmscore.evidence.workers import ExtractPool, Limits
 from tlmscore.settings import Settings
 
@@ -47,46 +43,10 @@ _T = TypeVar("_T")
 Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_BAD_URL = (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError, UnicodeError)
-_FAILURES = (FetchError, httpx.HTTPError, OSError, asyncio.TimeoutError, *_BAD_URL)
 _REASONS = {
     "offline_miss": "not in the cache, and offline mode never fetches",
     "empty": "no readable text found in the page",
 }
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g} s"
-
-
-def _describe(exc: Exception, settings: Settings, host: str) -> tuple[PageStatus, str]:
-    """Map an exception raised while fetching to a page status and a short sentence."""
-    if isinstance(exc, FetchError):
-        status = exc.status if exc.status in PAGE_STATUSES else "connect_error"
-        return cast(PageStatus, status), str(exc)
-    detail = str(exc) or type(exc).__name__
-    timeout, connect = _seconds(settings.timeout), _seconds(settings.connect_timeout)
-    rules: tuple[tuple[type[Exception] | tuple[type[Exception], ...], PageStatus, str], ...] = (
-        (httpx.ConnectTimeout, "timeout", f"timed out after {connect} connecting to {host}"),
-        (httpx.TimeoutException, "timeout", f"timed out after {timeout} waiting for {host} to answer"),
-        (asyncio.TimeoutError, "timeout", f"timed out after {timeout} fetching the page from {host}"),
-        (httpx.ConnectError, "connect_error", f"could not connect to {host} ({detail})"),
-        (httpx.DecodingError, "http_error", f"the response from {host} could not be decoded ({detail})"),
-        (_BAD_URL, "blocked", f"not a valid URL ({detail})"),
-    )
-    for types, status, message in rules:
-        if isinstance(exc, types):
-            return status, message
-    return "connect_error", f"the connection to {host} failed ({detail})"
-
-
-def _host_of(url: str) -> str:
-    """Return the host of `url` for limits and messages ("" when it has none)."""
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 class Fetcher:
@@ -216,9 +176,9 @@ class Fetcher:
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            reply = await self._opened(self._downloader).download(url, self._reply, self._start_extractor)
-        except _FAILURES as exc:
-            status, error = _describe(exc, self._settings, _host_of(url) or url)
+            reply = await self._opened(self._downloader).download(url, self._read, self._start_extractor)
+        except FAILURES as exc:
+            status, error = describe(exc, self._settings, host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
         page = Page(
             url=url,
@@ -246,41 +206,12 @@ class Fetcher:
             error = _REASONS["empty"]
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
+    async def _read(self, url: str, response: httpx.Response) -> Reply:
+        return await read_reply(url, response, self._settings)
+
     def _start_extractor(self) -> None:
         """Get the workers ready while a response is on its way."""
         self._opened(self._extractor).start()
-
-    async def _reply(self, url: str, response: httpx.Response) -> _Reply:
-        """Turn a response whose body is not read yet into a `_Reply`."""
-        headers = response.headers
-        reply = _Reply(url, response.status_code, response.reason_phrase, headers.get("content-type"))
-        if response.status_code in _REDIRECTS and headers.get("location"):
-            return replace(reply, location=headers["location"])
-        if not 200 <= response.status_code < 300:  # noqa: PLR2004 -- the success range
-            return replace(reply, retry_after=retry_after_seconds(headers.get("retry-after")))
-        if not supported_type(reply.content_type):
-            unsupported = f"unsupported content type {media_type(reply.content_type)}"
-            return replace(reply, failure=("unsupported_type", unsupported))
-        cap = self._settings.max_bytes
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cap:
-            too_large = f"the page is {int(declared):,} bytes, over the limit of {cap:,}"
-            return replace(reply, failure=("too_large", too_large))
-        body = await self._read_capped(response, cap)
-        if body is None:
-            return replace(reply, failure=("too_large", f"the page is over the limit of {cap:,} bytes"))
-        return replace(reply, body=body)
-
-    async def _read_capped(self, response: httpx.Response, cap: int) -> bytes | None:
-        """Read and decode the body (`body.read_body`); None as soon as it grows past `cap` bytes."""
-        try:
-            return await read_body(response, cap)
-        except httpx.ReadTimeout:
-            raise FetchError(
-                "timeout", f"timed out after {_seconds(self._settings.timeout)} reading the body"
-            ) from None
-
-
 
 class _Counter:
     """Counts finished pages and reports them to a progress callback."""
