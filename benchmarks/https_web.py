@@ -172,7 +172,6 @@ def downloads_child(urls_file: Path, ca: Path, concurrency: int, sites: int) -> 
     async def run() -> dict:
         downloader = Downloader(settings, system_resolver, client=None, headers={})
         start = time.perf_counter()
-        downloader.open()
         replies = await asyncio.gather(*(downloader.download(u, read, lambda: None) for u in urls))
         seconds = time.perf_counter() - start
         await downloader.aclose()

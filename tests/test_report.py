@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import random
 import string
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tlmscore.output._checkpoint import Checkpoint, checkpoint_path
-from tlmscore.output._writers import ChunkWriter
 
 
 def rows(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:
@@ -150,62 +147,6 @@ def test_rows_keep_unicode_and_awkward_values(tmp_path: Path, suffix: str) -> No
     assert first["score"] is None or first["score"] != first["score"]  # null in JSON, NaN in Parquet
     assert first["details"]["big"] == 2**70 and first["details"]["1"] == "int key"
     assert first["details"]["inner"] is None
-
-
-def test_chunk_writer_writes_in_order_one_chunk_at_a_time_off_the_calling_thread() -> None:
-    written: list[int] = []
-    threads: set[int] = set()
-    busy = threading.Lock()
-
-    def write(chunk: list[dict[str, Any]]) -> None:
-        assert busy.acquire(blocking=False), "two chunks were written at once"
-        try:
-            time.sleep(0.01)
-            threads.add(threading.get_ident())
-            written.extend(row["line"] for row in chunk)
-        finally:
-            busy.release()
-
-    with ChunkWriter(write) as writer:
-        for start in range(1, 30, 3):
-            writer.submit(rows(start, start + 3))
-    assert written == list(range(1, 31))
-    assert threading.get_ident() not in threads
-
-
-def test_chunk_writer_raises_a_failed_write_and_keeps_nothing_after_it() -> None:
-    written: list[int] = []
-
-    def write(chunk: list[dict[str, Any]]) -> None:
-        if chunk[0]["line"] == 4:
-            raise OSError(28, "No space left on device")
-        written.extend(row["line"] for row in chunk)
-
-    def batch() -> None:
-        with ChunkWriter(write) as writer:
-            for start in (1, 4, 7, 10):  # the third submit raises the failure of the second chunk
-                writer.submit(rows(start, start + 3))
-
-    with pytest.raises(OSError, match="No space left"):
-        batch()
-    assert written == [1, 2, 3]
-
-
-def test_chunk_writer_waits_for_the_last_chunk_when_the_batch_fails() -> None:
-    written: list[int] = []
-
-    def write(chunk: list[dict[str, Any]]) -> None:
-        time.sleep(0.05)
-        written.extend(row["line"] for row in chunk)
-
-    def interrupted() -> None:
-        with ChunkWriter(write) as writer:
-            writer.submit(rows(1, 4))
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        interrupted()
-    assert written == [1, 2, 3]
 
 
 def test_a_clean_jsonl_checkpoint_is_not_rewritten_on_resume(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from tlmscore.ingest._logfile import check_readable
 from tlmscore.output._checkpoint import Checkpoint
 from tlmscore.output._encoding import output_format
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
-from tlmscore.output._writers import ChunkWriter
 from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, run_batch
 from tlmscore.scoring.base import get_scorer
 from tlmscore.settings import Settings, default_cache_dir
@@ -126,16 +125,14 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     if checkpoint.done:
         print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
 
-    with ChunkWriter(checkpoint.write) as writer, ProgressBars(enabled=settings.progress) as bars:
+    with ProgressBars(enabled=settings.progress) as bars:
         def sink(rows: list[dict[str, Any]]) -> None:
             if calibration is not None:
                 calibration(rows)
-            writer.submit(rows)
+            checkpoint.write(rows)
             summary.add(rows)
 
         def progress(stage: str, done: int, total: int | None) -> None:
-            if stage == "fetch" and done:  # the first requests are out; pyarrow loads after them
-                checkpoint.preload()
             bars.update(stage, done, total)
 
         with _scorer_log(scoring):

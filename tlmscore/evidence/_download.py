@@ -76,8 +76,8 @@ class Downloader:
     """One client and connection pool, the concurrency limits, and the request loop of each page.
 
     `client` is a caller's own `httpx.AsyncClient`, used as given and left open; without one a
-    client on a `GuardedTransport` is made (on a thread, from `open`: loading certificates takes a
-    while) and closed by `aclose`. `resolver` maps a host to its addresses.
+    client on a `GuardedTransport` is made at the first request and closed by `aclose`. `resolver`
+    maps a host to its addresses.
     """
 
     def __init__(
@@ -89,21 +89,12 @@ class Downloader:
         self._headers = headers
         self._client: httpx.AsyncClient | None = None
         self._transport: GuardedTransport | None = None
-        self._client_ready: asyncio.Future[httpx.AsyncClient] | None = None
         self._limit = asyncio.Semaphore(settings.concurrency)
         self._host_limits: dict[str, asyncio.Semaphore] = {}
-
-    def open(self) -> None:
-        """Start making the client on a thread, so it is ready by the first request."""
-        if self._given_client is None and self._client_ready is None:
-            self._client_ready = asyncio.get_running_loop().run_in_executor(None, self._new_client)
 
     async def aclose(self) -> None:
         """Close the client made here (a caller's client is left open)."""
         client, self._client = self._client, None
-        ready, self._client_ready = self._client_ready, None
-        if client is None and ready is not None:
-            client = await ready
         if client is not None and client is not self._given_client:
             await client.aclose()
 
@@ -223,14 +214,12 @@ class Downloader:
         if self._client is None:
             if self._given_client is not None:
                 self._client = self._given_client
-            elif self._client_ready is not None:
-                self._client = await self._client_ready
             else:
                 self._client = self._new_client()
         return self._client
 
     def _new_client(self) -> httpx.AsyncClient:
-        """The fetcher's own client, on a guarded transport (made on a thread: it loads certificates)."""
+        """The fetcher's own client, on a guarded transport."""
         settings = self._settings
         if settings.proxy is not None:
             proxies = {"http": settings.proxy, "https": settings.proxy}

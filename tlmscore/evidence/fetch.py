@@ -83,8 +83,6 @@ class Fetcher:
             cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
         self._downloader = Downloader(self._settings, self._resolver, client=self._given_client,
                                       headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
-        if not self._settings.offline:
-            self._downloader.open()  # the client is made on a thread while the batch is read
         return self
 
     async def __aexit__(

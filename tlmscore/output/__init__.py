@@ -1,7 +1,7 @@
 """Output: rows to files (JSONL, CSV, Parquet) as each chunk completes, and what makes `--resume` safe.
 
 - `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure).
-- `_writers`: `RowWriter` (one file) and `ChunkWriter` (writes a chunk while the next is prepared).
+- `_writers`: `RowWriter`, rows to one file.
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
 """

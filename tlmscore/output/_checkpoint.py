@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -41,7 +40,6 @@ class Checkpoint:
         self._parts = self.path.suffix == ".partial"
         self._handle: IO[bytes] | None = None
         self._written = 0
-        self._preloading = False
         if not resume:
             self._remove()
             return
@@ -51,17 +49,6 @@ class Checkpoint:
             self._load_parts()
         elif self.path.exists():
             self._load_lines()
-
-    def preload(self) -> None:
-        """Start loading pyarrow on a thread, for a Parquet output; later calls do nothing.
-
-        The command line calls this once the first page is in: loading pyarrow is a tenth of a
-        second of work that would hold back the first requests if done at the start, and would
-        add to the end if done with the last chunk.
-        """
-        if self._parts and not self._preloading:
-            self._preloading = True
-            threading.Thread(target=encoding.load_pyarrow, name="tlmscore-pyarrow", daemon=True).start()
 
     def _remove(self) -> None:
         if self.path.is_dir():

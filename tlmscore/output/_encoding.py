@@ -136,12 +136,6 @@ def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> 
     return table.combine_chunks()
 
 
-def load_pyarrow() -> None:
-    """Import the pyarrow modules a Parquet output needs (run on a thread ahead of need)."""
-    import pyarrow.json  # noqa: PLC0415
-    import pyarrow.parquet  # noqa: PLC0415, F401
-
-
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` with `schema`'s columns in its order; a column it lacks is all nulls."""
     import pyarrow as pa  # noqa: PLC0415

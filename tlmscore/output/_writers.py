@@ -7,8 +7,7 @@ read, so a run writing JSONL does not pay for it at start-up.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
@@ -119,40 +118,3 @@ class RowWriter:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-class ChunkWriter:
-    """Runs `write(rows)` for each chunk on a thread of its own, one chunk at a time, in order.
-
-    The batch goes on with its next chunk (and after the last one closes its connections and
-    workers) while a chunk is encoded and synced. At most one chunk waits: `submit` first waits
-    for the one before. A failed write is raised by the next `submit` or on leaving the `with`
-    block, which also waits for the last chunk, so nothing handed over is lost.
-    """
-
-    def __init__(self, write: Callable[[list[dict[str, Any]]], None]) -> None:
-        self._write = write
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="tlmscore-writer")
-        self._pending: Future[None] | None = None
-
-    def __enter__(self) -> ChunkWriter:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        try:
-            self._wait()
-        finally:
-            self._thread.shutdown()
-
-    def submit(self, rows: list[dict[str, Any]]) -> None:
-        """Start writing `rows` once the chunk before them is written."""
-        self._wait()
-        self._pending = self._thread.submit(self._write, rows)
-
-    def _wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-
