@@ -47,6 +47,7 @@ from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.lexicon import load_lexicon, wordnet_folder
 from tlmscore.scoring.recent import Recent
 from tlmscore.scoring.support import EvidenceIndex, Support
 from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
@@ -81,6 +82,8 @@ class GroundingOptions(BaseModel):
                               description="factor on the score of an answer whose status is not `completed` "
                                           "(cut short: what is there is scored, an unfinished last sentence "
                                           "is left out)")
+    lexicon: bool = Field(default=True, description="match synonyms and antonyms from WordNet when a database is "
+                                                    "installed (extra `tlmscore[wordnet]`); false: word stems only")
 
 
 @dataclass
@@ -155,6 +158,7 @@ class GroundingScorer:
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
+        self._lexicon = load_lexicon(wordnet_folder() if self.options.lexicon else None)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
@@ -178,7 +182,7 @@ class GroundingScorer:
         return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
 
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read)
+        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon)
 
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
