@@ -19,9 +19,10 @@ whole) and answers `support(claim)`:
   evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clauses do not, or says it positively where every close
   evidence clause says "not". Polarity is judged against all the evidence searched, so a passage
-  cannot support a claim by leaving out the sentence that contradicts it. A claim word that its
-  document never uses (nor a word it starts), but whose opposite (`OPPOSITES`: increase/decrease,
-  win/lose, …, and with a `Lexicon` WordNet's antonyms) the passage does, counts *`OPPOSITE`.
+  cannot support a claim by leaving out the sentence that contradicts it. A claim word (a stop
+  word too: `more`/`fewer`, `above`/`below`) that its document never uses (nor a word it
+  starts), but whose opposite (`OPPOSITES`: increase/decrease, win/lose, …, and with a `Lexicon`
+  WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
 Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
 the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
@@ -198,7 +199,7 @@ class EvidenceIndex:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
-        for word in claim.content:
+        for word in sorted(claim.words):  # stop words too: more/fewer, above/below, before/after
             opposite = (OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) & self.words[p]
             if opposite and not self._uses(doc, word):
                 factor *= OPPOSITE
