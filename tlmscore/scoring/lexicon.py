@@ -92,7 +92,7 @@ def _synsets(path: Path) -> Iterator[tuple[str, _Synset]]:
 class Lexicon:
     """Stem → the synsets of its senses, synset → its stems, and stem → the stems of its antonyms.
 
-    `source` names the database (`WordNet 3.0 (<folder>)`), empty for a lexicon that knows no word.
+    `source` names the database (`WordNet 3.0`), empty for a lexicon that knows no word.
     """
 
     senses: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
@@ -119,7 +119,7 @@ class Lexicon:
                 if pair[0] and pair[1] and pair[0] != pair[1]:
                     antonyms.setdefault(pair[0], set()).add(pair[1])
                     antonyms.setdefault(pair[1], set()).add(pair[0])
-        return cls(_frozen(senses), MappingProxyType(members), _frozen(antonyms), f"WordNet 3.0 ({folder})")
+        return cls(_frozen(senses), MappingProxyType(members), _frozen(antonyms), "WordNet 3.0")
 
     def synonyms(self, word: str) -> frozenset[str]:
         """Stems that share a sense with the stem `word`, itself excluded."""
