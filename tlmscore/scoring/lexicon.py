@@ -99,35 +99,53 @@ class Lexicon:
     members: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     antonyms: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     source: str = ""
-    _synonyms: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+    _forms: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def read(cls, folder: Path) -> Lexicon:
-        """The lexicon of the WordNet 3.0 database in `folder`."""
-        synsets = {key: synset for pos in _PARTS_OF_SPEECH if (folder / f"data.{pos}").is_file()
-                   for key, synset in _synsets(folder / f"data.{pos}")}
+        """The lexicon of the WordNet 3.0 database in `folder`.
+
+        One file at a time (antonym pointers stay within a part of speech), keeping only synsets of
+        two or more one-word lemmas: the others name no synonym, and leaving them out keeps the
+        lexicon small in memory.
+        """
         senses: dict[str, set[str]] = {}
         members: dict[str, frozenset[str]] = {}
         antonyms: dict[str, set[str]] = {}
-        for key, synset in synsets.items():
-            stems = frozenset(s for s in synset.stems if s)
-            members[key] = stems
-            for s in stems:
-                senses.setdefault(s, set()).add(key)
-            for source, target_key, target in synset.antonyms:
-                pair = (_word(synset, source), _word(synsets.get(target_key), target))
-                if pair[0] and pair[1] and pair[0] != pair[1]:
-                    antonyms.setdefault(pair[0], set()).add(pair[1])
-                    antonyms.setdefault(pair[1], set()).add(pair[0])
+        for pos in _PARTS_OF_SPEECH:
+            if not (folder / f"data.{pos}").is_file():
+                continue
+            synsets = dict(_synsets(folder / f"data.{pos}"))
+            for key, synset in synsets.items():
+                stems = frozenset(s for s in synset.stems if s)
+                if len(stems) > 1:
+                    members[key] = stems
+                    for s in stems:
+                        senses.setdefault(s, set()).add(key)
+                for source, target_key, target in synset.antonyms:
+                    pair = (_word(synset, source), _word(synsets.get(target_key), target))
+                    if pair[0] and pair[1] and pair[0] != pair[1]:
+                        antonyms.setdefault(pair[0], set()).add(pair[1])
+                        antonyms.setdefault(pair[1], set()).add(pair[0])
         return cls(_frozen(senses), MappingProxyType(members), _frozen(antonyms), "WordNet 3.0")
+
+    def forms(self, word: str) -> frozenset[str]:
+        """The stem `word` and every stem that shares a sense with it: what counts as a match for it.
+
+        Kept once computed for words WordNet knows (a bounded set); other words are not kept.
+        """
+        found = self._forms.get(word)
+        if found is None:
+            keys = self.senses.get(word)
+            if not keys:
+                return frozenset((word,))
+            found = frozenset().union(*(self.members[key] for key in keys))
+            self._forms[word] = found  # a race computes the same value twice: harmless
+        return found
 
     def synonyms(self, word: str) -> frozenset[str]:
         """Stems that share a sense with the stem `word`, itself excluded."""
-        found = self._synonyms.get(word)
-        if found is None:
-            every = frozenset().union(*(self.members[key] for key in self.senses.get(word, ())))
-            found = self._synonyms[word] = every - {word}  # a race computes the same value twice: harmless
-        return found
+        return self.forms(word) - {word}
 
     def opposites(self, word: str) -> frozenset[str]:
         """Stems WordNet records as antonyms of the stem `word`."""

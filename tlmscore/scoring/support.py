@@ -142,6 +142,7 @@ class EvidenceIndex:
         allowed = None if docs is None else frozenset(docs)
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
+        forms = [self.lexicon.forms(w) for w in claim.content]
         best = Support(0.0)
         names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
@@ -149,24 +150,21 @@ class EvidenceIndex:
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
-            together, apart = self._together(claim, p)
+            together, apart = self._together(claim, forms, p)
             value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
                 best = Support(value, self.docs[self.passages[p][0]].source, missing)
         return best
 
-    def _forms(self, word: str) -> frozenset[str]:
-        """`word` and its synonyms: the stems that count as a match for it."""
-        return self.lexicon.synonyms(word) | {word}
-
-    def _together(self, claim: Analysis, p: int) -> tuple[float, list[tuple[str, str]]]:
+    def _together(self, claim: Analysis, forms: Sequence[frozenset[str]],
+                  p: int) -> tuple[float, list[tuple[str, str]]]:
         """The share of the claim's neighbouring word pairs that passage `p` has in one sentence, and the others.
 
-        Only pairs whose two words the passage has (topic included) count; 1.0 when there is none.
+        `forms`: each claim content word's matching stems. Only pairs whose two words the passage
+        has (topic included) count; 1.0 when there is none.
         """
         held = [self.sentences[i].words for i in self.passages[p][1]]
-        forms = [self._forms(w) for w in claim.content]
         pairs = [(a, b, forms[i], forms[i + 1]) for i, (a, b) in enumerate(itertools.pairwise(claim.content))
                  if forms[i] & self.words[p] and forms[i + 1] & self.words[p]]
         apart = [(a, b) for a, b, x, y in pairs if not any(x & words and y & words for words in held)]
@@ -176,7 +174,7 @@ class EvidenceIndex:
         """Weighted overlap (synonyms count) of every passage sharing a word with the claim, and the claim's weight."""
         overlap: dict[int, float] = {}
         for word in claim.content:
-            found = {p for form in self._forms(word) for p in self.postings.get(form, ())}
+            found = {p for form in self.lexicon.forms(word) for p in self.postings.get(form, ())}
             for p in found:
                 if allowed is None or self.passages[p][0] in allowed:
                     overlap[p] = overlap.get(p, 0.0) + self.weight(word)
