@@ -25,9 +25,9 @@ whole) and answers `support(claim)`:
   WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
 Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
-the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
-claim whose facts disagree: grounding is about the facts, and wording differs between faithful
-answers too.
+the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise)
+well above a claim whose facts disagree: grounding is about the facts, and wording differs between
+faithful answers too.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class EvidenceIndex:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
-        for word in sorted(claim.words):  # stop words too: more/fewer, above/below, before/after
+        for word in sorted(claim.words):  # stop words too: more/fewer, above/below, up/down
             opposite = (OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) & self.words[p]
             if opposite and not self._uses(doc, word):
                 factor *= OPPOSITE
