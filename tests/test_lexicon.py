@@ -37,7 +37,9 @@ ADJECTIVES = [
 def write_wordnet(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "data.verb").write_text(HEADER + "\n".join(VERBS) + "\n", encoding="utf-8")
-    (folder / "data.adj").write_text(HEADER + "\n".join(ADJECTIVES) + "\n", encoding="utf-8")
+    # A damaged line (cut short, then junk) is skipped, not fatal.
+    (folder / "data.adj").write_text(HEADER + "\n".join(ADJECTIVES) + "\n00009999 00 a 02 torn\nnot a synset\n",
+                                     encoding="utf-8")
     (folder / "data.noun").write_text(HEADER, encoding="utf-8")
     return folder
 

