@@ -21,6 +21,7 @@ counted and left out.
     python benchmarks/validity_bench.py                 # grounding on every set, a Markdown table
     python benchmarks/validity_bench.py --limit 100     # the first 100 rows of each SummEdits domain
     python benchmarks/validity_bench.py --sets dev      # only the development sets (fixtures, corpus edits)
+    python benchmarks/validity_bench.py --grounding-options '{"lexicon": false}'   # without WordNet
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import corpus_edits  # beside this script
 import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.evidence.sources import load_page_records
+from tlmscore.scoring.lexicon import load_lexicon, wordnet_folder
 from tlmscore.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,9 +145,9 @@ def labelled_records(path: Path) -> Iterator[dict[str, Any]]:
             yield record
 
 
-def scorers(judge_options: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """The scorers to run: grounding always, judge and tlm when configured."""
-    chosen: list[tuple[str, dict[str, Any]]] = [("grounding", {})]
+def scorers(judge_options: str | None, grounding_options: str = "{}") -> list[tuple[str, dict[str, Any]]]:
+    """The scorers to run: grounding always (with `grounding_options`), judge and tlm when configured."""
+    chosen: list[tuple[str, dict[str, Any]]] = [("grounding", json.loads(grounding_options))]
     if judge_options:
         chosen.append(("judge", json.loads(judge_options)))
     if os.environ.get("CLEANLAB_TLM_API_KEY"):
@@ -181,6 +183,12 @@ def held_out_ece(scores: Sequence[float], labels: Sequence[int]) -> float:
         return math.nan
 
 
+def lexicon_name(options: dict[str, Any]) -> str:
+    """What the grounding scorer matches synonyms and antonyms with under `options`."""
+    folder = wordnet_folder() if options.get("lexicon", True) else None
+    return load_lexicon(folder).source or "none (word stems only)"
+
+
 def table(results: Iterable[Result]) -> str:
     """The results as a Markdown table."""
     lines = ["| data | scorer | rows | consistent | unscored | AUROC | bal. acc. @0.5 | ECE | ECE calibrated | s |",
@@ -205,7 +213,7 @@ def run(args: argparse.Namespace, cache: Path) -> list[Result]:
     """Every configured scorer on every available set."""
     results: list[Result] = []
     folder = Path(args.summedits)
-    for scorer, options in scorers(args.judge_options):
+    for scorer, options in scorers(args.judge_options, args.grounding_options):
         if "dev" in args.sets:
             results += _dev(scorer, options, cache)
         if "summedits" in args.sets and folder.is_dir():
@@ -241,10 +249,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N rows of each SummEdits domain")
     parser.add_argument("--sets", nargs="+", choices=("dev", "summedits"), default=["dev", "summedits"])
     parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
+    parser.add_argument("--grounding-options", default="{}",
+                        help='JSON options of the grounding scorer, e.g. \'{"lexicon": false}\' for word stems only')
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         results = run(args, Path(tmp))
-    print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}")
+    print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}, "
+          f"grounding lexicon: {lexicon_name(json.loads(args.grounding_options))}")
     print(table(results))
 
 

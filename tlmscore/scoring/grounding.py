@@ -15,10 +15,12 @@ Method, per input:
    style removed; each sentence split into clauses, a clause with something to check — at least
    `min_words` content words, or a number, date or name — is a claim, a smaller one joins its
    neighbour; a claim is split into parts where a new predicate starts.
-3. Support `s` of a claim by the evidence: lexical overlap with the best passage (square root)
-   times penalties for numbers, dates and names that do not match, a "not" the evidence does not
-   share and an opposite it says instead (see `tlmscore.scoring.support` for the weights). A claim
-   of several parts counts the mean of its parts' supports, naming the unsupported ones.
+3. Support `s` of a claim by the evidence: lexical overlap with the best passage (synonyms count,
+   with WordNet installed: `tlmscore.scoring.lexicon`) times the share of the claim's neighbouring
+   words that the passage has in one sentence (square root of both), times penalties for numbers,
+   dates and names that do not match, a "not" the evidence does not share and an opposite it says
+   instead (see `tlmscore.scoring.support` for the weights). A claim of several parts counts the
+   mean of its parts' supports, naming the unsupported ones.
 4. Citations: for every citation of a claim's sentence (inline links and markers, `[n]` numbers
    that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
    of the claim by the cited source alone. A claim with cited sources that have text counts
@@ -28,8 +30,9 @@ Method, per input:
    status is not `completed` is scored on what it finished, times `incomplete`.
 
 `details` lists the claims below `threshold` (with the numbers, names, negation or opposites that
-did not match), the partly supported claims with their unsupported parts, and the citations whose
-source does not support them or could not be retrieved. NaN with an explanation when the evidence
+did not match), the partly supported claims with their unsupported parts, the citations whose
+source does not support them or could not be retrieved, and the lexicon used (`WordNet 3.0`, or
+None without one). NaN with an explanation when the evidence
 is empty or the response makes no claim.
 """
 
@@ -47,6 +50,7 @@ from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.lexicon import load_lexicon, wordnet_folder
 from tlmscore.scoring.recent import Recent
 from tlmscore.scoring.support import EvidenceIndex, Support
 from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
@@ -81,6 +85,8 @@ class GroundingOptions(BaseModel):
                               description="factor on the score of an answer whose status is not `completed` "
                                           "(cut short: what is there is scored, an unfinished last sentence "
                                           "is left out)")
+    lexicon: bool = Field(default=True, description="match synonyms and antonyms from WordNet when a database is "
+                                                    "installed (extra `tlmscore[wordnet]`); false: word stems only")
 
 
 @dataclass
@@ -155,6 +161,7 @@ class GroundingScorer:
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
+        self._lexicon = load_lexicon(wordnet_folder() if self.options.lexicon else None)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
@@ -178,7 +185,7 @@ class GroundingScorer:
         return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
 
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read)
+        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon)
 
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
@@ -219,6 +226,7 @@ class GroundingScorer:
             "support_by_claim": [round(v, 4) for v in supports],
             "unsupported": weakest[:limit], "partially_supported": result.partial[:limit],
             "citations_checked": result.checked, "citations": result.citations[:limit],
+            "lexicon": self._lexicon.source or None,
         }
         text = f"{n - len(result.unsupported)} of {n} claims supported by the evidence ({_describe(summary)})"
         if status is not None:

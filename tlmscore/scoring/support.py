@@ -5,32 +5,40 @@ adjacent sentences; a short JSON tool output, whose `key: value` lines belong to
 whole) and answers `support(claim)`:
 
 - `lexical`: the share of the claim's content words found in the passage, each weighted by its
-  BM25 inverse document frequency over the evidence sentences. A passage's words include its
-  document's topic (a page's title and the words of at least a fifth of its sentences), which a
-  sentence about the topic need not repeat.
+  BM25 inverse document frequency over the evidence sentences. A word is found when the passage
+  uses it or, with a `Lexicon` (WordNet, `tlmscore.scoring.lexicon`), a synonym of it. A
+  passage's words include its document's topic (a page's title and the words of at least a fifth
+  of its sentences), which a sentence about the topic need not repeat.
+- `together`: order-aware matching. Of the claim's neighbouring content words (in the claim's
+  order) that the passage has both of, the share it has in one sentence. Words that a passage
+  holds apart ("the board rejected the plan; the union accepted the offer" against "the board
+  accepted the plan") do not support the relation the claim puts between them.
 - `agreement`: a penalty for each exact fact that does not match — a number or date missing from
   the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
   document has it elsewhere, else *`NAME_MISSING` (a word starting a sentence is a name when the
   evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
-  "not" where the closest evidence clause does not, or the other way round. Polarity is judged
-  against all the evidence searched, so a passage cannot support a claim by leaving out the
-  sentence that contradicts it. A claim word that its document never uses (nor a word it starts),
-  but whose opposite (`OPPOSITES`: increase/decrease, win/lose, …) the passage does, counts
-  *`OPPOSITE`.
+  "not" where the closest evidence clauses do not, or says it positively where every close
+  evidence clause says "not". Polarity is judged against all the evidence searched, so a passage
+  cannot support a claim by leaving out the sentence that contradicts it. A claim word (a stop
+  word too: `more`/`fewer`, `above`/`below`) that its document never uses (nor a word it
+  starts), but whose opposite (`OPPOSITES`: increase/decrease, win/lose, …, and with a `Lexicon`
+  WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
-Support is `lexical ** LEXICAL_POWER * agreement` of the best of the passages with the most
-lexical overlap. The square root keeps a paraphrase (words the passage says otherwise) well above a
-claim whose facts disagree: grounding is about the facts, and wording differs between faithful
-answers too.
+Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
+the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise)
+well above a claim whose facts disagree: grounding is about the facts, and wording differs between
+faithful answers too.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlmscore.scoring.evidence import Document
+from tlmscore.scoring.lexicon import Lexicon
 from tlmscore.scoring.text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
 
 __all__ = [
@@ -68,9 +76,13 @@ class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
     def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
-                 reader: Callable[[str], Sequence[Analysis]] | None = None) -> None:
-        """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences."""
+                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None) -> None:
+        """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences.
+
+        `lexicon` supplies synonyms and antonyms (none without it).
+        """
         self.docs = list(docs)
+        self.lexicon = lexicon or Lexicon()
         self._analyse = analyser
         self._read = reader or self._sentences_of
         self.sentences: list[Analysis] = []
@@ -130,6 +142,7 @@ class EvidenceIndex:
         allowed = None if docs is None else frozenset(docs)
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
+        forms = [self.lexicon.forms(w) for w in claim.content]
         best = Support(0.0)
         names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
@@ -137,16 +150,32 @@ class EvidenceIndex:
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
-            value = (overlap[p] / total) ** LEXICAL_POWER * factor
+            together, apart = self._together(claim, forms, p)
+            value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
+                missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
                 best = Support(value, self.docs[self.passages[p][0]].source, missing)
         return best
 
+    def _together(self, claim: Analysis, forms: Sequence[frozenset[str]],
+                  p: int) -> tuple[float, list[tuple[str, str]]]:
+        """The share of the claim's neighbouring word pairs that passage `p` has in one sentence, and the others.
+
+        `forms`: each claim content word's matching stems. Only pairs whose two words the passage
+        has (topic included) count; 1.0 when there is none.
+        """
+        held = [self.sentences[i].words for i in self.passages[p][1]]
+        pairs = [(a, b, forms[i], forms[i + 1]) for i, (a, b) in enumerate(itertools.pairwise(claim.content))
+                 if forms[i] & self.words[p] and forms[i + 1] & self.words[p]]
+        apart = [(a, b) for a, b, x, y in pairs if not any(x & words and y & words for words in held)]
+        return (1 - len(apart) / len(pairs) if pairs else 1.0), apart
+
     def _overlap(self, claim: Analysis, allowed: frozenset[int] | None) -> tuple[dict[int, float], float]:
-        """Weighted content-word overlap of every passage sharing a word with the claim, and the claim's weight."""
+        """Weighted overlap (synonyms count) of every passage sharing a word with the claim, and the claim's weight."""
         overlap: dict[int, float] = {}
         for word in claim.content:
-            for p in self.postings.get(word, ()):
+            found = {p for form in self.lexicon.forms(word) for p in self.postings.get(form, ())}
+            for p in found:
                 if allowed is None or self.passages[p][0] in allowed:
                     overlap[p] = overlap.get(p, 0.0) + self.weight(word)
         if claim.content:
@@ -168,8 +197,8 @@ class EvidenceIndex:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
-        for word in claim.content:
-            opposite = OPPOSITES.get(word, frozenset()) & self.words[p]
+        for word in sorted(claim.words):  # stop words too: more/fewer, above/below, up/down
+            opposite = (OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) & self.words[p]
             if opposite and not self._uses(doc, word):
                 factor *= OPPOSITE
                 missing.append(f"{word}: the source says {', '.join(sorted(opposite))}")
@@ -184,7 +213,8 @@ class EvidenceIndex:
         """True when a claim clause and the evidence clauses closest to it disagree on "not".
 
         A negated claim clause needs a negated evidence clause sharing most of its words; a
-        positive one disagrees when the evidence clauses sharing most words are all negated.
+        positive one disagrees when every evidence clause sharing most of its words is negated (one
+        that says it positively supports it).
         """
         for words, negated in claim.clauses:
             if len(words) < _CLAUSE_WORDS:
@@ -196,10 +226,8 @@ class EvidenceIndex:
             close = [(k, n) for k, n in scored if k >= need]
             if negated and not any(n for _, n in close):
                 return True
-            if not negated and close:
-                top = max(k for k, _ in close)
-                if all(n for k, n in close if k == top):
-                    return True
+            if not negated and close and all(n for _, n in close):
+                return True
         return False
 
 
