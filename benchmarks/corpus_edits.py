@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tlmscore.scoring.text import sentences
+from tlmscore.scoring.grounding._text import sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 

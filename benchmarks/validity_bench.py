@@ -45,7 +45,7 @@ import corpus_edits  # beside this script
 import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.evidence.sources import load_page_records
-from tlmscore.scoring.lexicon import load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
 from tlmscore.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,9 @@ from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring import Score, get_scorer, scorer_names
-from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
-from tlmscore.scoring.text import analyse, clauses, clean_markdown, expand_dates, is_negated, sentences
+from tlmscore.scoring.grounding._evidence import documents
+from tlmscore.scoring.grounding._text import analyse, clauses, clean_markdown, expand_dates, is_negated, sentences
 from tlmscore.settings import Settings
 
 from .conftest import FIXTURES

@@ -15,12 +15,12 @@ import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score
-from tlmscore.scoring.claims import answer_sentences
-from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
-from tlmscore.scoring.recent import Recent
-from tlmscore.scoring.text import analyse, clean_markdown, is_negated, marker_numbers, sentences
-from tlmscore.scoring.tokens import normalise, stem, tokens
+from tlmscore.scoring.grounding._claims import answer_sentences
+from tlmscore.scoring.grounding._evidence import documents
+from tlmscore.scoring.grounding._recent import Recent
+from tlmscore.scoring.grounding._text import analyse, clean_markdown, is_negated, marker_numbers, sentences
+from tlmscore.scoring.grounding._tokens import normalise, stem, tokens
 from tlmscore.settings import Settings
 
 URL = "https://bridge.example/oresund"

@@ -9,12 +9,12 @@ import pytest
 
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score
-from tlmscore.scoring.evidence import documents
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
-from tlmscore.scoring.lexicon import Lexicon, load_lexicon, wordnet_folder
-from tlmscore.scoring.support import EvidenceIndex
-from tlmscore.scoring.text import analyse
-from tlmscore.scoring.tokens import stem
+from tlmscore.scoring.grounding._evidence import documents
+from tlmscore.scoring.grounding._lexicon import Lexicon, load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._support import EvidenceIndex
+from tlmscore.scoring.grounding._text import analyse
+from tlmscore.scoring.grounding._tokens import stem
 
 # Lines in the WordNet 3.0 `data.*` format (offset, lexicographer file, type, word count in hex,
 # words with lexical ids, pointer count, pointers `symbol offset pos source/target`, gloss), as

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tlmscore._urls import url_key
-from tlmscore.scoring.evidence import strip_blocks
-from tlmscore.scoring.text import (
+from tlmscore.scoring.grounding._evidence import strip_blocks
+from tlmscore.scoring.grounding._text import (
     CITATION_MARKER,
     Analysis,
     analyse,
@@ -31,16 +31,6 @@ from tlmscore.scoring.text import (
     marker_numbers,
     sentences,
 )
-
-__all__ = [
-    "Claim",
-    "Part",
-    "Sentence",
-    "answer_sentences",
-    "claims_of",
-    "unfinished",
-    "with_spans",
-]
 
 _SHORTEST_SPAN = 4
 _PART_WORDS = 2

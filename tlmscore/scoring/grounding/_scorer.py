@@ -1,40 +1,4 @@
-"""`grounding`: how well the evidence in the prompt supports each claim of the response.
-
-Offline, no model, no key, deterministic. It measures grounding — whether what the answer says is
-backed by the pages, file search results, tool outputs and instructions the model was given — not
-whether it is true in the world.
-
-Method, per input:
-
-1. Evidence: render's values (`ScoringInput.evidence`), else for prompts rendered elsewhere the
-   prompt's tool results, and with them (option `messages`, default `context`) the instructions
-   and system/developer messages (see `tlmscore.scoring.evidence`). Evidence render marked
-   unavailable is missing evidence whatever the prompt says about it. An input with no tool result
-   that has text is not scored (`messages="system"` scores it against its instructions alone).
-2. Claims (`tlmscore.scoring.claims`): `<think>` text, source lists and citation markers of every
-   style removed; each sentence split into clauses, a clause with something to check — at least
-   `min_words` content words, or a number, date or name — is a claim, a smaller one joins its
-   neighbour; a claim is split into parts where a new predicate starts.
-3. Support `s` of a claim by the evidence: lexical overlap with the best passage (synonyms count,
-   with WordNet installed: `tlmscore.scoring.lexicon`) times the share of the claim's neighbouring
-   words that the passage has in one sentence (square root of both), times penalties for numbers,
-   dates and names that do not match, a "not" the evidence does not share and an opposite it says
-   instead (see `tlmscore.scoring.support` for the weights). A claim of several parts counts the
-   mean of its parts' supports, naming the unsupported ones.
-4. Citations: for every citation of a claim's sentence (inline links and markers, `[n]` numbers
-   that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
-   of the claim by the cited source alone. A claim with cited sources that have text counts
-   `(s + max c) / 2`; a cited source that could not be retrieved is listed, not scored.
-5. Score: `0.5 * mean + 0.5 * min` over the claims — half the average support, half the weakest
-   claim, so one contradicted claim pulls the answer down however long it is. An answer whose
-   status is not `completed` is scored on what it finished, times `incomplete`.
-
-`details` lists the claims below `threshold` (with the numbers, names, negation or opposites that
-did not match), the partly supported claims with their unsupported parts, the citations whose
-source does not support them or could not be retrieved, and the lexicon used (`WordNet 3.0`, or
-None without one). NaN with an explanation when the evidence
-is empty or the response makes no claim.
-"""
+"""The `grounding` scorer: options, evidence and claims gathered, supports combined into a score (see the package)."""
 
 from __future__ import annotations
 
@@ -48,18 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
-from tlmscore.scoring.claims import Claim, answer_sentences, claims_of, unfinished, with_spans
-from tlmscore.scoring.evidence import Document, MessagePolicy, cited_urls, documents, numbered
-from tlmscore.scoring.lexicon import load_lexicon, wordnet_folder
-from tlmscore.scoring.recent import Recent
-from tlmscore.scoring.support import EvidenceIndex, Support
-from tlmscore.scoring.text import Analysis, analyse, clean_markdown, sentences
-
-__all__ = [
-    "GroundingOptions",
-    "GroundingScorer",
-    "create",
-]
+from tlmscore.scoring.grounding._claims import Claim, answer_sentences, claims_of, unfinished, with_spans
+from tlmscore.scoring.grounding._evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._recent import Recent
+from tlmscore.scoring.grounding._support import EvidenceIndex, Support
+from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
 
 _ANALYSIS_CACHE = 20_000
 _DOCUMENT_CHARS = 500_000

@@ -23,13 +23,6 @@ from typing import NamedTuple
 
 import Stemmer
 
-__all__ = [
-    "Token",
-    "normalise",
-    "stem",
-    "tokens",
-]
-
 _UNSPACED = ("\u3040-\u30ff\u3100-\u312f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
              "\uac00-\ud7af\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff")
 _TOKEN = re.compile(rf"(\d+(?:[.,]\d+)+)|([{_UNSPACED}]+)|((?:[A-Za-z]\.){{2,}})"

@@ -13,25 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tlmscore.scoring.tokens import Token, normalise, stem, tokens
+from tlmscore.scoring.grounding._tokens import Token, normalise, stem, tokens
 
-__all__ = [
-    "CITATION_MARKER",
-    "MONTHS",
-    "NEGATIONS",
-    "OPPOSITES",
-    "STOPWORDS",
-    "Analysis",
-    "analyse",
-    "clauses",
-    "clean_markdown",
-    "expand_dates",
-    "is_negated",
-    "marker_numbers",
-    "sentences",
-    "split_paragraphs",
-    "stem",
-]
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())

@@ -11,8 +11,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["Recent"]
-
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

