@@ -17,10 +17,11 @@ It prints wall times, their ratio, the requests each run made (counted at the se
 citations each tlmscore run extracted text for, and the physical limit max(network floor,
 extraction CPU / cores) + start-up. Requests are per run (the most any run of that row made).
 
-Every child runs in the scratch folder, not here: the extraction workers' forkserver (Python 3.11)
-puts its working directory first on `sys.path`, so another tree's `tlmscore` run from a checkout
-would import this checkout's modules in its workers, fail every extraction and look fast. A run
-whose citations were not all extracted is flagged in the table for the same reason.
+Every child runs in the scratch folder, not in a checkout: trees whose extraction workers came
+from a forkserver (before 2026-11-23) had it preload their modules with its working directory first
+on `sys.path` (Python 3.11), so such a tree's `tlmscore` run from another checkout extracted with
+that checkout's modules, failed every page and looked fast. A run that extracted no citation, or
+not all of them on a web without faults, is flagged `(!)`.
 
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
 turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each).
@@ -469,7 +470,7 @@ def tlmscore_run(cli: list[str] | None, args, where: tuple[Path, Path, str, str]
     if cli is None:
         return wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else ""
     ok, failed = citations_extracted(out) if out.exists() else (0, 0)
-    flag = "" if failed == 0 or args.fault_rate > 0 else " (!)"
+    flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
     return wall, requests, f"citations with text {ok}, failed {failed}{flag}"
 
 
