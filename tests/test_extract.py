@@ -319,6 +319,42 @@ def test_workers_exit_when_their_parent_is_killed() -> None:
     assert not [pid for pid in helpers if _running(pid)]
 
 
+HOLD_A_BUSY_POOL = """
+import asyncio, time
+from tlmscore.evidence.workers import ExtractPool, Limits
+
+async def main():
+    pool = ExtractPool(1, Limits(cpu_seconds=1.0))
+    await pool.extract(b"ready", "text/plain", "")
+    page = "".join(f"<p>Paragraph {n} has some words in it to be kept.</p>" for n in range(60_000))
+    busy = asyncio.ensure_future(pool.extract(f"<html><body>{page}</body></html>".encode(), "text/html", ""))
+    await asyncio.sleep(0.3)
+    print("busy", flush=True)
+    time.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def test_a_worker_busy_when_its_parent_is_killed_ends_with_its_page() -> None:
+    """No watcher is needed: the page runs out of CPU time, the answer cannot be sent, the worker ends."""
+    if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+        pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
+    parent = subprocess.Popen([sys.executable, "-c", HOLD_A_BUSY_POOL], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.readline().strip() == "busy"
+        helpers = _descendants(parent.pid)
+        assert helpers
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in helpers if _running(pid)]
+
+
 USE_A_POOL = """
 import asyncio
 from tlmscore.evidence.workers import ExtractPool
