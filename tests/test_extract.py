@@ -337,7 +337,7 @@ asyncio.run(main())
 
 
 def test_a_worker_busy_when_its_parent_is_killed_ends_with_its_page() -> None:
-    """No watcher is needed: the page runs out of CPU time, the answer cannot be sent, the worker ends."""
+    """A worker with a page does not outlive its parent (its watcher thread ends it)."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
     parent = subprocess.Popen([sys.executable, "-c", HOLD_A_BUSY_POOL], stdout=subprocess.PIPE, text=True)

@@ -31,6 +31,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -106,11 +107,13 @@ def _limit_cpu(seconds: float) -> None:
 
 
 def _init_worker(limits: Limits) -> None:
-    """Prepare a worker: quiet, polite, warm and limited.
+    """Prepare a worker: quiet, polite, warm, limited, and bound to the life of the process that started it.
 
     Library log records and warnings stay off the user's terminal. Workers run at a lower
     priority, so the fetching process never waits behind an extraction for a core. The warm-up
-    (`warmup`) runs before the memory limit, which then counts from what a warm worker holds.
+    (`warmup`) runs before the memory limit, which then counts from what a warm worker holds. A
+    watcher thread ends the worker when its parent is gone, so a parent killed outright leaves none
+    behind, even while the worker is busy with a page.
     """
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -121,6 +124,15 @@ def _init_worker(limits: Limits) -> None:
     import tlmscore.evidence.warmup  # noqa: F401, PLC0415  (imported for its warm-up)
 
     _limit_memory(limits.memory_bytes)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+
+
+def _exit_with(sentinel: int) -> None:
+    """Wait until the parent process is gone (its sentinel becomes readable), then exit."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 def _timed_extract(body: bytes, content_type: str | None, url: str, limits: Limits) -> Extracted:
@@ -141,22 +153,21 @@ def _timed_extract(body: bytes, content_type: str | None, url: str, limits: Limi
 
 
 def _serve(conn: multiprocessing.connection.Connection, limits: Limits) -> None:
-    """A worker's life: take `(body, content_type, url)` from the pipe, send back `Extracted`.
-
-    The worker ends when the pipe does: when the parent closes it, or dies (its end closes with it;
-    no other process holds it), the next read or the answer's send fails. A parent killed outright
-    while its worker has a page thus leaves that worker running at most until the page is done or
-    out of time, and never idle.
-    """
+    """A worker's life: take `(body, content_type, url)` from the pipe, send back `Extracted`."""
     _init_worker(limits)
-    with contextlib.suppress(EOFError, OSError):
-        while (task := conn.recv()) is not None:
-            conn.send(_TAKEN)
-            try:
-                body, content_type, url = task
-                conn.send(_timed_extract(body, content_type, url, limits))
-            except _OutOfTimeError:  # the timer fired just after the page was done: the answer stands
-                conn.send(Extracted(None, None, "extract_failed", "the extraction ran out of time"))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        conn.send(_TAKEN)
+        try:
+            body, content_type, url = task
+            conn.send(_timed_extract(body, content_type, url, limits))
+        except _OutOfTimeError:  # the timer fired just after the page was done: the answer stands
+            conn.send(Extracted(None, None, "extract_failed", "the extraction ran out of time"))
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:
