@@ -174,13 +174,14 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     """The pool's own `spawn` context: new interpreters, started the same way on every platform.
 
     A context object leaves the host's multiprocessing settings alone (start method, forkserver
-    preload list). `fork` is avoided: the parent runs an event loop and helper threads, and forking
-    a threaded process can leave a child holding a lock that nobody will release. `forkserver` is
-    avoided too: its server is one per process, shared with the host, so warming it up means
-    changing the host's preload list (and a server the host already started is never warmed); and
-    on Python 3.11 the server puts its working directory first on `sys.path`, so a `tlmscore`
-    folder there (another checkout) would be imported by the workers instead of this one. A
-    spawned worker gets the parent's `sys.path` and pays its own imports and warm-up instead.
+    preload list), whatever the default start method is (`forkserver` on Linux from Python 3.14).
+    `fork` is avoided: the parent runs an event loop and helper threads, and forking a threaded
+    process can leave a child holding a lock that nobody will release. `forkserver` is avoided
+    too: its server is one per process, shared with the host, so warming it up means changing the
+    host's preload list (and a server the host already started is never warmed); and on Python
+    3.11 the server imports its preload modules with its working directory first on `sys.path`,
+    so a `tlmscore` folder there (another checkout) would be what the workers run. A spawned
+    worker gets the parent's `sys.path` and pays its own imports and warm-up instead.
     """
     return multiprocessing.get_context("spawn")
 
