@@ -13,9 +13,18 @@ one run of this script:
   Each tlmscore row is the median of `--repeat` runs (3), every cold run on an empty cache.
   JSONL is the row format closest to what the cleanlab-tlm loop produces (strings in memory).
 
-It prints wall times, their ratio, the requests each run made (counted at the server), and the
-physical limit max(network floor, extraction CPU / cores) + start-up. Requests are per run (the
-most any run of that row made).
+It prints wall times, their ratio, the requests each run made (counted at the server), the
+citations each tlmscore run extracted text for, and the physical limit max(network floor,
+extraction CPU / cores) + start-up. Requests are per run (the most any run of that row made).
+
+Every child runs in the scratch folder, not in a checkout: trees whose extraction workers came
+from a forkserver (before 2026-11-23) had it preload their modules with its working directory first
+on `sys.path` (Python 3.11), so such a tree's `tlmscore` run from another checkout extracted with
+that checkout's modules, failed every page and looked fast. A run that extracted no citation, or
+not all of them on a web without faults, is flagged `(!)`.
+
+`--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
+turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each).
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
 - http: 300 unique URLs on 127.0.0.1-8, 200 ms server latency; the network floor is
@@ -28,6 +37,7 @@ Two webs, both by default (`--mode http|https|both`), reported side by side:
 
     python benchmarks/fetch_bench.py                      # both webs, 500 x 5 citations
     python benchmarks/fetch_bench.py --mode https --skip-cleanlab
+    python benchmarks/fetch_bench.py --mode http --skip-cleanlab --cli before=../old/.venv/bin/tlmscore
 """
 
 from __future__ import annotations
@@ -244,14 +254,15 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str
 
 # ------------------------------------------------------------------------------------------ measuring
 
-def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dict | None = None
-              ) -> tuple[float, int, str]:
-    """Run a command; return its wall time, the requests it made, and its stdout ("" if it hung)."""
+def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dict | None = None,
+              cwd: Path | None = None) -> tuple[float, int, str]:
+    """Run a command in `cwd` (the scratch folder; never a checkout, see the module's doc); return its
+    wall time, the requests it made, and its stdout ("" if it hung)."""
     before = counter.value
     start = time.perf_counter()
     try:
         done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=timeout,
-                              env={**os.environ, **(env or {})})
+                              env={**os.environ, **(env or {})}, cwd=cwd or tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         print(f"  ! no answer after {timeout:g} s, stopped: {' '.join(args[:4])}...")
         return time.perf_counter() - start, counter.value - before, ""
@@ -295,6 +306,19 @@ def tlmscore_cli() -> list[str] | None:
     return [exe] if exe else None
 
 
+def citations_extracted(out: Path) -> tuple[int, int]:
+    """Citations with text and citations failed, summed over the rows of a `prepare` output."""
+    if out.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(out, columns=["n_urls_ok", "n_urls_failed"]).to_pydict()
+        oks, fails = table["n_urls_ok"], table["n_urls_failed"]
+    else:
+        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        oks, fails = [r["n_urls_ok"] for r in rows], [r["n_urls_failed"] for r in rows]
+    return sum(n or 0 for n in oks), sum(n or 0 for n in fails)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("http", "https", "both"), default="both")
@@ -313,7 +337,11 @@ def main() -> None:
     parser.add_argument("--skip-cleanlab", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row (median reported)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
+    parser.add_argument("--cli", action="append", default=[], metavar="LABEL=PATH",
+                        help="also time this tlmscore executable (another tree), in turn with this tree's")
     args = parser.parse_args()
+    if any("=" not in spec for spec in args.cli):
+        parser.error("--cli takes LABEL=PATH")
     modes = ["http", "https"] if args.mode == "both" else [args.mode]
     summaries = {mode: run_mode(mode, args) for mode in modes}
     if len(summaries) > 1:
@@ -378,7 +406,7 @@ def download_rows(args, work: Path, counter, web: dict) -> dict:
         for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
                                                                           web["hosts"])):
             _, requests, out = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
-                                          str(args.concurrency), str(last)], counter)
+                                          str(args.concurrency), str(last)], counter, cwd=work)
             seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
             what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
             what += ", downloads only"
@@ -396,7 +424,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
         crashes = 0
         env = {"REQUESTS_CA_BUNDLE": str(ca)} if ca else {}
         for _ in range(CLEANLAB_ATTEMPTS):  # its thread-pool extraction aborts the process now and then
-            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter, env=env)
+            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter, env=env, cwd=work)
             if out.strip():
                 break
             crashes += 1
@@ -406,33 +434,50 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     cli = None if args.direct else tlmscore_cli()
     if cli is None and not args.direct:
         print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
+    trees = {"": cli}
+    if cli is not None:
+        trees.update({f" [{label}]": [str(Path(path).resolve())] for label, _, path in
+                      (spec.partition("=") for spec in args.cli)})
     formats = [".jsonl", ".parquet"] if cli is not None else [""]
-    trust = ["--ca-bundle", str(ca)] if ca else []
     for suffix in formats:
-        runs: dict[str, list[tuple[float, int, str]]] = {"cold": [], "warm": []}
+        runs: dict[str, list[tuple[float, int, str]]] = {}
         for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
-            cache = work / f"cache{suffix}-{attempt}"
-            for run in ("cold", "warm"):
-                if cli is not None:
-                    hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
-                    command = [*cli, "prepare", str(batch), "-o", str(work / f"out{suffix}"), "--cache-dir",
-                               str(cache), "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
-                else:
-                    command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency),
-                               str(ca or "")]
-                wall, requests, out = run_child(command, counter)
-                detail = out.strip().splitlines()[-1] if out.strip() and cli is None else ""
-                runs[run].append((wall, requests, detail))
-        for run, measured in runs.items():
-            label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "")
-            results[label] = summarise(measured)
+            for tree, exe in trees.items():  # trees in turn, so a change in the machine's load hits all
+                for run in ("cold", "warm"):
+                    label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "") + tree
+                    runs.setdefault(label, []).append(
+                        tlmscore_run(exe, args, (work, batch, suffix, f"{attempt}{tree}"), counter, web))
+        results.update({label: summarise(measured) for label, measured in runs.items()})
     return results
+
+
+def tlmscore_run(cli: list[str] | None, args, where: tuple[Path, Path, str, str], counter,
+                 web: dict) -> tuple[float, int, str]:
+    """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`; its time, requests, detail."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    work, batch, suffix, name = where
+    cache, out = work / f"cache{suffix}-{name}", work / f"out{suffix}"
+    ca = web["ca"]
+    if cli is None:
+        command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency), str(ca or "")]
+    else:
+        hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+        trust = ["--ca-bundle", str(ca)] if ca else []
+        command = [*cli, "prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
+                   "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
+    out.unlink(missing_ok=True)
+    wall, requests, stdout = run_child(command, counter, cwd=work)
+    if cli is None:
+        return wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    ok, failed = citations_extracted(out) if out.exists() else (0, 0)
+    flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
+    return wall, requests, f"citations with text {ok}, failed {failed}{flag}"
 
 
 def summarise(measured: list[tuple[float, int, str]]) -> tuple[float, int, str]:
     """The median wall time of repeated runs, the most requests any of them made, and the spread."""
     walls = sorted(wall for wall, _, _ in measured)
-    detail = measured[-1][2]
+    detail = next((d for _, _, d in measured if d.endswith("(!)")), measured[-1][2])  # a failed run shows
     if len(walls) > 1:
         spread = f"median of {len(walls)} runs, {walls[0]:.2f}-{walls[-1]:.2f} s"
         detail = f"{spread}; {detail}" if detail else spread
@@ -452,9 +497,9 @@ def report(args, results: dict, web: dict) -> dict:
     print(f"\nphysical limit: max(network {network:.2f} s ({how}), "
           f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
           f"= {limit:.2f} s\n")
-    print(f"{'run':<26}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
+    print(f"{'run':<34}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
     for label, (wall, requests, detail) in results.items():
-        print(f"{label:<26}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
+        print(f"{label:<34}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
     if "cleanlab-tlm" in results:
         print()
         for label in ("tlmscore cold", "tlmscore cold → Parquet"):
@@ -468,8 +513,8 @@ def side_by_side(summaries: dict) -> None:
     modes = list(summaries)
     labels = list(dict.fromkeys(label for s in summaries.values() for label in s["results"]))
     print("\n== side by side: median s, x limit, (cleanlab-tlm s / row s)")
-    print(f"{'run':<26}" + "".join(f"{m:>30}" for m in modes))
-    print(f"{'limit':<26}" + "".join(f"{summaries[m]['limit']:>30.2f}" for m in modes))
+    print(f"{'run':<34}" + "".join(f"{m:>30}" for m in modes))
+    print(f"{'limit':<34}" + "".join(f"{summaries[m]['limit']:>30.2f}" for m in modes))
     for label in labels:
         cells = []
         for mode in modes:
@@ -480,7 +525,7 @@ def side_by_side(summaries: dict) -> None:
             wall = results[label][0]
             versus = results["cleanlab-tlm"][0] / wall if "cleanlab-tlm" in results else float("nan")
             cells.append(f"{f'{wall:.2f} s {wall / limit:.2f}x ({versus:.1f}x)':>30}")
-        print(f"{label:<26}" + "".join(cells))
+        print(f"{label:<34}" + "".join(cells))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,4 @@
-"""The `tlmscore` executable (also `python -m tlmscore`): the command line in a process of its own.
-
-Only the standard library is imported before `run` starts, so a command that is going to fetch
-pages can start the extraction workers' forkserver first: it loads trafilatura on another core
-while this process imports the rest of tlmscore and reads the input.
-"""
+"""The `tlmscore` executable (also `python -m tlmscore`): the command line in a process of its own."""
 
 from __future__ import annotations
 
@@ -13,8 +8,6 @@ import sys
 from typing import NoReturn
 
 __all__ = ["run"]
-
-_FETCHING_COMMANDS = ("prepare", "score")
 
 
 def run() -> NoReturn:
@@ -33,10 +26,6 @@ def run() -> NoReturn:
     # while the batch is fetching; the command line does no linear algebra. (The executable's own
     # process only: a library call leaves its host's environment alone.)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if argv[:1] and argv[0] in _FETCHING_COMMANDS and "--offline" not in argv:
-        from tlmscore.evidence.extract import start_forkserver  # noqa: PLC0415  (before the heavy imports)
-
-        start_forkserver()
     from tlmscore.cli import main  # noqa: PLC0415
 
     gc.freeze()

@@ -27,7 +27,6 @@ __all__ = [
     "extract",
     "extract_safely",
     "media_type",
-    "start_forkserver",
     "supported_type",
 ]
 
@@ -256,9 +255,3 @@ def extract_safely(body: bytes, content_type: str | None, url: str) -> Extracted
         reason = f"the text could not be extracted ({type(exc).__name__}{': ' + detail if detail else ''})"
         return Extracted(None, None, "extract_failed", reason)
 
-
-def start_forkserver() -> None:
-    """Start the server extraction workers are forked from (see `workers.start_forkserver`)."""
-    from tlmscore.evidence.workers import start_forkserver as start  # noqa: PLC0415
-
-    start()

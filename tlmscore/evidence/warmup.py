@@ -1,8 +1,8 @@
-"""Loaded once by the extraction workers' forkserver, so every worker forked from it starts warm.
+"""Imported by each extraction worker as it starts, so the worker is warm before its first page.
 
 Importing this module imports trafilatura and extracts `WARM_UP_PAGE`: trafilatura builds its
-tables on first use (about 0.1 s of CPU), and doing that here, before the workers are forked,
-pays it once per run instead of once per worker.
+tables on first use, and doing that here, while the first responses are still on their way,
+keeps that cost off the first real page.
 """
 
 from __future__ import annotations

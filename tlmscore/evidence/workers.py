@@ -1,8 +1,10 @@
 """Extraction workers: `extract` in separate processes, each page under a CPU and a memory limit.
 
 lxml is not safe to drive from many threads of one process, and extraction costs CPU the event
-loop cannot spare, so pages are extracted in worker *processes*, forked from a `forkserver` that
-has already imported trafilatura (a worker starts in milliseconds).
+loop cannot spare, so pages are extracted in worker *processes*, started with `spawn` from a
+multiprocessing context of the pool's own (see `_mp_context`). Each worker imports trafilatura and
+extracts a warm-up page as it starts, before it takes a page, while the first responses are on
+their way.
 
 One hostile page must cost only itself. Each worker takes one page at a time over its own pipe,
 so a worker that dies takes no other page with it:
@@ -38,7 +40,7 @@ from types import FrameType
 
 from tlmscore.evidence.extract import Extracted, extract_safely
 
-__all__ = ["ExtractPool", "Limits", "start_forkserver"]
+__all__ = ["ExtractPool", "Limits"]
 
 _WORKER_NICENESS = 10
 _LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "charset_normalizer")
@@ -46,7 +48,6 @@ _HARD_CPU_MARGIN = 2.0  # RLIMIT_CPU: this many times the page's CPU limit, plus
 _WALL_FACTOR = 4.0  # the parent's wall-time limit: this many times the CPU limit, plus `_WALL_SLACK`
 _WALL_SLACK = 10.0
 _TAKEN = "taken"
-_PRELOAD = ["tlmscore.evidence.extract", "tlmscore.evidence.workers", "tlmscore.evidence.warmup"]
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,13 @@ def _limit_cpu(seconds: float) -> None:
 
 
 def _init_worker(limits: Limits) -> None:
-    """Prepare a worker: quiet, polite, limited, and bound to the life of the process that started it.
+    """Prepare a worker: quiet, polite, warm, limited, and bound to the life of the process that started it.
 
     Library log records and warnings stay off the user's terminal. Workers run at a lower
-    priority, so the fetching process never waits behind an extraction for a core. A watcher
-    thread ends the worker when its parent is gone, so a parent killed outright leaves none behind.
+    priority, so the fetching process never waits behind an extraction for a core. The warm-up
+    (`warmup`) runs before the memory limit, which then counts from what a warm worker holds. A
+    watcher thread ends the worker when its parent is gone, so a parent killed outright leaves none
+    behind, even while the worker is busy with a page.
     """
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -118,6 +121,8 @@ def _init_worker(limits: Limits) -> None:
     if hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(_WORKER_NICENESS)
+    import tlmscore.evidence.warmup  # noqa: F401, PLC0415  (imported for its warm-up)
+
     _limit_memory(limits.memory_bytes)
     parent = multiprocessing.parent_process()
     if parent is not None:
@@ -166,26 +171,19 @@ def _serve(conn: multiprocessing.connection.Connection, limits: Limits) -> None:
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:
-    """`forkserver` where there is one, else `spawn`.
+    """The pool's own `spawn` context: new interpreters, started the same way on every platform.
 
-    `fork` is avoided: the parent runs an event loop, a cache thread and (with numpy loaded)
-    native thread pools, and forking a threaded process can leave a child holding a lock that
-    nobody will release. The forkserver imports extraction once, so each worker forked from it
-    starts warm; only the server's own start is paid, once per process.
+    A context object leaves the host's multiprocessing settings alone (start method, forkserver
+    preload list), whatever the default start method is (`forkserver` on Linux from Python 3.14).
+    `fork` is avoided: the parent runs an event loop and helper threads, and forking a threaded
+    process can leave a child holding a lock that nobody will release. `forkserver` is avoided
+    too: its server is one per process, shared with the host, so warming it up means changing the
+    host's preload list (and a server the host already started is never warmed); and on Python
+    3.11 the server imports its preload modules with its working directory first on `sys.path`,
+    so a `tlmscore` folder there (another checkout) would be what the workers run. A spawned
+    worker gets the parent's `sys.path` and pays its own imports and warm-up instead.
     """
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(_PRELOAD)
-        return context
     return multiprocessing.get_context("spawn")
-
-
-def start_forkserver() -> None:
-    """Start the server workers are forked from, and return without waiting for it to load."""
-    if _mp_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver  # noqa: PLC0415
-
-        forkserver.ensure_running()
 
 
 class _LostError(Exception):
@@ -255,7 +253,7 @@ class ExtractPool:
     """Runs `extract` in worker processes, one page per worker at a time, overlapped with fetching.
 
     Workers start on first use, or when `start` is called as a run sends its first request, on a
-    thread (starting processes waits on the forkserver; the event loop must not). A run that finds
+    thread (starting a process waits on it; the event loop must not). A run that finds
     everything in the cache starts none. A page whose worker dies or runs out of time gets
     status `extract_failed` and its worker is replaced; the other pages never notice.
 
