@@ -21,7 +21,6 @@ from tlmscore._urls import url_key
 from tlmscore.cli import main
 from tlmscore.evidence import page as page_module
 from tlmscore.evidence import sources as sources_module
-from tlmscore.evidence import workers as workers_module
 from tlmscore.evidence._archive import ArchivePages, availability_url, wayback_time
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import AsOf, Page
@@ -313,7 +312,7 @@ def test_page_files_come_before_the_callers_source(tmp_path: Path) -> None:
     assert not (tmp_path / "never").exists()  # a caller's source takes the place of the cache and the web
 
 
-@pytest.mark.parametrize("module", [page_module, sources_module, workers_module])  # the public ones
+@pytest.mark.parametrize("module", [page_module, sources_module])  # the public ones
 def test_public_names_are_declared(module: types.ModuleType) -> None:
     public = {name for name, value in vars(module).items()
               if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__}

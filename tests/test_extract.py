@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.evidence_server import html_page
+from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.extract import WARM_UP_PAGE, content_kind, extract, supported_type
-from tlmscore.evidence.workers import ExtractPool
 
 _ROOT = Path(__file__).resolve().parent.parent
 # The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
@@ -284,7 +284,7 @@ def test_pool_replaces_a_crashed_worker() -> None:
 
 HOLD_A_POOL = """
 import asyncio, sys, time
-from tlmscore.evidence.workers import ExtractPool
+from tlmscore.evidence._workers import ExtractPool
 
 async def main():
     pool = ExtractPool(2)
@@ -324,7 +324,7 @@ def test_workers_exit_when_their_parent_is_killed() -> None:
 
 HOLD_A_BUSY_POOL = """
 import asyncio, time
-from tlmscore.evidence.workers import ExtractPool, Limits
+from tlmscore.evidence._workers import ExtractPool, Limits
 
 async def main():
     pool = ExtractPool(1, Limits(cpu_seconds=1.0))
@@ -360,7 +360,7 @@ def test_a_worker_busy_when_its_parent_is_killed_ends_with_its_page() -> None:
 
 USE_A_POOL = """
 import asyncio
-from tlmscore.evidence.workers import ExtractPool
+from tlmscore.evidence._workers import ExtractPool
 
 async def main():
     pool = ExtractPool(1)

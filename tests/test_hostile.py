@@ -22,10 +22,10 @@ from tests.evidence_server import EvidenceServer, Reply, html_page
 from tests.hostile_pages import deep_json, gzip_bomb, gzip_twice, hostile_replies, mutated_pdf, slow_page, zstd_bomb
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence._body import ENCODINGS, BodyDecoder, TooLargeError
+from tlmscore.evidence._workers import ExtractPool, Limits
 from tlmscore.evidence.extract import extract_safely
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import Page
-from tlmscore.evidence.workers import ExtractPool, Limits
 from tlmscore.settings import Settings
 
 CAP = 5_000_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,22 @@ def test_the_graph_check_sees_a_backward_import() -> None:
 @pytest.mark.parametrize("path", MODULE_FILES, ids=module_name)
 def test_modules_stay_small(path: Path) -> None:
     assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def documented_name(path: Path) -> str:
+    """How docs/architecture.md names a module: by its file name, or a sub-package's modules by the package."""
+    parts = path.relative_to(PACKAGE).parts
+    if len(parts) > 2:  # stage/sub/module.py: the sub-package stands for its modules
+        return f"{parts[1]}/"
+    return path.stem
+
+
+@pytest.mark.parametrize("path", [p for p in MODULE_FILES if p.name != "__init__.py"], ids=module_name)
+def test_the_architecture_document_names_every_module(path: Path) -> None:
+    prose = re.sub(r"```.*?```", "", ARCHITECTURE.read_text(encoding="utf-8"), flags=re.DOTALL)
+    spans = re.findall(r"`([^`]+)`", prose)
+    named = set(re.findall(r"\w+/?", " ".join(spans)))
+    assert documented_name(path) in named

@@ -4,8 +4,8 @@
 trafilatura (main text as Markdown, favouring recall, title from the page's metadata), plain text
 is decoded as is, JSON is pretty-printed, PDF text comes from pypdf. Unicode is kept.
 
-Extraction costs about 10 ms of CPU per article page, so a batch of hundreds of pages must not run
-it on the event loop: `workers.ExtractPool` runs `extract_safely` in worker processes, each page
+Extraction costs CPU on every page, so a batch of hundreds of pages must not run it on the event
+loop: `_workers.ExtractPool` runs `extract_safely` in worker processes, each page
 under a CPU and a memory limit. `extract_safely` turns anything an extractor raises on a hostile
 body into status `extract_failed`, so one page's failure stays that page's.
 """
@@ -66,8 +66,8 @@ WARM_UP_PAGE = (
 """An article page with the usual furniture (navigation, lists, a table, comments, a footer).
 
 Extracting it once takes trafilatura through the code paths a real page takes, which build their
-tables on first use; after a tiny page instead, the first real page still cost 11 ms more than
-the second.
+tables on first use; after a tiny page instead, the first real page would still pay for some of
+them.
 """
 
 

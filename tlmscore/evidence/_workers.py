@@ -40,8 +40,6 @@ from types import FrameType
 
 from tlmscore.evidence.extract import Extracted, extract_safely
 
-__all__ = ["ExtractPool", "Limits"]
-
 _WORKER_NICENESS = 10
 _LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "charset_normalizer")
 _HARD_CPU_MARGIN = 2.0  # RLIMIT_CPU: this many times the page's CPU limit, plus a second
@@ -121,7 +119,7 @@ def _init_worker(limits: Limits) -> None:
     if hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(_WORKER_NICENESS)
-    import tlmscore.evidence.warmup  # noqa: F401, PLC0415  (imported for its warm-up)
+    import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
 
     _limit_memory(limits.memory_bytes)
     parent = multiprocessing.parent_process()

@@ -9,7 +9,5 @@ from __future__ import annotations
 
 from tlmscore.evidence.extract import WARM_UP_PAGE, extract
 
-__all__ = ["WARMED"]
-
 WARMED = extract(WARM_UP_PAGE, "text/html", "").status == "ok"
 """Whether the warm-up page extracted as expected (it always should)."""
