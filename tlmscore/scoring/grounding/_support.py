@@ -135,11 +135,16 @@ class EvidenceIndex:
         forms = [self.lexicon.forms(w) for w in claim.content]
         best = Support(0.0)
         names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
+        opposites = self._opposites(claim)
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
-            factor, missing = self._agreement(claim, names, p)
+            if (overlap[p] / total) ** LEXICAL_POWER <= best.value:
+                break  # every factor below is at most 1, and overlaps only fall from here: none can win
+            factor, missing = self._agreement(claim, names, opposites, p)
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
+            if (overlap[p] / total) ** LEXICAL_POWER * factor <= best.value:
+                continue  # `together` is at most 1: this passage cannot win
             together, apart = self._together(claim, forms, p)
             value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
@@ -164,17 +169,29 @@ class EvidenceIndex:
         """Weighted overlap (synonyms count) of every passage sharing a word with the claim, and the claim's weight."""
         overlap: dict[int, float] = {}
         for word in claim.content:
-            found = {p for form in self.lexicon.forms(word) for p in self.postings.get(form, ())}
+            forms = self.lexicon.forms(word)
+            if len(forms) == 1:
+                found: Iterable[int] = self.postings.get(next(iter(forms)), ())
+            else:  # a passage with two forms of the word counts it once
+                found = {p for form in forms for p in self.postings.get(form, ())}
+            weight = self.weight(word)
             for p in found:
                 if allowed is None or self.passages[p][0] in allowed:
-                    overlap[p] = overlap.get(p, 0.0) + self.weight(word)
+                    overlap[p] = overlap.get(p, 0.0) + weight
         if claim.content:
             return overlap, sum(self.weight(w) for w in claim.content)
         wanted = set(claim.numbers)
         return {p: 1.0 for p, nums in enumerate(self.numbers)
                 if wanted & nums and (allowed is None or self.passages[p][0] in allowed)}, 1.0
 
-    def _agreement(self, claim: Analysis, names: Sequence[str], p: int) -> tuple[float, tuple[str, ...]]:
+    def _opposites(self, claim: Analysis) -> list[tuple[str, frozenset[str]]]:
+        """Each claim word that has opposites (stop words too: more/fewer, above/below), with them, in word order."""
+        words = sorted(claim.words)
+        found = ((word, OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) for word in words)
+        return [(word, opposite) for word, opposite in found if opposite]
+
+    def _agreement(self, claim: Analysis, names: Sequence[str], opposites: Sequence[tuple[str, frozenset[str]]],
+                   p: int) -> tuple[float, tuple[str, ...]]:
         doc = self.passages[p][0]
         factor = 1.0
         missing: list[str] = []
@@ -187,8 +204,8 @@ class EvidenceIndex:
                 elsewhere = name in self.doc_words[doc]
                 factor *= NAME_ELSEWHERE if elsewhere else NAME_MISSING
                 missing.append(f"name {name}" + (" (elsewhere in the source)" if elsewhere else ""))
-        for word in sorted(claim.words):  # stop words too: more/fewer, above/below, up/down
-            opposite = (OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) & self.words[p]
+        for word, opposites_of_word in opposites:
+            opposite = opposites_of_word & self.words[p]
             if opposite and not self._uses(doc, word):
                 factor *= OPPOSITE
                 missing.append(f"{word}: the source says {', '.join(sorted(opposite))}")
