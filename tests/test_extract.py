@@ -304,22 +304,27 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-def test_workers_exit_when_their_parent_is_killed() -> None:
+def survivors_of_a_killed_parent(script: str, signal_line: str, least: int, wait: float) -> list[int]:
+    """Run `script`, kill it once it prints `signal_line`; its descendants still running after `wait` s."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
-    parent = subprocess.Popen([sys.executable, "-c", HOLD_A_POOL], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
-        assert parent.stdout.readline().strip() == "ready"
-        helpers = _descendants(parent.pid)  # the workers and the resource tracker
-        assert len(helpers) >= 3
+        assert parent.stdout.readline().strip() == signal_line
+        helpers = _descendants(parent.pid)  # the workers (and the resource tracker)
+        assert len(helpers) >= least
     finally:
         parent.kill()
         parent.wait(timeout=10)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + wait
     while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [pid for pid in helpers if _running(pid)]
+    return [pid for pid in helpers if _running(pid)]
+
+
+def test_workers_exit_when_their_parent_is_killed() -> None:
+    assert survivors_of_a_killed_parent(HOLD_A_POOL, "ready", least=3, wait=10) == []
 
 
 HOLD_A_BUSY_POOL = """
@@ -341,21 +346,7 @@ asyncio.run(main())
 
 def test_a_worker_busy_when_its_parent_is_killed_ends_with_its_page() -> None:
     """A worker with a page does not outlive its parent (its watcher thread ends it)."""
-    if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
-        pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
-    parent = subprocess.Popen([sys.executable, "-c", HOLD_A_BUSY_POOL], stdout=subprocess.PIPE, text=True)
-    try:
-        assert parent.stdout is not None
-        assert parent.stdout.readline().strip() == "busy"
-        helpers = _descendants(parent.pid)
-        assert helpers
-    finally:
-        parent.kill()
-        parent.wait(timeout=10)
-    deadline = time.monotonic() + 20
-    while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [pid for pid in helpers if _running(pid)]
+    assert survivors_of_a_killed_parent(HOLD_A_BUSY_POOL, "busy", least=1, wait=20) == []
 
 
 USE_A_POOL = """
