@@ -1,5 +1,5 @@
-"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, and a
-local https server with a test certificate authority."""
+"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, and local
+http and https page servers (https with a test certificate authority)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,13 @@ def corpus_responses() -> Path:
 def authority() -> trustme.CA:
     """A certificate authority of the tests' own, which no client trusts unless told to."""
     return trustme.CA()
+
+
+@pytest.fixture
+def server() -> Iterator[EvidenceServer]:
+    """An http `EvidenceServer` on 127.0.0.1 (a test module may define its own `server` instead)."""
+    with EvidenceServer() as running:
+        yield running
 
 
 @pytest.fixture

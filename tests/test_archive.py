@@ -102,12 +102,6 @@ def archive() -> Iterator[FakeArchive]:
         yield running
 
 
-@pytest.fixture
-def server() -> Iterator[EvidenceServer]:
-    with EvidenceServer() as running:
-        yield running
-
-
 def resolve_to_loopback(names: Sequence[str]) -> object:
     async def resolve(host: str, _port: int) -> list[str]:
         if host in names:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from email.utils import formatdate
 from pathlib import Path
 
@@ -34,12 +34,6 @@ ARTICLE = html_page(
     "Residents of Zürich welcomed the decision, which was long expected — “finally”, one said.",
 )
 LOCAL = frozenset({"127.0.0.1"})
-
-
-@pytest.fixture
-def server() -> Iterator[EvidenceServer]:
-    with EvidenceServer() as running:
-        yield running
 
 
 @pytest.fixture

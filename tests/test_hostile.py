@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -31,12 +30,6 @@ from tlmscore.settings import Settings
 CAP = 5_000_000
 PEAK_RSS_LIMIT_MB = 500
 HEALTHY = html_page("Harbour", "The harbour ferry leaves every twenty minutes from the north pier.")
-
-
-@pytest.fixture
-def server() -> Iterator[EvidenceServer]:
-    with EvidenceServer() as running:
-        yield running
 
 
 @pytest.fixture
