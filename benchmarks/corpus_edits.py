@@ -65,13 +65,18 @@ def _change_number(text: str, _doc: str, rng: random.Random) -> str | None:
     return text[:m.start()] + changed + text[m.end():]
 
 
-def _swap_name(text: str, doc: str, rng: random.Random) -> str | None:
-    mine = set(_NAME.findall(text))
-    others = sorted(set(_NAME.findall(doc)) - mine)
+def _swap(pattern: re.Pattern[str], text: str, doc: str, rng: random.Random) -> str | None:
+    """`text` with one of its matches of `pattern` replaced by one from `doc` that `text` lacks."""
+    mine = set(pattern.findall(text))
+    others = sorted(set(pattern.findall(doc)) - mine)
     if not mine or not others:
         return None
     old = rng.choice(sorted(mine))
     return re.sub(rf"\b{old}\b", rng.choice(others), text, count=1)
+
+
+def _swap_name(text: str, doc: str, rng: random.Random) -> str | None:
+    return _swap(_NAME, text, doc, rng)
 
 
 def _negate(text: str, _doc: str, rng: random.Random) -> str | None:
@@ -91,12 +96,7 @@ def _opposite(text: str, _doc: str, rng: random.Random) -> str | None:
 
 
 def _swap_word(text: str, doc: str, rng: random.Random) -> str | None:
-    mine = set(_WORD.findall(text))
-    others = sorted(set(_WORD.findall(doc)) - mine)
-    if not mine or not others:
-        return None
-    old = rng.choice(sorted(mine))
-    return re.sub(rf"\b{old}\b", rng.choice(others), text, count=1)
+    return _swap(_WORD, text, doc, rng)
 
 
 EDITS: dict[str, Callable[[str, str, random.Random], str | None]] = {
