@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -50,6 +51,22 @@ def serve_reports(srv: EvidenceServer, records: int, chunk: int, delay: float) -
         srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=delay))
 
 
+def write_log(path: Path, srv: EvidenceServer, records: int, chunk: int) -> None:
+    """A log of `records` records, each citing the report page of its chunk on `srv` (see `serve_reports`)."""
+    path.write_text("\n".join(record(i, srv.url(f"/report/{i // chunk}")) for i in range(records)) + "\n",
+                    encoding="utf-8")
+
+
+def kill_when_saved(proc: subprocess.Popen[bytes], saved: Callable[[], int], at_least: int, timeout: float) -> None:
+    """SIGKILL `proc` once `saved()` reaches `at_least`; it must still be running until then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and saved() < at_least:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
 @pytest.fixture
 def server() -> EvidenceServer:
     with EvidenceServer() as srv:
@@ -59,21 +76,13 @@ def server() -> EvidenceServer:
 
 def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, server: EvidenceServer) -> None:
     log = tmp_path / "log.jsonl"
-    log.write_text("\n".join(record(i, server.url(f"/report/{i // CHUNK}")) for i in range(RECORDS)) + "\n",
-                   encoding="utf-8")
+    write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "scores.parquet"
     args = [sys.executable, "-m", "tlmscore", "score", str(log), "-o", str(out), "--cache-dir", str(tmp_path / "c"),
             "--allow-host", "127.0.0.1", "--chunk-size", str(CHUNK)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = checkpoint_path(out)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if saved_rows(partial) >= 3 * CHUNK:
-            break
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    kill_when_saved(proc, lambda: saved_rows(partial), 3 * CHUNK, timeout=60)
     written = saved_rows(partial)
     assert 3 * CHUNK <= written < RECORDS
     assert not out.exists()

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.evidence_server import EvidenceServer
-from tests.test_resume import record, serve_reports
+from tests.test_resume import kill_when_saved, serve_reports, write_log
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.output._manifest import manifest_path, read_manifest
@@ -41,19 +39,13 @@ def server() -> EvidenceServer:
 
 def test_kill_9_then_resume_under_another_path_gives_every_row_once(tmp_path: Path, server: EvidenceServer) -> None:
     log = tmp_path / "log.jsonl"
-    log.write_text("\n".join(record(i, server.url(f"/report/{i // CHUNK}")) for i in range(RECORDS)) + "\n",
-                   encoding="utf-8")
+    write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "rows.jsonl"
     common = ["-o", "rows.jsonl", "--cache-dir", "c", "--allow-host", "127.0.0.1", "--chunk-size", str(CHUNK)]
     proc = subprocess.Popen([sys.executable, "-m", "tlmscore", "prepare", "log.jsonl", *common], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = checkpoint_path(out)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and saved_lines(partial) < KILL_AT:
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    kill_when_saved(proc, lambda: saved_lines(partial), KILL_AT, timeout=120)
     written = saved_lines(partial)
     assert KILL_AT <= written < RECORDS
     manifest = read_manifest(manifest_path(out))
