@@ -63,12 +63,13 @@ def _execute(path: Path, name: str, shims: Mapping[str, types.ModuleType]) -> ty
 
 
 @functools.cache
-def load() -> types.ModuleType:
-    """The reference test module, importing `tlmscore.compat` where it imports cleanlab-tlm."""
+def load(form_prompt_string: Callable[..., str] = compat.form_prompt_string) -> types.ModuleType:
+    """The reference test module, importing `tlmscore.compat` where it imports cleanlab-tlm
+    (`form_prompt_string` in place of compat's, e.g. with `pages=` bound)."""
     openai_compat = _execute(REFERENCE / "openai_compat.py.txt", "cleanlab_tlm_1_1_39_openai_compat", {})
     chat = _module(
         "cleanlab_tlm.utils.chat",
-        form_prompt_string=compat.form_prompt_string,
+        form_prompt_string=form_prompt_string,
         form_response_string_chat_completions=compat.form_response_string_chat_completions,
         form_response_string_chat_completions_api=compat.form_response_string_chat_completions_api,
         form_response_string_responses_api=compat.form_response_string_responses_api,
@@ -120,9 +121,10 @@ def _expand(name: str, function: Callable[..., object]) -> Iterator[Case]:
         yield Case(f"{name}[{label}]", call, filters)
 
 
-def cases() -> list[Case]:
-    """Every test of the reference file, in file order: functions, then methods of test classes."""
-    module = load()
+def cases(form_prompt_string: Callable[..., str] = compat.form_prompt_string) -> list[Case]:
+    """Every test of the reference file, in file order: functions, then methods of test classes
+    (`form_prompt_string` as in `load`)."""
+    module = load(form_prompt_string)
     found: list[Case] = []
     for name, value in vars(module).items():
         if name.startswith("test_") and isinstance(value, types.FunctionType):
