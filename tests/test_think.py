@@ -106,6 +106,7 @@ def test_command_line_keeps_the_reasoning_when_told(tmp_path: Path, capsys: pyte
     source.write_text(json.dumps(RECORDS[0], ensure_ascii=False) + "\n", encoding="utf-8")
     for flag, starts in ((["--think", "keep"], "<think>"), ([], "紀元前7世紀")):
         out = tmp_path / f"out{len(flag)}.jsonl"
-        assert main(["prepare", str(source), "-o", str(out), "--offline", "--quiet", *flag]) == 0
+        assert main(["prepare", str(source), "-o", str(out), "--offline", "--quiet", "--cache-dir",
+                     str(tmp_path / "cache"), *flag]) == 0
         assert json.loads(out.read_text(encoding="utf-8"))["response"].startswith(starts)
     capsys.readouterr()
