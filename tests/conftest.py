@@ -21,10 +21,16 @@ TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
 
 # CI runs the same examples every time, so a run fails only for a change; developers' runs keep
-# exploring new examples (run with HYPOTHESIS_PROFILE=ci to replay CI's).
+# exploring new examples. `.ci/run` chooses "ci-seed" and a fixed `--hypothesis-seed`, which it prints
+# when the tests fail (replay with the same two); with only `CI` set, "ci" draws each test's examples
+# from a seed fixed by the test's own code. Both print the blob that replays a failing example.
 hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("HYPOTHESIS_PROFILE") == "ci" or os.environ.get("CI"):
-    hypothesis.settings.load_profile("ci")
+hypothesis.settings.register_profile("ci-seed", print_blob=True)
+# Mutation testing (docs/mutation.md) runs the tests once per mutant: fewer, fixed examples.
+hypothesis.settings.register_profile("mutation", derandomize=True, max_examples=10)
+profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
+if profile in ("ci", "ci-seed", "mutation"):
+    hypothesis.settings.load_profile(profile)
 
 
 @pytest.fixture
