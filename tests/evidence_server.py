@@ -4,7 +4,9 @@ Each path is given a list of `Reply` values served in turn (the last one repeats
 script "503, then 200". The server counts requests per path, keeps the headers it saw and the
 largest number of requests in flight at once (arrived and not yet answered: a client cannot have
 finished such a request), which is how tests check retries, caching and concurrency limits
-without patching anything in the code under test.
+without patching anything in the code under test. Instead of sleeping, a reply can be held until a
+number of requests are in flight together (`hold`) or until the test opens a gate (`gate`), so
+that what a test sees does not depend on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ class Reply:
     drip: float = 0.0
     chunk: int = 65536
     send_length: bool = True
+    hold: int = 0
+    """Held until this many held requests are in flight together, then let go together (for at most
+    `HOLD_LIMIT` seconds: a client that never sends that many fails its test instead of hanging)."""
+    gate: threading.Event | None = field(default=None, compare=False)
+    """Held until the test sets this event (for at most `HOLD_LIMIT` seconds)."""
+
+
+HOLD_LIMIT = 60.0
 
 
 def html_page(title: str, *paragraphs: str) -> bytes:
@@ -58,15 +68,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.disconnected()
 
     def do_GET(self) -> None:
-        reply = self.server.enter(self.path, dict(self.headers.items()))
+        reply, group = self.server.enter(self.path, dict(self.headers.items()))
         try:
-            self._serve(reply)
+            self._serve(reply, group)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _serve(self, reply: Reply) -> None:
+    def _serve(self, reply: Reply, group: int) -> None:
         try:
             time.sleep(reply.delay)
+            self.server.wait_for_group(group)
+            if reply.gate is not None:
+                reply.gate.wait(HOLD_LIMIT)
         finally:
             self.server.leave()  # before any byte is sent, so the client still holds its slot
         self.send_response(reply.status)
@@ -85,6 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             if reply.drip:
                 time.sleep(reply.drip)
+        self.server.completed(self.path)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- the stdlib's name
         """Keep test output clean."""
@@ -109,9 +123,15 @@ class _Server(ThreadingHTTPServer):
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.bodies_sent: Counter[str] = Counter()
+        self.released = threading.Condition(self.lock)
+        self.held = 0
+        self.groups_let_go = 0
 
-    def enter(self, path: str, headers: dict[str, str]) -> Reply:
-        """Count a request that has arrived and pick its reply; it is in flight until `leave`."""
+    def enter(self, path: str, headers: dict[str, str]) -> tuple[Reply, int]:
+        """Count a request that has arrived and pick its reply; it is in flight until `leave`.
+
+        With the reply, the number of the group it waits for (`wait_for_group`; -1: none)."""
         with self.lock:
             self.counts[path] += 1
             self.arrivals.append((path, time.monotonic()))
@@ -120,8 +140,29 @@ class _Server(ThreadingHTTPServer):
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             replies = self.routes.get(path)
             if not replies:
-                return Reply(404, b"not found", "text/plain")
-            return replies.pop(0) if len(replies) > 1 else replies[0]
+                return Reply(404, b"not found", "text/plain"), -1
+            reply = replies.pop(0) if len(replies) > 1 else replies[0]
+            if not reply.hold:
+                return reply, -1
+            group = self.groups_let_go
+            self.held += 1
+            if self.held >= reply.hold:  # the group is complete: let it go
+                self.held = 0
+                self.groups_let_go += 1
+                self.released.notify_all()
+            return reply, group
+
+    def wait_for_group(self, group: int) -> None:
+        """Wait until held group number `group` has been let go (at most `HOLD_LIMIT` seconds)."""
+        if group < 0:
+            return
+        with self.lock:
+            self.released.wait_for(lambda: self.groups_let_go > group, HOLD_LIMIT)
+
+    def completed(self, path: str) -> None:
+        """Count a reply whose body was sent in full."""
+        with self.lock:
+            self.bodies_sent[path] += 1
 
     def leave(self) -> None:
         with self.lock:
@@ -220,6 +261,11 @@ class EvidenceServer:
     def max_in_flight(self) -> int:
         with self._server.lock:
             return self._server.max_in_flight
+
+    def bodies_sent(self, path: str) -> int:
+        """Replies at `path` whose body was sent to the end."""
+        with self._server.lock:
+            return self._server.bodies_sent[path]
 
     @property
     def seen_headers(self) -> list[dict[str, str]]:

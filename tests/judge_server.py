@@ -11,6 +11,7 @@ base URL on the first line of stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -33,6 +34,8 @@ class ChatReply:
 
 
 Reply = Callable[[dict[str, Any], int], ChatReply]
+HOLD_LIMIT = 10.0
+"""Seconds `ChatServer(hold_first=...)` holds its first requests at most."""
 
 
 def completion(text: str, top: list[tuple[str, float]] | None = None) -> dict[str, Any]:
@@ -78,9 +81,13 @@ class LoopbackServer:
 class ChatServer(LoopbackServer):
     """The server; use as a context manager. `url` is the API root to give the judge as base_url."""
 
-    def __init__(self, reply: Reply, latency: float = 0.0) -> None:
+    def __init__(self, reply: Reply, latency: float = 0.0, hold_first: int = 0) -> None:
+        """`hold_first`: the first that many requests are held until all of them are in flight (for at
+        most `HOLD_LIMIT` seconds), so a client allowed that many at once is seen to send them."""
         self.reply = reply
         self.latency = latency
+        self.hold_first = hold_first
+        self._first = threading.Barrier(hold_first) if hold_first else None
         self.calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -101,6 +108,12 @@ class ChatServer(LoopbackServer):
     def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
+
+    def _hold(self, n: int) -> None:
+        """Hold request number `n` while the first `hold_first` gather (a broken wait lets them go)."""
+        if self._first is not None and n <= self.hold_first:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._first.wait(HOLD_LIMIT)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -126,6 +139,7 @@ class ChatServer(LoopbackServer):
                     body = {}
                 n = server._enter(body, {k.lower(): v for k, v in self.headers.items()})
                 try:
+                    server._hold(n)
                     time.sleep(server.latency)
                     reply = server.reply(body, n) if self.path.endswith("/chat/completions") \
                         else ChatReply(404, {"error": "not found"})

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from dataclasses import replace
@@ -223,14 +224,15 @@ def test_a_page_is_passed_on_without_waiting_for_its_write(tmp_path: Path) -> No
     settings = make_settings(tmp_path)
 
     async def run() -> bool:
+        gate = threading.Event()
         async with PageCache(settings, extractor_version=EXTRACTOR_VERSION) as cache:
             await cache._run(lambda: None)  # the IO thread is idle
-            blocker = asyncio.ensure_future(cache._run(time.sleep, 0.3))  # and now busy for a while
-            started = time.monotonic()
+            blocker = asyncio.ensure_future(cache._run(gate.wait, 60))  # and now busy until the gate opens
             await cache.store(ok_page(), b"<html>x</html>", "text/html")
-            returned_at_once = time.monotonic() - started < 0.2
+            returned_while_busy = not blocker.done()  # a write queued behind the blocker was not waited for
+            gate.set()
             await blocker
-        return returned_at_once
+        return returned_while_busy
 
     assert asyncio.run(run())
     assert lookup(settings, URL)[URL].page.text == "Body text"
