@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -43,8 +44,18 @@ def test_top_level_exports_every_public_name() -> None:
     assert public <= set(tlmscore.__all__)
 
 
-def test_contract_entry_points_exist() -> None:
+def test_contract_entry_points_do_what_they_promise(demo_path: Path, tmp_path: Path) -> None:
+    """One row per record, bad lines included, and cleanlab-tlm's prompt and response strings."""
     from tlmscore import compat
 
-    assert callable(tlmscore.read_transcripts) and callable(tlmscore.prepare)
-    assert callable(compat.form_prompt_string) and callable(compat.form_response_string_responses_api)
+    transcripts = list(tlmscore.read_transcripts(demo_path))
+    assert [t.line for t in transcripts] == list(range(1, 18))
+    offline = tlmscore.Settings(offline=True, cache_dir=tmp_path)
+    rows = tlmscore.prepare(demo_path, offline, pages=tlmscore.MemoryPages({}))
+    assert list(rows.line) == list(range(1, 18))
+    assert [isinstance(p, str) for p in rows.prompt] == [t.error is None for t in transcripts]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert compat.form_prompt_string(messages) == "System: Be brief.\n\nUser: Hi\n\nAssistant:"
+    reply = {"id": "r", "object": "response", "output": [{"type": "message", "role": "assistant", "id": "m",
+             "status": "completed", "content": [{"type": "output_text", "text": "4", "annotations": []}]}]}
+    assert compat.form_response_string_responses_api(reply) == "4"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
+from tlmscore.evidence.sources import load_page_records
 from tlmscore.model import WebResult
 from tlmscore.rendering._prompt import _json_block, _text_block, render_prompt, render_response
 
@@ -193,10 +196,24 @@ def test_demo_fixture_prompt_bytes_are_the_same_in_every_process(demo_path: Path
 
 @pytest.mark.parametrize("record_id", ["web-search-jwst-sources", "web-search-browse-asyncio"])
 def test_demo_web_records_render_their_pages(demo_path: Path, record_id: str) -> None:
+    """Each page the record refers to is in the prompt's web results: a fetched page with its text,
+    a failed one as not retrieved, with why."""
     (t,) = [t for t in read_transcripts(demo_path) if t.id == record_id]
     conv = convert_transcript(t)
-    assert conv.urls, "a web record must refer to pages"
-    assert all(not u.startswith("data:") for u in conv.urls)
+    known = asyncio.run(MemoryPages(load_page_records(demo_path.parent / "pages")).pages(list(conv.urls)))
+    shown: dict[str, str] = {}
+    for block in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", render_prompt(conv, known, Settings()),
+                            re.DOTALL):
+        output = json.loads(block)["output"]
+        shown.update({entry["url"]: entry["content"] for entry in output if isinstance(output, list)})
+    assert set(conv.urls) == set(shown) and len(set(conv.urls)) >= 2
+    assert any(page.ok for page in known.values()) and not all(page.ok for page in known.values())
+    for url in conv.urls:
+        page = known[url]
+        if page.ok:
+            assert shown[url] == page.text
+        else:
+            assert shown[url].startswith(f"This page could not be retrieved ({page.status}")
 
 
 def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tmp_path: Path) -> None:
