@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -43,12 +44,16 @@ def saved_rows(partial: Path) -> int:
     return sum(pq.ParquetFile(part).metadata.num_rows for part in sorted(partial.glob("part-*.parquet")))
 
 
-def serve_reports(srv: EvidenceServer, records: int, chunk: int, delay: float) -> None:
-    """One report page per chunk of records (`/report/<block>`), stating what each `record` cites."""
+def serve_reports(srv: EvidenceServer, records: int, chunk: int, gate: threading.Event, open_blocks: int) -> None:
+    """One report page per chunk of records (`/report/<block>`), stating what each `record` cites.
+
+    The first `open_blocks` pages are served at once, the others once `gate` is set: a run cannot
+    get past them before the test lets it, however fast the machine."""
     for block in range(records // chunk):
         paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
                       range(block * chunk, (block + 1) * chunk)]
-        srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), delay=delay))
+        held = gate if block >= open_blocks else None
+        srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), gate=held))
 
 
 def write_log(path: Path, srv: EvidenceServer, records: int, chunk: int) -> None:
@@ -58,23 +63,38 @@ def write_log(path: Path, srv: EvidenceServer, records: int, chunk: int) -> None
 
 
 def kill_when_saved(proc: subprocess.Popen[bytes], saved: Callable[[], int], at_least: int, timeout: float) -> None:
-    """SIGKILL `proc` once `saved()` reaches `at_least`; it must still be running until then."""
+    """SIGKILL `proc` once `saved()` reaches `at_least`; it must still be running until then, and
+    get there within `timeout` seconds (else the test fails: the run is killed all the same)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and saved() < at_least:
+    while saved() < at_least:
         assert proc.poll() is None, "the run ended before it could be interrupted"
+        if time.monotonic() > deadline:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            pytest.fail(f"{saved()} rows saved after {timeout:.0f} s, not the {at_least} the test waits for")
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
 
 
 @pytest.fixture
-def server() -> EvidenceServer:
+def later_reports() -> Iterator[threading.Event]:
+    """Set to serve the report pages past the first three (set at the end in any case)."""
+    gate = threading.Event()
+    yield gate
+    gate.set()
+
+
+@pytest.fixture
+def server(later_reports: threading.Event) -> Iterator[EvidenceServer]:
     with EvidenceServer() as srv:
-        serve_reports(srv, RECORDS, CHUNK, delay=0.3)
+        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=3)
         yield srv
+        later_reports.set()  # before the server stops, so no request is left held
 
 
-def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, server: EvidenceServer) -> None:
+def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, server: EvidenceServer,
+                                                          later_reports: threading.Event) -> None:
     log = tmp_path / "log.jsonl"
     write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "scores.parquet"
@@ -86,6 +106,7 @@ def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, serv
     written = saved_rows(partial)
     assert 3 * CHUNK <= written < RECORDS
     assert not out.exists()
+    later_reports.set()
 
     done = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +33,23 @@ def saved_lines(path: Path) -> int:
 
 
 @pytest.fixture
-def server() -> EvidenceServer:
+def later_reports() -> Iterator[threading.Event]:
+    """Set to serve the report pages past the first `KILL_AT` records' (set at the end in any case)."""
+    gate = threading.Event()
+    yield gate
+    gate.set()
+
+
+@pytest.fixture
+def server(later_reports: threading.Event) -> Iterator[EvidenceServer]:
     with EvidenceServer() as srv:
-        serve_reports(srv, RECORDS, CHUNK, delay=0.2)
+        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=KILL_AT // CHUNK)
         yield srv
+        later_reports.set()  # before the server stops, so no request is left held
 
 
-def test_kill_9_then_resume_under_another_path_gives_every_row_once(tmp_path: Path, server: EvidenceServer) -> None:
+def test_kill_9_then_resume_under_another_path_gives_every_row_once(tmp_path: Path, server: EvidenceServer,
+                                                                    later_reports: threading.Event) -> None:
     log = tmp_path / "log.jsonl"
     write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "rows.jsonl"
@@ -50,6 +62,7 @@ def test_kill_9_then_resume_under_another_path_gives_every_row_once(tmp_path: Pa
     assert KILL_AT <= written < RECORDS
     manifest = read_manifest(manifest_path(out))
     assert manifest is not None and manifest["inputs"][0]["path"] == str(log.resolve())
+    later_reports.set()
 
     resumed = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(log.resolve()), *common, "--resume"],
                              cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
