@@ -138,8 +138,10 @@ def test_score_command_adds_score_columns(tmp_path: Path, demo_path: Path, capsy
 def test_unknown_scorer_and_missing_key_are_usage_errors(tmp_path: Path, demo_path: Path,
                                                          capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as usage:
         main(["score", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--scorer", "nope"])
+    assert usage.value.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
     monkeypatch.delenv("CLEANLAB_API_KEY", raising=False)
     code = main(["score", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--scorer", "tlm", "--offline"])
     assert code == 2
