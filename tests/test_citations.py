@@ -330,10 +330,15 @@ _PIECES = st.sampled_from(["Tall.", "[1]", "[2][3]", "[[1]](https://a.example/x)
                                        "start_index": st.integers(-3, 90), "end_index": st.integers(-3, 90),
                                        "index": st.integers(-3, 90), "file_id": st.just("file-1")}), max_size=4))
 def test_any_text_and_annotations_give_citations_inside_the_text(text: str, anns: list[dict[str, Any]]) -> None:
-    for cite in message_citations({"role": "assistant", "content": [{"text": text, "annotations": anns}]}):
+    cites = list(message_citations({"role": "assistant", "content": [{"text": text, "annotations": anns}]}))
+    for cite in cites:
         assert cite.sentence in text
         if cite.span is not None:
             assert 0 <= cite.span[0] <= cite.span[1] <= len(text)
+    for ann in anns:  # and a URL citation of some of the text is never lost
+        start, end = ann["start_index"], ann["end_index"]
+        if ann["type"] == "url_citation" and 0 <= start < end <= len(text) and text[start:end].strip():
+            assert any(cite.url == ann["url"] and cite.kind == "url" for cite in cites)
 
 
 def test_lenticular_markers_of_chinese_answers_number_the_sources() -> None:
