@@ -129,13 +129,14 @@ def test_a_reasoning_model_gets_the_parameters_it_takes_in_batches_too(tmp_path:
 def test_a_failed_batch_fails_its_rows_with_the_reason(tmp_path: Path) -> None:
     with BatchServer(fail_status="expired") as server:
         scores = run(batch_judge(server, tmp_path), INPUTS[:2])
+    assert len(scores) == 2
     assert all("expired" in (s.error or "") and math.isnan(s.score) for s in scores)
 
 
 def test_requests_are_split_into_batches_of_the_size_given(tmp_path: Path) -> None:
     with BatchServer() as server:
         scores = run(batch_judge(server, tmp_path, batch_max_requests=5))
-    assert all(s.scored for s in scores)
+    assert len(scores) == len(INPUTS) and all(s.scored for s in scores)
     assert len(server.batches) == 4  # 18 requests in batches of 5
     assert sum(server.submitted.values()) == 18 and set(server.submitted.values()) == {1}
 
@@ -152,7 +153,7 @@ def test_a_batch_still_running_is_found_again_even_when_its_id_was_not_saved(tmp
         state_path.write_text(json.dumps(state))
         server.release.set()
         again = run(batch_judge(server, tmp_path), INPUTS[:2])
-    assert all(s.scored for s in again)
+    assert len(again) == 2 and all(s.scored for s in again)
     assert len(server.batches) == 1 and set(server.submitted.values()) == {1}
 
 

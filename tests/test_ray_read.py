@@ -21,6 +21,7 @@ def _engine_transcripts(path: Path, index: int = 0) -> list:
 
 
 def _same(got: list, want: list) -> None:
+    assert want, "nothing was read to compare with"
     assert [(t.id, t.source, t.line, t.error, t.request, t.response, t.fmt) for t in got] == [
         (t.id, t.source, t.line, t.error, t.request, t.response, t.fmt) for t in want]
 
@@ -35,6 +36,7 @@ def test_gzipped_jsonl_and_json_files(tmp_path: Path, demo_path: Path) -> None:
     packed = tmp_path / "demo.jsonl.gz"
     packed.write_bytes(gzip.compress(demo_path.read_bytes()))
     _same(_engine_transcripts(packed), list(read_transcripts(packed)))
+    assert len(list(read_transcripts(packed))) == len(list(read_transcripts(demo_path)))
     whole = tmp_path / "chain.json"
     lines = (demo_path.parent / "chain_a.jsonl").read_text(encoding="utf-8").splitlines()
     whole.write_text(json.dumps([json.loads(line) for line in lines if line.strip()]), encoding="utf-8")
