@@ -27,7 +27,8 @@ TLS_NAMES = ("a.test", "b.test")
 hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
 hypothesis.settings.register_profile("ci-seed", print_blob=True)
 # Mutation testing (docs/mutation.md) runs the tests once per mutant: fewer, fixed examples.
-hypothesis.settings.register_profile("mutation", derandomize=True, max_examples=10)
+hypothesis.settings.register_profile("mutation", derandomize=True, max_examples=10,
+                                     suppress_health_check=[hypothesis.HealthCheck.too_slow])
 profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
 if profile in ("ci", "ci-seed", "mutation"):
     hypothesis.settings.load_profile(profile)
