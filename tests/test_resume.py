@@ -79,7 +79,7 @@ def kill_when_saved(proc: subprocess.Popen[bytes], saved: Callable[[], int], at_
 
 @pytest.fixture
 def later_reports() -> Iterator[threading.Event]:
-    """Set to serve the report pages past the first three (set at the end in any case)."""
+    """Set to serve the last report page (set at the end in any case): the run cannot end before it."""
     gate = threading.Event()
     yield gate
     gate.set()
@@ -88,7 +88,7 @@ def later_reports() -> Iterator[threading.Event]:
 @pytest.fixture
 def server(later_reports: threading.Event) -> Iterator[EvidenceServer]:
     with EvidenceServer() as srv:
-        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=3)
+        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=RECORDS // CHUNK - 1)
         yield srv
         later_reports.set()  # before the server stops, so no request is left held
 
