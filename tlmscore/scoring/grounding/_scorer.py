@@ -13,7 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.grounding._claims import Claim, answer_sentences, claims_of, unfinished, with_spans
-from tlmscore.scoring.grounding._evidence import Document, MessagePolicy, cited_urls, documents, numbered
+from tlmscore.scoring.grounding._evidence import (
+    IMAGE_ONLY,
+    Document,
+    MessagePolicy,
+    cited_urls,
+    documents,
+    numbered,
+)
 from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
 from tlmscore.scoring.grounding._recent import Recent
 from tlmscore.scoring.grounding._support import EvidenceIndex, Support
@@ -101,14 +108,23 @@ def _claim_support(index: EvidenceIndex, claim: Claim, threshold: float) -> tupl
 def _evidence_summary(docs: Sequence[Document]) -> dict[str, int]:
     def count(kind: str, available: bool = True) -> int:
         return sum(1 for d in docs if d.kind == kind and d.available == available)
-    return {"pages": count("page"), "pages_unavailable": count("page", available=False), "files": count("file"),
-            "tool_outputs": count("tool"), "messages": count("message")}
+    summary = {"pages": count("page"), "pages_unavailable": count("page", available=False), "files": count("file"),
+               "tool_outputs": count("tool"), "messages": count("message")}
+    images = sum(1 for d in docs if d.reason == IMAGE_ONLY)
+    return {**summary, "tool_outputs_image_only": images} if images else summary
+
+
+def _plural(n: int, name: str) -> str:
+    head, _, rest = name.partition(" that ")
+    return f"{n} {head}{'s' if n != 1 else ''}" + (f" that {rest.replace('is', 'are') if n != 1 else rest}"
+                                                   if rest else "")
 
 
 def _describe(summary: Mapping[str, int]) -> str:
     names = {"pages": "page", "pages_unavailable": "unavailable page", "files": "file search result",
-             "tool_outputs": "tool output", "messages": "message"}
-    parts = [f"{n} {names[k]}{'s' if n != 1 else ''}" for k, n in summary.items() if n]
+             "tool_outputs": "tool output", "messages": "message",
+             "tool_outputs_image_only": "tool output that is only an image"}
+    parts = [_plural(n, names[k]) for k, n in summary.items() if n]
     return ", ".join(parts) or "nothing"
 
 

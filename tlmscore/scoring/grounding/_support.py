@@ -51,6 +51,9 @@ _CANDIDATES = 25
 _WIDTHS = (1, 2, 3)
 _CLAUSE_WORDS = 2
 _WHOLE_TOOL_OUTPUT = 40
+STATED_VALUES = 0.5
+_DERIVED_FROM = 12  # numbers of a passage a derived figure may come from (pairs of the first twelve)
+_SMALLEST_DERIVED = 10  # a small whole number is too easily some difference of two others
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class EvidenceIndex:
         self.passages: list[tuple[int, tuple[int, ...]]] = []
         self.doc_words: list[frozenset[str]] = []
         self.words: list[frozenset[str]] = []
+        self.whole: list[int] = []  # the passages that are a whole short structured tool output
         for d, doc in enumerate(self.docs):
             self._add(d, doc)
         self.numbers = [frozenset(n for i in ids for n in self.sentences[i].numbers) for _, ids in self.passages]
@@ -98,8 +102,10 @@ class EvidenceIndex:
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
-        if doc.structured and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
-            spans.append(tuple(ids))
+        if doc.structured and len(ids) <= _WHOLE_TOOL_OUTPUT:
+            if len(ids) > max(_WIDTHS):
+                spans.append(tuple(ids))
+            self.whole.append(len(self.passages) + spans.index(tuple(ids)))
         topic = self._topic(doc, ids)
         self.passages += [(d, span) for span in spans]
         self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
@@ -133,8 +139,8 @@ class EvidenceIndex:
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
         forms = [self.lexicon.forms(w) for w in claim.content]
-        best = Support(0.0)
         names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
+        best = self._stated(claim, names, allowed, negation)
         opposites = self._opposites(claim)
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
             if (overlap[p] / total) ** LEXICAL_POWER <= best.value:
@@ -150,6 +156,34 @@ class EvidenceIndex:
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
                 best = Support(value, self.docs[self.passages[p][0]].source, missing)
+        return best
+
+    def _stated(self, claim: Analysis, names: Sequence[str], allowed: frozenset[int] | None,
+                negation: bool) -> Support:
+        """The claim's support by a short structured tool output that states its numbers, else none.
+
+        A sentence that states a table's or a JSON object's values ("17 orders are currently late"
+        against `count: 17`) takes its other words from the question, not from the output. When
+        every number of the claim is one of the output's (or derived from two of them) and every
+        name is there, it counts `STATED_VALUES`, raised towards 1 by the share of its words the
+        output has too (`(STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER`).
+        """
+        if not claim.numbers:
+            return Support(0.0)
+        best = Support(0.0)
+        for p in self.whole:
+            doc = self.passages[p][0]
+            if (allowed is not None and doc not in allowed) or any(n not in self.words[p] for n in names):
+                continue
+            if not all(n in self.numbers[p] or derived(n, self.numbers[p]) for n in claim.numbers):
+                continue
+            weights = [self.weight(w) for w in claim.content]
+            found = sum(x for w, x in zip(claim.content, weights, strict=True) if self.lexicon.forms(w) & self.words[p])
+            lexical = found / sum(weights) if weights else 1.0
+            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
+            value *= NEGATION_MISMATCH if negation else 1.0
+            if value > best.value:
+                best = Support(value, self.docs[doc].source, ("negation differs",) if negation else ())
         return best
 
     def _together(self, claim: Analysis, forms: Sequence[frozenset[str]],
@@ -196,7 +230,7 @@ class EvidenceIndex:
         factor = 1.0
         missing: list[str] = []
         for number in claim.numbers:
-            if number not in self.numbers[p]:
+            if number not in self.numbers[p] and not derived(number, self.numbers[p]):
                 factor *= NUMBER_MISSING
                 missing.append(f"number {number}")
         for name in names:
@@ -236,6 +270,43 @@ class EvidenceIndex:
             if not negated and close and all(n for _, n in close):
                 return True
         return False
+
+
+_YEARS = (1000, 2100)
+
+
+def _year(number: str) -> bool:
+    """Whether a number reads as a year (a whole number from 1000 to 2100): never a figure derived by arithmetic."""
+    return number.isdigit() and _YEARS[0] <= int(number) <= _YEARS[1]
+
+
+def _value(number: str) -> float:
+    return float(number)
+
+
+def _decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
+def derived(number: str, found: frozenset[str]) -> bool:
+    """Whether `number` is a sum, difference, ratio, percentage or percent change of two numbers in `found`.
+
+    "A surplus of 11 units" from 42 and 31, "grew 58.3%" from 120 and 190, rounded as the claim
+    writes it. Small whole numbers (below `_SMALLEST_DERIVED`) never count: too many pairs give them;
+    nor do years, as a result or as a term (2002 is not 2000 + 2).
+    """
+    target = _value(number)
+    places = _decimals(number)
+    if not found or (target < _SMALLEST_DERIVED and not places) or _year(number):
+        return False
+    values = [_value(n) for n in sorted(found) if not _year(n)][:_DERIVED_FROM]
+    for a, b in itertools.permutations(values, 2):
+        candidates = [a + b, a - b]
+        if b:
+            candidates += [a / b, a / b * 100, (a - b) / b * 100]
+        if any(round(c, places) == target for c in candidates):
+            return True
+    return False
 
 
 def _postings(word_sets: Sequence[frozenset[str]]) -> dict[str, list[int]]:
