@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,9 +22,9 @@ from tlmscore.scoring.grounding._evidence import (
     documents,
     numbered,
 )
-from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._lexicon import Lexicon, load_lexicon, wordnet_folder
 from tlmscore.scoring.grounding._recent import Recent
-from tlmscore.scoring.grounding._support import EvidenceIndex, Support
+from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
 from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
 
 _ANALYSIS_CACHE = 20_000
@@ -52,6 +53,15 @@ class GroundingOptions(BaseModel):
                                           "is left out)")
     lexicon: bool = Field(default=True, description="match synonyms and antonyms from WordNet when a database is "
                                                     "installed (extra `tlmscore[wordnet]`); false: word stems only")
+    synonyms: bool = Field(default=True, description="with a WordNet lexicon: a synonym counts as a match")
+    antonyms: bool = Field(default=True, description="with a WordNet lexicon: an antonym the evidence says instead "
+                                                     "counts as an opposite")
+    together: bool = Field(default=True, description="neighbouring claim words must share an evidence sentence")
+    polarity: Literal["every", "closest"] = Field(
+        default="every", description="a positive claim clause disagrees on \"not\" when every close evidence "
+                                     "clause says \"not\" (every), or the closest ones all do (closest)")
+    stop_opposites: bool = Field(default=True, description="opposites are checked on stop words too "
+                                                           "(more/fewer, above/below)")
 
 
 @dataclass
@@ -135,7 +145,8 @@ class GroundingScorer:
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
-        self._lexicon = load_lexicon(wordnet_folder() if self.options.lexicon else None)
+        self._lexicon = _chosen(load_lexicon(wordnet_folder() if self.options.lexicon else None), self.options)
+        self._rules = Rules(self.options.together, self.options.polarity, self.options.stop_opposites)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
@@ -159,7 +170,7 @@ class GroundingScorer:
         return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
 
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon)
+        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon, self._rules)
 
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
@@ -216,6 +227,16 @@ class GroundingScorer:
             why = f": {', '.join(worst['missing'])}" if worst["missing"] else ""
             text += f"; weakest: “{worst['claim'][:160]}” ({worst['support']:.2f}{why})"
         return Score(round(min(max(value, 0.0), 1.0), 4), text, details)
+
+
+def _chosen(lexicon: Lexicon, options: GroundingOptions) -> Lexicon:
+    """`lexicon` with only the relations `options` asks for (synonyms, antonyms, both or neither)."""
+    empty: Mapping[str, frozenset[str]] = MappingProxyType({})
+    if not options.synonyms:
+        lexicon = replace(lexicon, senses=empty, members=empty, _forms={})  # its own cache: no sense, no form
+    if not options.antonyms:
+        lexicon = replace(lexicon, antonyms=empty)
+    return lexicon
 
 
 def _citation_text(citations: Sequence[Mapping[str, Any]]) -> str:

@@ -14,7 +14,8 @@ whole) and answers `support(claim)`:
   holds apart ("the board rejected the plan; the union accepted the offer" against "the board
   accepted the plan") do not support the relation the claim puts between them.
 - `agreement`: a penalty for each exact fact that does not match — a number or date missing from
-  the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
+  the passage *`NUMBER_MISSING` (unless a structured tool output's numbers give it by arithmetic:
+  `derived`); a name missing from the passage *`NAME_ELSEWHERE` when its
   document has it elsewhere, else *`NAME_MISSING` (a word starting a sentence is a name when the
   evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clauses do not, or says it positively where every close
@@ -36,6 +37,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tlmscore.scoring.grounding._evidence import Document
 from tlmscore.scoring.grounding._lexicon import Lexicon
@@ -57,6 +59,21 @@ _SMALLEST_DERIVED = 10  # a small whole number is too easily some difference of 
 
 
 @dataclass(frozen=True)
+class Rules:
+    """Which of the optional checks support makes (the scorer's options; see `GroundingOptions`).
+
+    `together`: neighbouring claim words must share a sentence of the passage. `polarity`: when a
+    positive claim clause disagrees with the evidence on "not" — `every` close evidence clause says
+    "not", or the `closest` ones (most words shared) all do. `stop_opposites`: opposites are looked
+    up for stop words too (`more`/`fewer`, `above`/`below`), not only for content words.
+    """
+
+    together: bool = True
+    polarity: Literal["every", "closest"] = "every"
+    stop_opposites: bool = True
+
+
+@dataclass(frozen=True)
 class Support:
     """A claim's support: the value in [0, 1], the document it came from, and what did not match."""
 
@@ -69,13 +86,15 @@ class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
     def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
-                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None) -> None:
+                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None,
+                 rules: Rules | None = None) -> None:
         """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences.
 
-        `lexicon` supplies synonyms and antonyms (none without it).
+        `lexicon` supplies synonyms and antonyms (none without it); `rules` the optional checks.
         """
         self.docs = list(docs)
         self.lexicon = lexicon or Lexicon()
+        self.rules = rules or Rules()
         self._analyse = analyser
         self._read = reader or self._sentences_of
         self.sentences: list[Analysis] = []
@@ -151,7 +170,7 @@ class EvidenceIndex:
                 missing += ("negation differs",)
             if (overlap[p] / total) ** LEXICAL_POWER * factor <= best.value:
                 continue  # `together` is at most 1: this passage cannot win
-            together, apart = self._together(claim, forms, p)
+            together, apart = self._together(claim, forms, p) if self.rules.together else (1.0, [])
             value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
@@ -220,7 +239,7 @@ class EvidenceIndex:
 
     def _opposites(self, claim: Analysis) -> list[tuple[str, frozenset[str]]]:
         """Each claim word that has opposites (stop words too: more/fewer, above/below), with them, in word order."""
-        words = sorted(claim.words)
+        words = sorted(claim.words if self.rules.stop_opposites else frozenset(claim.content))
         found = ((word, OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) for word in words)
         return [(word, opposite) for word, opposite in found if opposite]
 
@@ -229,8 +248,9 @@ class EvidenceIndex:
         doc = self.passages[p][0]
         factor = 1.0
         missing: list[str] = []
+        computed = self.docs[doc].structured  # figures are derived from a tool's values, not from prose
         for number in claim.numbers:
-            if number not in self.numbers[p] and not derived(number, self.numbers[p]):
+            if number not in self.numbers[p] and not (computed and derived(number, self.numbers[p])):
                 factor *= NUMBER_MISSING
                 missing.append(f"number {number}")
         for name in names:
@@ -267,6 +287,9 @@ class EvidenceIndex:
             close = [(k, n) for k, n in scored if k >= need]
             if negated and not any(n for _, n in close):
                 return True
+            if not negated and close and self.rules.polarity == "closest":
+                top = max(k for k, _ in close)
+                close = [(k, n) for k, n in close if k == top]
             if not negated and close and all(n for _, n in close):
                 return True
         return False
