@@ -5,8 +5,8 @@ Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = n
 - SummEdits (Laban et al., 2023; `--summedits`, default `../shared/validity/summedits`), per domain
   and pooled. Each element becomes a transcript record whose evidence is the document — the output
   of a `read_document` function call — and whose answer is the summary, scored through the real
-  pipeline (`tlmscore.score`). No weight was fitted to it, but some changes were kept or dropped
-  on its figures (the README's validity section lists which), so it is not a clean held-out set.
+  pipeline (`tlmscore.score`). Changes were kept or dropped on its figures (docs/validity.md lists
+  which), so it is a development set, not a held-out one.
 - WiCE (Kamoi et al., 2023; `--wice`, default `../shared/validity/wice/dev.jsonl.gz`), the
   oracle-chunk variant, development split only: a Wikipedia claim against sentences of the web page
   it cites. Each row (a claim and one annotator's chunk) becomes a record like SummEdits'; a claim
@@ -28,7 +28,12 @@ counted and left out.
     python benchmarks/validity_bench.py --limit 100     # the first 100 rows of each SummEdits domain
     python benchmarks/validity_bench.py --sets dev      # only the project's own sets (fixtures, corpus edits)
     python benchmarks/validity_bench.py --sets wice summedits   # the two development sets, side by side
-    python benchmarks/validity_bench.py --grounding-options '{"lexicon": false}'   # without WordNet
+    python benchmarks/validity_bench.py --grounding-options '{"lexicon": true}'   # with WordNet (extra wordnet)
+    python benchmarks/validity_bench.py --sets --ragtruth DIR --aggrefact FILE --halueval FILE   # sets you bring
+
+Public sets you download (`benchmarks/public_sets.py` reads their published formats): RAGTruth
+(response-level F1, published references printed beside), LLM-AggreFact (balanced accuracy per
+dataset and their mean, references beside), HaluEval (AUROC).
 """
 
 from __future__ import annotations
@@ -48,10 +53,12 @@ from pathlib import Path
 from typing import Any
 
 import corpus_edits  # beside this script
+import public_sets  # beside this script
 
 import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.evidence.sources import load_page_records
+from tlmscore.scoring.grounding import GroundingOptions
 from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
 from tlmscore.settings import Settings
 
@@ -244,7 +251,7 @@ def held_out_ece(scores: Sequence[float], labels: Sequence[int]) -> float:
 
 def lexicon_name(options: dict[str, Any]) -> str:
     """What the grounding scorer matches synonyms and antonyms with under `options`."""
-    folder = wordnet_folder() if options.get("lexicon", True) else None
+    folder = wordnet_folder() if options.get("lexicon", GroundingOptions().lexicon) else None
     return load_lexicon(folder).source or "none (word stems only)"
 
 
@@ -256,6 +263,47 @@ def table(results: Iterable[Result]) -> str:
               f"{r.balanced_accuracy:.3f} | {r.ece:.3f} | {r.ece_calibrated:.3f} | {r.seconds:.1f} |"
               for r in results]
     return "\n".join(lines)
+
+
+def hallucination_f1(scored: Sequence[tuple[float, int]], threshold: float = THRESHOLD) -> float:
+    """F1 of finding hallucinated answers (label 0), an answer flagged when its score is below `threshold`."""
+    pairs = [(s < threshold, y == 0) for s, y in scored if not math.isnan(s)]
+    hits = sum(1 for flagged, bad in pairs if flagged and bad)
+    flagged_total = sum(1 for flagged, _ in pairs if flagged)
+    bad_total = sum(1 for _, bad in pairs if bad)
+    return 2 * hits / (flagged_total + bad_total) if flagged_total + bad_total else math.nan
+
+
+def measure_public(args: argparse.Namespace, scorer: str, options: dict[str, Any],
+                   cache: Path) -> tuple[list[Result], list[str]]:
+    """The public sets the user brought (`--ragtruth`, `--aggrefact`, `--halueval`), with published references."""
+    results: list[Result] = []
+    notes: list[str] = []
+    if args.ragtruth:
+        records = public_sets.ragtruth(Path(args.ragtruth))
+        scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+        pairs = [(scores[r["id"]], int(r["metadata"]["label"])) for r in records]
+        results.append(compare("RAGTruth test", scorer, pairs, seconds))
+        references = ", ".join(f"{name} {value}" for name, value in public_sets.RAGTRUTH_REFERENCES)
+        notes.append(f"RAGTruth test, {scorer}: response-level F1 {100 * hallucination_f1(pairs):.1f} "
+                     f"(hallucinated = score below {THRESHOLD}); published: {references}")
+    if args.aggrefact:
+        records = public_sets.aggrefact(Path(args.aggrefact))
+        scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+        by: dict[str, list[tuple[float, int]]] = {}
+        for r in records:
+            by.setdefault(r["metadata"]["dataset"], []).append((scores[r["id"]], int(r["metadata"]["label"])))
+        parts = [compare(f"LLM-AggreFact {name}", scorer, pairs, 0.0) for name, pairs in sorted(by.items())]
+        results += parts
+        results.append(_mean_row("LLM-AggreFact mean of datasets", scorer, parts))
+        references = ", ".join(f"{name} {value}" for name, value in public_sets.AGGREFACT_REFERENCES)
+        notes.append(f"LLM-AggreFact, {scorer}: mean balanced accuracy "
+                     f"{100 * results[-1].balanced_accuracy:.1f} (at {THRESHOLD}); published: {references}")
+    if args.halueval:
+        records = public_sets.halueval(Path(args.halueval))
+        results.append(measure(f"HaluEval {Path(args.halueval).stem}", records, scorer, options,
+                               pages=None, cache=cache))
+    return results, notes
 
 
 def side_by_side(results: Iterable[Result]) -> str:
@@ -282,11 +330,14 @@ def _mean_row(data: str, scorer: str, parts: Sequence[Result]) -> Result:
                   mean(r.ece_calibrated for r in parts))
 
 
-def run(args: argparse.Namespace, cache: Path) -> list[Result]:
-    """Every configured scorer on every available set."""
+def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]:
+    """Every configured scorer on every available set; lines about the public sets go to `notes`."""
     results: list[Result] = []
     folder = Path(args.summedits)
     for scorer, options in scorers(args.judge_options, args.grounding_options):
+        public, said = measure_public(args, scorer, options, cache)
+        results += public
+        notes += said
         if "dev" in args.sets:
             results += _dev(scorer, options, cache)
         if "wice" in args.sets and Path(args.wice).is_file():
@@ -330,19 +381,28 @@ def main() -> None:
     parser.add_argument("--wice", default=str(WICE), help="the WiCE development file (dev.jsonl.gz)")
     parser.add_argument("--limit", type=int, default=None,
                         help="first N rows of each SummEdits domain, first N claims of WiCE")
-    parser.add_argument("--sets", nargs="+", choices=("dev", "wice", "summedits"),
+    parser.add_argument("--sets", nargs="*", choices=("dev", "wice", "summedits"),
                         default=["dev", "wice", "summedits"])
+    parser.add_argument("--ragtruth", default=None, help="a RAGTruth folder (response.jsonl, source_info.jsonl)")
+    parser.add_argument("--aggrefact", default=None, help="an LLM-AggreFact file (JSON lines or CSV)")
+    parser.add_argument("--halueval", default=None, help="a HaluEval task file (qa, summarization or dialogue)")
     parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
     parser.add_argument("--grounding-options", default="{}",
-                        help='JSON options of the grounding scorer, e.g. \'{"lexicon": false}\' for word stems only')
+                        help='JSON options of the grounding scorer, e.g. \'{"lexicon": true}\' for WordNet')
     args = parser.parse_args()
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        results = run(args, Path(tmp))
+        try:
+            results = run(args, Path(tmp), notes)
+        except public_sets.FormatError as exc:
+            sys.exit(f"validity_bench: {exc}")
     print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}, "
           f"grounding lexicon: {lexicon_name(json.loads(args.grounding_options))}")
     print(table(results))
     print()
     print(side_by_side(results))
+    for note in notes:
+        print(f"\n{note}")
 
 
 if __name__ == "__main__":

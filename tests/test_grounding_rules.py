@@ -10,6 +10,7 @@ from tlmscore.scoring import Score
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.grounding._lexicon import Lexicon
 from tlmscore.scoring.grounding._scorer import _chosen
+from tlmscore.scoring.grounding._signals import FEATURES
 from tlmscore.scoring.grounding._tokens import stem
 
 
@@ -60,3 +61,13 @@ def test_synonyms_and_antonyms_can_be_chosen_apart() -> None:
     assert antonyms_only.forms(stem("buy")) == {stem("buy")}
     assert antonyms_only.opposites(stem("buy")) == {stem("sell")}
     assert _chosen(lexicon, GroundingOptions()) is lexicon
+
+
+# ---------------------------------------------------------------- the signals a fit reads
+
+
+def test_details_carry_the_signals_a_fit_reads() -> None:
+    found = score("The board rejected the merger plan in 2019.", "The board rejected the merger plan in March.")
+    signals = found.details["signals"]
+    assert list(signals) == list(FEATURES)
+    assert signals["number_missing"] == 1.0 and signals["min_lexical"] == 1.0 and signals["supported"] == 0.0

@@ -24,6 +24,7 @@ from tlmscore.scoring.grounding._evidence import (
 )
 from tlmscore.scoring.grounding._lexicon import Lexicon, load_lexicon, wordnet_folder
 from tlmscore.scoring.grounding._recent import Recent
+from tlmscore.scoring.grounding._signals import FEATURES, ClaimSignals, features
 from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
 from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
 
@@ -51,8 +52,9 @@ class GroundingOptions(BaseModel):
                               description="factor on the score of an answer whose status is not `completed` "
                                           "(cut short: what is there is scored, an unfinished last sentence "
                                           "is left out)")
-    lexicon: bool = Field(default=True, description="match synonyms and antonyms from WordNet when a database is "
-                                                    "installed (extra `tlmscore[wordnet]`); false: word stems only")
+    lexicon: bool = Field(default=False, description="match synonyms and antonyms from WordNet when a database is "
+                                                     "installed (extra `tlmscore[wordnet]`); off by default: it "
+                                                     "lowered claims against cited pages (docs/validity.md)")
     synonyms: bool = Field(default=True, description="with a WordNet lexicon: a synonym counts as a match")
     antonyms: bool = Field(default=True, description="with a WordNet lexicon: an antonym the evidence says instead "
                                                      "counts as an opposite")
@@ -73,6 +75,7 @@ class _Result:
     partial: list[dict[str, Any]] = field(default_factory=list)
     citations: list[dict[str, Any]] = field(default_factory=list)
     checked: int = 0
+    signals: list[ClaimSignals] = field(default_factory=list)
 
 
 def _check_citations(index: EvidenceIndex, claim: Claim, threshold: float, result: _Result) -> float | None:
@@ -194,6 +197,9 @@ class GroundingScorer:
             cited = _check_citations(index, claim, opts.threshold, result)
             value = value if cited is None else (value + cited) / 2
             result.supports.append(value)
+            result.signals.append(ClaimSignals(value, best.lexical, best.together, best.numbers > 0, best.names > 0,
+                                               best.negation, best.opposites > 0, bool(parts),
+                                               cited is not None and cited < opts.threshold))
             if value < opts.threshold or parts:
                 entry = {"claim": claim.text, "sentence": claim.sentence, "support": round(value, 4),
                          "source": best.source, "missing": list(best.missing)}
@@ -212,6 +218,8 @@ class GroundingScorer:
             "unsupported": weakest[:limit], "partially_supported": result.partial[:limit],
             "citations_checked": result.checked, "citations": result.citations[:limit],
             "lexicon": self._lexicon.source or None,
+            "signals": dict(zip(FEATURES, (round(v, 4) for v in features(result.signals, self.options.threshold)),
+                                strict=True)),
         }
         text = f"{n - len(result.unsupported)} of {n} claims supported by the evidence ({_describe(summary)})"
         if status is not None:

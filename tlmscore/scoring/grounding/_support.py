@@ -75,11 +75,22 @@ class Rules:
 
 @dataclass(frozen=True)
 class Support:
-    """A claim's support: the value in [0, 1], the document it came from, and what did not match."""
+    """A claim's support: the value in [0, 1], the document it came from, and what did not match.
+
+    The signals it was made of, for a fitted combination (`_signals`): `lexical` (the weighted share
+    of the claim's words the passage has), `together` (the share of neighbouring pairs it holds in
+    one sentence), and how many numbers, names and opposites did not match and whether "not" did.
+    """
 
     value: float
     source: str | None = None
     missing: tuple[str, ...] = ()
+    lexical: float = 0.0
+    together: float = 1.0
+    numbers: int = 0
+    names: int = 0
+    opposites: int = 0
+    negation: bool = False
 
 
 class EvidenceIndex:
@@ -174,7 +185,8 @@ class EvidenceIndex:
             value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
-                best = Support(value, self.docs[self.passages[p][0]].source, missing)
+                best = Support(value, self.docs[self.passages[p][0]].source, missing, overlap[p] / total, together,
+                               *_counts(claim, names, missing), negation)
         return best
 
     def _stated(self, claim: Analysis, names: Sequence[str], allowed: frozenset[int] | None,
@@ -202,7 +214,8 @@ class EvidenceIndex:
             value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
             value *= NEGATION_MISMATCH if negation else 1.0
             if value > best.value:
-                best = Support(value, self.docs[doc].source, ("negation differs",) if negation else ())
+                best = Support(value, self.docs[doc].source, ("negation differs",) if negation else (), lexical,
+                               negation=negation)
         return best
 
     def _together(self, claim: Analysis, forms: Sequence[frozenset[str]],
@@ -293,6 +306,14 @@ class EvidenceIndex:
             if not negated and close and all(n for _, n in close):
                 return True
         return False
+
+
+def _counts(claim: Analysis, names: Sequence[str], missing: Sequence[str]) -> tuple[int, int, int]:
+    """How many of the claim's numbers, names and opposite-bearing words `_agreement` found unmatched."""
+    numbers = sum(1 for m in missing if m.startswith("number "))
+    unmatched_names = sum(1 for m in missing if m.startswith("name "))
+    opposites = sum(1 for m in missing if ": the source says " in m)
+    return min(numbers, len(claim.numbers)), min(unmatched_names, len(names)), opposites
 
 
 _YEARS = (1000, 2100)
