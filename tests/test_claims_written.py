@@ -10,7 +10,7 @@ import pytest
 
 from tlmscore.convert import convert_transcript
 from tlmscore.ingest._records import read_transcripts
-from tlmscore.model import ScoringInput
+from tlmscore.model import Evidence, ScoringInput
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring import Score
 from tlmscore.scoring.grounding import GroundingScorer
@@ -219,3 +219,10 @@ def test_the_audit_notebooks_least_supported_list_is_not_topped_by_a_supported_a
     scored = frame[frame.score.notna()].sort_values("score")
     assert float(frame.set_index("id").loc["custom-tool-grammar", "score"]) >= 0.7
     assert "custom-tool-grammar" not in set(scored.head(3)["id"])
+
+
+def test_an_empty_structured_output_beside_a_readable_one_is_no_error(scorer: GroundingScorer) -> None:
+    evidence = (Evidence(kind="tool", text="{}", call_id="c1", tool="lookup"),
+                Evidence(kind="tool", text="count\n17", call_id="c2", tool="sql"))
+    found = scorer.score_one(ScoringInput("q", "17 orders are currently late.", evidence=evidence))
+    assert found.error is None and found.score >= 0.7

@@ -132,7 +132,7 @@ class EvidenceIndex:
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
-        if doc.structured and len(ids) <= _WHOLE_TOOL_OUTPUT:
+        if doc.structured and 0 < len(ids) <= _WHOLE_TOOL_OUTPUT:  # an unavailable one has no sentence
             if len(ids) > max(_WIDTHS):
                 spans.append(tuple(ids))
             self.whole.append(len(self.passages) + spans.index(tuple(ids)))
