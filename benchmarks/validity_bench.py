@@ -5,8 +5,13 @@ Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = n
 - SummEdits (Laban et al., 2023; `--summedits`, default `../shared/validity/summedits`), per domain
   and pooled. Each element becomes a transcript record whose evidence is the document — the output
   of a `read_document` function call — and whose answer is the summary, scored through the real
-  pipeline (`tlmscore.score`). No weight was fitted to it, but some changes were kept or dropped
-  on its figures (the README's validity section lists which), so it is not a clean held-out set.
+  pipeline (`tlmscore.score`). Changes were kept or dropped on its figures (docs/validity.md lists
+  which), so it is a development set, not a held-out one.
+- WiCE (Kamoi et al., 2023; `--wice`, default `../shared/validity/wice/dev.jsonl.gz`), the
+  oracle-chunk variant, development split only: a Wikipedia claim against sentences of the web page
+  it cites. Each row (a claim and one annotator's chunk) becomes a record like SummEdits'; a claim
+  scores its best chunk, and is measured supported vs not supported, and supported vs the rest
+  (partially or not supported).
 - The project's labelled fixtures (`fixtures/labelled`): web search and tool answers, faithful or
   contradicted, with their saved pages.
 - Corpus edits (`benchmarks/corpus_edits.py`): extractive summaries of the corpus's public articles,
@@ -21,8 +26,14 @@ counted and left out.
 
     python benchmarks/validity_bench.py                 # grounding on every set, a Markdown table
     python benchmarks/validity_bench.py --limit 100     # the first 100 rows of each SummEdits domain
-    python benchmarks/validity_bench.py --sets dev      # only the development sets (fixtures, corpus edits)
-    python benchmarks/validity_bench.py --grounding-options '{"lexicon": false}'   # without WordNet
+    python benchmarks/validity_bench.py --sets dev      # only the project's own sets (fixtures, corpus edits)
+    python benchmarks/validity_bench.py --sets wice summedits   # the two development sets, side by side
+    python benchmarks/validity_bench.py --grounding-options '{"lexicon": true}'   # with WordNet (extra wordnet)
+    python benchmarks/validity_bench.py --sets --ragtruth DIR --aggrefact FILE --halueval FILE   # sets you bring
+
+Public sets you download (`benchmarks/public_sets.py` reads their published formats): RAGTruth
+(response-level F1, published references printed beside), LLM-AggreFact (balanced accuracy per
+dataset and their mean, references beside), HaluEval (AUROC).
 """
 
 from __future__ import annotations
@@ -42,15 +53,18 @@ from pathlib import Path
 from typing import Any
 
 import corpus_edits  # beside this script
+import public_sets  # beside this script
 
 import tlmscore
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.evidence.sources import load_page_records
+from tlmscore.scoring.grounding import GroundingOptions
 from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
 from tlmscore.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMEDITS = corpus_edits.shared() / "validity" / "summedits"
+WICE = corpus_edits.shared() / "validity" / "wice" / "dev.jsonl.gz"
 LABELLED = ROOT / "fixtures" / "labelled"
 DOMAINS = ("ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr")
 THRESHOLD = 0.5
@@ -156,21 +170,72 @@ def scorers(judge_options: str | None, grounding_options: str = "{}") -> list[tu
     return chosen
 
 
+def score_records(records: list[dict[str, Any]], scorer: str, options: dict[str, Any], *,
+                  pages: MemoryPages | None, cache: Path) -> tuple[dict[str, float], float]:
+    """Each record's score (NaN when unscorable) by id, and the CPU seconds the scoring took."""
+    start = time.process_time()
+    frame = tlmscore.score(records, scorer, Settings(offline=True, cache_dir=cache, progress=False),
+                           options=options, pages=pages)
+    scores = {str(i): math.nan if s is None else float(s) for i, s in zip(frame["id"], frame["score"], strict=True)}
+    return scores, time.process_time() - start
+
+
+def compare(data: str, scorer: str, scored: Sequence[tuple[float, int]], seconds: float) -> Result:
+    """The figures of `(score, label)` pairs; NaN scores are counted as unscored and left out."""
+    pairs = [(s, y) for s, y in scored if not math.isnan(s)]
+    scores = [s for s, _ in pairs]
+    ys = [y for _, y in pairs]
+    return Result(data, scorer, len(scored), sum(y for _, y in scored), len(scored) - len(pairs),
+                  auroc(scores, ys), balanced_accuracy(scores, ys), expected_calibration_error(scores, ys), seconds,
+                  held_out_ece(scores, ys))
+
+
 def measure(data: str, records: list[dict[str, Any]], scorer: str, options: dict[str, Any], *,
             pages: MemoryPages | None, cache: Path) -> Result:
     """Score `records` through the pipeline and compare the scores with their labels."""
-    start = time.perf_counter()
-    frame = tlmscore.score(records, scorer, Settings(offline=True, cache_dir=cache, progress=False),
-                           options=options, pages=pages)
-    seconds = time.perf_counter() - start
-    labels = {r["id"]: int(r["metadata"]["label"]) for r in records}
-    pairs = [(float(s), labels[i]) for i, s in zip(frame["id"], frame["score"], strict=True)
-             if s is not None and not math.isnan(float(s))]
-    scores = [s for s, _ in pairs]
-    ys = [y for _, y in pairs]
-    return Result(data, scorer, len(records), sum(labels.values()), len(records) - len(pairs),
-                  auroc(scores, ys), balanced_accuracy(scores, ys), expected_calibration_error(scores, ys), seconds,
-                  held_out_ece(scores, ys))
+    scores, seconds = score_records(records, scorer, options, pages=pages, cache=cache)
+    return compare(data, scorer, [(scores[r["id"]], int(r["metadata"]["label"])) for r in records], seconds)
+
+
+def wice_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    """The rows of the WiCE file, those of its first `limit` claims when given."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    if limit:
+        keep = set(list(dict.fromkeys(r["meta"]["id"] for r in rows))[:limit])
+        rows = [r for r in rows if r["meta"]["id"] in keep]
+    return rows
+
+
+def wice_record(n: int, row: dict[str, Any]) -> dict[str, Any]:
+    """One WiCE row as a transcript record: the chunk's sentences (one a line) as evidence, the claim as answer."""
+    record = document_record("wice", n, {"doc": "\n".join(row["evidence"]), "summary": row["claim"],
+                                         "label": int(row["label"] == "supported")})
+    record["metadata"].update(claim=row["meta"]["id"], wice_label=row["label"])
+    return record
+
+
+def claim_scores(records: Sequence[dict[str, Any]], scores: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """Each claim's score (its best chunk's; NaN when no chunk was scorable) and its label."""
+    found: dict[str, tuple[float, str]] = {}
+    for record in records:
+        meta = record["metadata"]
+        score = scores[record["id"]]
+        old = found.get(meta["claim"], (math.nan, meta["wice_label"]))[0]
+        best = score if math.isnan(old) else old if math.isnan(score) else max(old, score)
+        found[meta["claim"]] = (best, meta["wice_label"])
+    return found
+
+
+def measure_wice(path: Path, limit: int | None, scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
+    """WiCE claims, each scored by its best chunk: supported vs not supported, and supported vs the rest."""
+    records = [wice_record(n, row) for n, row in enumerate(wice_rows(path, limit))]
+    scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+    claims = list(claim_scores(records, scores).values())
+    strict = [(s, int(label == "supported")) for s, label in claims if label != "partially_supported"]
+    rest = [(s, int(label == "supported")) for s, label in claims]
+    return [compare("WiCE dev: supported vs not", scorer, strict, seconds),
+            compare("WiCE dev: supported vs rest", scorer, rest, 0.0)]
 
 
 def held_out_ece(scores: Sequence[float], labels: Sequence[int]) -> float:
@@ -186,17 +251,72 @@ def held_out_ece(scores: Sequence[float], labels: Sequence[int]) -> float:
 
 def lexicon_name(options: dict[str, Any]) -> str:
     """What the grounding scorer matches synonyms and antonyms with under `options`."""
-    folder = wordnet_folder() if options.get("lexicon", True) else None
+    folder = wordnet_folder() if options.get("lexicon", GroundingOptions().lexicon) else None
     return load_lexicon(folder).source or "none (word stems only)"
 
 
 def table(results: Iterable[Result]) -> str:
     """The results as a Markdown table."""
-    lines = ["| data | scorer | rows | consistent | unscored | AUROC | bal. acc. @0.5 | ECE | ECE calibrated | s |",
+    lines = ["| data | scorer | rows | consistent | unscored | AUROC | bal. acc. @0.5 | ECE | ECE calibrated | CPU s |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r.data} | {r.scorer} | {r.rows} | {r.positives} | {r.unscored} | {r.auroc:.3f} | "
               f"{r.balanced_accuracy:.3f} | {r.ece:.3f} | {r.ece_calibrated:.3f} | {r.seconds:.1f} |"
               for r in results]
+    return "\n".join(lines)
+
+
+def hallucination_f1(scored: Sequence[tuple[float, int]], threshold: float = THRESHOLD) -> float:
+    """F1 of finding hallucinated answers (label 0), an answer flagged when its score is below `threshold`."""
+    pairs = [(s < threshold, y == 0) for s, y in scored if not math.isnan(s)]
+    hits = sum(1 for flagged, bad in pairs if flagged and bad)
+    flagged_total = sum(1 for flagged, _ in pairs if flagged)
+    bad_total = sum(1 for _, bad in pairs if bad)
+    return 2 * hits / (flagged_total + bad_total) if flagged_total + bad_total else math.nan
+
+
+def measure_public(args: argparse.Namespace, scorer: str, options: dict[str, Any],
+                   cache: Path) -> tuple[list[Result], list[str]]:
+    """The public sets the user brought (`--ragtruth`, `--aggrefact`, `--halueval`), with published references."""
+    results: list[Result] = []
+    notes: list[str] = []
+    if args.ragtruth:
+        records = public_sets.ragtruth(Path(args.ragtruth))
+        scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+        pairs = [(scores[r["id"]], int(r["metadata"]["label"])) for r in records]
+        results.append(compare("RAGTruth test", scorer, pairs, seconds))
+        references = ", ".join(f"{name} {value}" for name, value in public_sets.RAGTRUTH_REFERENCES)
+        notes.append(f"RAGTruth test, {scorer}: response-level F1 {100 * hallucination_f1(pairs):.1f} "
+                     f"(hallucinated = score below {THRESHOLD}); published: {references}")
+    if args.aggrefact:
+        records = public_sets.aggrefact(Path(args.aggrefact))
+        scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+        by: dict[str, list[tuple[float, int]]] = {}
+        for r in records:
+            by.setdefault(r["metadata"]["dataset"], []).append((scores[r["id"]], int(r["metadata"]["label"])))
+        parts = [compare(f"LLM-AggreFact {name}", scorer, pairs, 0.0) for name, pairs in sorted(by.items())]
+        results += parts
+        results.append(_mean_row("LLM-AggreFact mean of datasets", scorer, parts))
+        references = ", ".join(f"{name} {value}" for name, value in public_sets.AGGREFACT_REFERENCES)
+        notes.append(f"LLM-AggreFact, {scorer}: mean balanced accuracy "
+                     f"{100 * results[-1].balanced_accuracy:.1f} (at {THRESHOLD}); published: {references}")
+    if args.halueval:
+        records = public_sets.halueval(Path(args.halueval))
+        results.append(measure(f"HaluEval {Path(args.halueval).stem}", records, scorer, options,
+                               pages=None, cache=cache))
+    return results, notes
+
+
+def side_by_side(results: Iterable[Result]) -> str:
+    """The two development sets' headline AUROCs per scorer, on one line each."""
+    wanted = ("WiCE dev: supported vs not", "WiCE dev: supported vs rest", "SummEdits mean of domains",
+              "SummEdits pooled")
+    by: dict[str, dict[str, float]] = {}
+    for r in results:
+        by.setdefault(r.scorer, {})[r.data] = r.auroc
+    lines = ["| scorer | WiCE dev s vs not | WiCE dev s vs rest | SummEdits mean | SummEdits pooled |",
+             "|---|---:|---:|---:|---:|"]
+    lines += [f"| {scorer} | " + " | ".join(f"{found.get(w, math.nan):.3f}" for w in wanted) + " |"
+              for scorer, found in by.items()]
     return "\n".join(lines)
 
 
@@ -210,22 +330,33 @@ def _mean_row(data: str, scorer: str, parts: Sequence[Result]) -> Result:
                   mean(r.ece_calibrated for r in parts))
 
 
-def run(args: argparse.Namespace, cache: Path) -> list[Result]:
-    """Every configured scorer on every available set."""
+def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]:
+    """Every configured scorer on every available set; lines about the public sets go to `notes`."""
     results: list[Result] = []
     folder = Path(args.summedits)
     for scorer, options in scorers(args.judge_options, args.grounding_options):
+        public, said = measure_public(args, scorer, options, cache)
+        results += public
+        notes += said
         if "dev" in args.sets:
             results += _dev(scorer, options, cache)
+        if "wice" in args.sets and Path(args.wice).is_file():
+            results += measure_wice(Path(args.wice), args.limit, scorer, options, cache)
+        elif "wice" in args.sets:
+            print(f"WiCE not found at {args.wice}: skipped", file=sys.stderr)
         if "summedits" in args.sets and folder.is_dir():
             domains = [d for d in DOMAINS if (folder / f"summedits_{d}.json.gz").exists()]
             records = {d: [document_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, args.limit))]
                        for d in domains}
-            parts = [measure(f"SummEdits {d}", records[d], scorer, options, pages=None, cache=cache) for d in domains]
+            parts, pooled = [], []
+            for d in domains:  # pooled: every domain's scores together, not scored twice
+                scores, seconds = score_records(records[d], scorer, options, pages=None, cache=cache)
+                pairs = [(scores[r["id"]], int(r["metadata"]["label"])) for r in records[d]]
+                parts.append(compare(f"SummEdits {d}", scorer, pairs, seconds))
+                pooled += pairs
             results += parts
             results.append(_mean_row("SummEdits mean of domains", scorer, parts))
-            pooled = [r for d in domains for r in records[d]]
-            results.append(measure("SummEdits pooled", pooled, scorer, options, pages=None, cache=cache))
+            results.append(compare("SummEdits pooled", scorer, pooled, 0.0))
         elif "summedits" in args.sets:
             print(f"SummEdits not found at {folder}: skipped", file=sys.stderr)
     return results
@@ -247,17 +378,31 @@ def _dev(scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--summedits", default=str(SUMMEDITS), help="folder of summedits_<domain>.json.gz")
-    parser.add_argument("--limit", type=int, default=None, help="first N rows of each SummEdits domain")
-    parser.add_argument("--sets", nargs="+", choices=("dev", "summedits"), default=["dev", "summedits"])
+    parser.add_argument("--wice", default=str(WICE), help="the WiCE development file (dev.jsonl.gz)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="first N rows of each SummEdits domain, first N claims of WiCE")
+    parser.add_argument("--sets", nargs="*", choices=("dev", "wice", "summedits"),
+                        default=["dev", "wice", "summedits"])
+    parser.add_argument("--ragtruth", default=None, help="a RAGTruth folder (response.jsonl, source_info.jsonl)")
+    parser.add_argument("--aggrefact", default=None, help="an LLM-AggreFact file (JSON lines or CSV)")
+    parser.add_argument("--halueval", default=None, help="a HaluEval task file (qa, summarization or dialogue)")
     parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
     parser.add_argument("--grounding-options", default="{}",
-                        help='JSON options of the grounding scorer, e.g. \'{"lexicon": false}\' for word stems only')
+                        help='JSON options of the grounding scorer, e.g. \'{"lexicon": true}\' for WordNet')
     args = parser.parse_args()
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        results = run(args, Path(tmp))
+        try:
+            results = run(args, Path(tmp), notes)
+        except public_sets.FormatError as exc:
+            sys.exit(f"validity_bench: {exc}")
     print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}, "
           f"grounding lexicon: {lexicon_name(json.loads(args.grounding_options))}")
     print(table(results))
+    print()
+    print(side_by_side(results))
+    for note in notes:
+        print(f"\n{note}")
 
 
 if __name__ == "__main__":

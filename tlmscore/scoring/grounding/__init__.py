@@ -16,7 +16,7 @@ Method, per input:
    `min_words` content words, or a number, date or name — is a claim, a smaller one joins its
    neighbour; a claim is split into parts where a new predicate starts.
 3. Support `s` of a claim by the evidence: lexical overlap with the best passage (synonyms count,
-   with WordNet installed: `_lexicon`) times the share of the claim's neighbouring
+   with option `lexicon` and WordNet installed: `_lexicon`) times the share of the claim's neighbouring
    words that the passage has in one sentence (square root of both), times penalties for numbers,
    dates and names that do not match, a "not" the evidence does not share and an opposite it says
    instead (see `_support` for the weights). A claim of several parts counts the

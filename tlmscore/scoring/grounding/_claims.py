@@ -7,6 +7,8 @@
   `([domain](url))`, `【1†source】`) never count as words, numbers or claims: they are read as the
   sentence's citations (URLs, or numbers that render's evidence resolves) and removed. A run of
   markers after a sentence's full stop belongs to that sentence.
+- A sentence that speaks to the reader — a question, an offer ("Let me know if …", "Would you like
+  me to:" and the options listed after it), a statement of intent ("I'll check …") — is not a claim.
 - A sentence is split into clauses (commas, semicolons, dashes, "but", …); a clause with something
   to check (`min_words` content words, or a number, date or name) is a claim, a smaller one joins
   its neighbour. A claim is split once more into parts where a new predicate starts (", and",
@@ -46,6 +48,22 @@ _LABEL = re.compile(r"(?m)^\s*(?:[-*+•]\s+)?(?:\*\*|__)[^*_\n]{1,60}?(?::\s*(?
 _PART = re.compile(r"\s+and\s+(?=(?:is|was|are|were|has|have|had|will|would|can|could|also|then|it|its|they|"
                    r"their|he|his|she|her|we|our)\b)|,\s+(?:and|which|who|with|including|whereby)\s+"
                    r"|\s+(?:as well as|because|whereby)\s+", re.IGNORECASE)
+# What an answer says to the reader rather than about the world: a closing question or offer, a statement of
+# intent. "If you want …" and "I can …" count only as the reader's wishes and the writer's offers, so "If you
+# earn more, you pay more" and "I can confirm that …" stay claims.
+_TO_THE_READER = re.compile(
+    r"^(?:(?:and|or|so|also|otherwise|alternatively|meanwhile|next)\b,?\s+)?(?:"
+    r"(?:just\s+|please\s+|simply\s+)?(?:let\s+me\s+know|feel\s+free|don['\u2019]?t\s+hesitate|tell\s+me\b)"
+    r"|if\s+(?:you|you['\u2019]d|you\s+would)\s+(?:like|want|wish|prefer|need\s+(?:more|any|anything|help|further))\b"
+    r"|if\s+you\s+(?:tell\s+me|meant|have\s+(?:any\s+)?(?:other|more|further)?\s*questions)\b"
+    r"|(?:would|do|shall|should|could|can)\s+(?:you|i|we)\s+(?:like|want|prefer|help|check|look|proceed|go|try)\b"
+    r"|(?:want|need)\s+me\s+to\b|shall\s+i\b|should\s+i\b"
+    r"|i\s*(?:['\u2019]ll|will|['\u2019]d\s+be\s+happy|would\s+be\s+happy|am\s+happy|['\u2019]m\s+happy|can|could)\s+"
+    r"(?!confirm\b|see\b|report\b)"
+    r"|let\s+me\s+(?:check|look|see|find|know|search|verify|try|fetch|pull|get|run)\b"
+    r"|(?:i\s+)?hope\s+(?:this|that|it)\s+helps\b|happy\s+to\s+help\b)", re.IGNORECASE)
+_QUESTION = re.compile(r"\?[\s\"\u201d\u2019)\]*_`]*(?:[^\w\s]\s*)*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
 _FINISHED = re.compile(r"[.!?\u3002\uff01\uff1f\u061f\u0964)\]\"\u201d\u2019*`]\s*\Z")
 
 
@@ -105,9 +123,14 @@ def answer_sentences(response: str, analyser: Callable[[str], Analysis] = analys
     found: list[Sentence] = []
     text = _SOURCE_LINE.sub("", _THINK.sub(" ", response))
     text = _TRAILING.sub(r"\1 \2\n", _LABEL.sub("", strip_blocks(text)))
+    offering = False  # inside the list of options an offer ("Would you like me to:") introduced
     for raw in sentences(text):
         urls, numbers = _citations(raw)
         plain = clean_markdown(raw)
+        if (offering and _LIST_ITEM.match(raw)) or to_the_reader(plain):
+            offering = offering or plain.rstrip().endswith(":")
+            continue
+        offering = False
         if analyser(plain).words or not found:
             found.append(Sentence(plain, urls, numbers))
         else:
@@ -115,6 +138,17 @@ def answer_sentences(response: str, analyser: Callable[[str], Analysis] = analys
             found[-1] = Sentence(last.text, tuple(dict.fromkeys((*last.urls, *urls))),
                                  tuple(dict.fromkeys((*last.numbers, *numbers))))
     return found
+
+
+def to_the_reader(sentence: str) -> bool:
+    """Whether a sentence speaks to the reader instead of stating something: a question, an offer, an intent.
+
+    A question ("Would you like a chart?"), an offer or invitation ("Let me know if …", "If you'd
+    like, I can …"), a statement of intent ("I'll check the logs.") makes no claim the evidence
+    could support, and scoring it as one would mark a faithful answer down.
+    """
+    text = sentence.strip()
+    return bool(_QUESTION.search(text) or _TO_THE_READER.match(text))
 
 
 def _normal(text: str) -> str:

@@ -6,10 +6,12 @@ evidence whatever the prompt says about it), its URL, title, citation number and
 citing it. Only for prompts rendered elsewhere (`evidence` is None) are tool results read back from
 the prompt's `<tool_response>` blocks, which is what a scorer sees there. Web results list pages
 (`url`, `title`, `content`), file search lists results (`filename`, `text`), any other tool output
-is flattened to `key: value` lines. Messages that count as evidence (instructions and
-system/developer messages, unless `messages="none"`; user and assistant messages too with
-`messages="all"`) come from render's values, else the `Conversation` when the input has one,
-otherwise from the prompt's role-prefixed sections.
+is flattened to `key: value` lines (a short table too, `count` over `17` as `count: 17`). Image
+placeholders are no evidence: a tool output that is only an image is unavailable (`IMAGE_ONLY`).
+Messages that count as evidence (instructions and system/developer messages, unless
+`messages="none"`; user and assistant messages too with `messages="all"`) come from render's
+values, else the `Conversation` when the input has one, otherwise from the prompt's role-prefixed
+sections.
 """
 
 from __future__ import annotations
@@ -26,11 +28,20 @@ from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebRes
 from tlmscore.rendering._prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
 UNAVAILABLE_PREFIX = "This page could not be retrieved ("
+IMAGE_ONLY = "only an image, no text to check against"
 MessagePolicy = Literal["none", "context", "system", "all"]
 _BLOCK = re.compile(r"<(tool_response|tool_call)>\n(.*?)\n</\1>", re.DOTALL)
 _ROLE = re.compile(r"(?m)^(System|User|Assistant|Tool): ?")
 _TOOLS_SECTION = re.compile(re.escape(TOOL_DEFINITIONS_PREFIX) + r".*?" + re.escape(TOOL_CALL_SCHEMA), re.DOTALL)
 _SYSTEM_ROLES = ("system", "developer")
+# Convert's placeholder for an image in a tool result (`[image]`, `[image: image/png, 70 bytes, sha256:…]`).
+_IMAGE = re.compile(r"\[image(?::[^\]\n]*)?\]")
+_KEY_ONLY = re.compile(r"(?m)^[^\n:]{0,60}:[ \t]*$")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+# A short table a tool returned (CSV, TSV, a markdown table, or a header line over a value line).
+_TABLE_LINES = (2, 40)
+_TABLE_CELL = 40
+_TABLE_NUMBER = re.compile(r"^[-+]?[$€£]?\d[\d,]*(?:\.\d+)?%?$")
 
 
 @dataclass(frozen=True)
@@ -77,12 +88,52 @@ def _flatten(value: Any, path: str = "") -> Iterator[str]:
         yield f"{path}: {value}" if path else value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _flatten(item, f"{path} {key}".strip().replace("_", " "))
+            yield from _flatten(item, f"{path} {_key_words(str(key))}".strip())
     elif isinstance(value, list):
         for item in value:
             yield from _flatten(item, path)
     elif value is not None:
         yield f"{path}: {value}" if path else str(value)
+
+
+def _key_words(key: str) -> str:
+    """A JSON key as words: `requested_units` and `requestedUnits` both read `requested units`."""
+    spaced = _CAMEL.sub(" ", key)
+    return (spaced.lower() if spaced != key else key).replace("_", " ")
+
+
+def without_images(text: str) -> str:
+    """`text` without image placeholders, and without the `key:` lines that held nothing else."""
+    if "[image" not in text:
+        return text
+    return _KEY_ONLY.sub("", _IMAGE.sub("", text)).strip()
+
+
+def _cells(line: str, delimiter: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split(delimiter)] if delimiter else [line.strip()]
+
+
+def table_lines(text: str) -> list[str] | None:
+    """A short table as `column: value` lines (`count` over `17` → `count: 17`), or None when `text` is no table.
+
+    A table: 2 to 40 lines with the same number of cells split at commas, tabs or bars (or one
+    cell each: a header over a value), no cell longer than a few words or ending a sentence, and a
+    number among the values. A markdown table's rule line (`|---|`) is left out.
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not re.fullmatch(r"[\s|:-]+", ln)]
+    if not _TABLE_LINES[0] <= len(lines) <= _TABLE_LINES[1]:
+        return None
+    delimiter = next((d for d in ("\t", "|", ",") if all(d in ln for ln in lines)), "")
+    rows = [_cells(ln, delimiter) for ln in lines]
+    width = len(rows[0])
+    if any(len(r) != width for r in rows) or (not delimiter and len(rows) != _TABLE_LINES[0]):
+        return None
+    if any(len(c) > _TABLE_CELL or c.endswith((".", "!", "?")) for r in rows for c in r):
+        return None
+    if not any(_TABLE_NUMBER.match(c) for r in rows[1:] for c in r):
+        return None
+    header = rows[0]
+    return [f"{key}: {value}" for row in rows[1:] for key, value in zip(header, row, strict=True)]
 
 
 def _structured(value: Any) -> bool:
@@ -100,7 +151,18 @@ def _structured(value: Any) -> bool:
 
 
 def _tool(name: str, output: Any) -> Document:
-    return Document("tool", name, "\n".join(_flatten(output)), structured=_structured(output))
+    return _tool_document(Document("tool", name, "\n".join(_flatten(output)), structured=_structured(output)))
+
+
+def _tool_document(doc: Document) -> Document:
+    """A tool output without its image placeholders (only an image: no evidence), a short table as `column: value`."""
+    text = without_images(doc.text)
+    if not text and doc.text.strip():
+        return Document(doc.kind, doc.source, "", doc.key, IMAGE_ONLY, doc.number)
+    table = None if doc.structured else table_lines(text)
+    if table is not None:
+        return Document(doc.kind, doc.source, "\n".join(table), doc.key, doc.reason, doc.number, structured=True)
+    return Document(doc.kind, doc.source, text, doc.key, doc.reason, doc.number, doc.structured)
 
 
 def _page(entry: dict[str, Any]) -> Document:
@@ -191,7 +253,8 @@ def _from_evidence(evidence: Evidence) -> Document:
     if structured:
         text = "\n".join(_flatten(text))
     reason = None if text.strip() else f"empty {evidence.kind}"
-    return Document(evidence.kind, source, text, evidence_key(evidence), reason, evidence.number, structured)
+    doc = Document(evidence.kind, source, text, evidence_key(evidence), reason, evidence.number, structured)
+    return _tool_document(doc) if evidence.kind == "tool" and reason is None else doc
 
 
 def _message_selected(evidence: Evidence, policy: MessagePolicy) -> bool:

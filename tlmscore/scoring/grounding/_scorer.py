@@ -5,18 +5,27 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, parse_options
 from tlmscore.scoring.grounding._claims import Claim, answer_sentences, claims_of, unfinished, with_spans
-from tlmscore.scoring.grounding._evidence import Document, MessagePolicy, cited_urls, documents, numbered
-from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._evidence import (
+    IMAGE_ONLY,
+    Document,
+    MessagePolicy,
+    cited_urls,
+    documents,
+    numbered,
+)
+from tlmscore.scoring.grounding._lexicon import Lexicon, load_lexicon, wordnet_folder
 from tlmscore.scoring.grounding._recent import Recent
-from tlmscore.scoring.grounding._support import EvidenceIndex, Support
+from tlmscore.scoring.grounding._signals import FEATURES, ClaimSignals, features
+from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
 from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
 
 _ANALYSIS_CACHE = 20_000
@@ -43,8 +52,18 @@ class GroundingOptions(BaseModel):
                               description="factor on the score of an answer whose status is not `completed` "
                                           "(cut short: what is there is scored, an unfinished last sentence "
                                           "is left out)")
-    lexicon: bool = Field(default=True, description="match synonyms and antonyms from WordNet when a database is "
-                                                    "installed (extra `tlmscore[wordnet]`); false: word stems only")
+    lexicon: bool = Field(default=False, description="match synonyms and antonyms from WordNet when a database is "
+                                                     "installed (extra `tlmscore[wordnet]`); off by default: it "
+                                                     "lowered claims against cited pages (docs/validity.md)")
+    synonyms: bool = Field(default=True, description="with a WordNet lexicon: a synonym counts as a match")
+    antonyms: bool = Field(default=True, description="with a WordNet lexicon: an antonym the evidence says instead "
+                                                     "counts as an opposite")
+    together: bool = Field(default=True, description="neighbouring claim words must share an evidence sentence")
+    polarity: Literal["every", "closest"] = Field(
+        default="every", description="a positive claim clause disagrees on \"not\" when every close evidence "
+                                     "clause says \"not\" (every), or the closest ones all do (closest)")
+    stop_opposites: bool = Field(default=True, description="opposites are checked on stop words too "
+                                                           "(more/fewer, above/below)")
 
 
 @dataclass
@@ -56,6 +75,7 @@ class _Result:
     partial: list[dict[str, Any]] = field(default_factory=list)
     citations: list[dict[str, Any]] = field(default_factory=list)
     checked: int = 0
+    signals: list[ClaimSignals] = field(default_factory=list)
 
 
 def _check_citations(index: EvidenceIndex, claim: Claim, threshold: float, result: _Result) -> float | None:
@@ -101,14 +121,23 @@ def _claim_support(index: EvidenceIndex, claim: Claim, threshold: float) -> tupl
 def _evidence_summary(docs: Sequence[Document]) -> dict[str, int]:
     def count(kind: str, available: bool = True) -> int:
         return sum(1 for d in docs if d.kind == kind and d.available == available)
-    return {"pages": count("page"), "pages_unavailable": count("page", available=False), "files": count("file"),
-            "tool_outputs": count("tool"), "messages": count("message")}
+    summary = {"pages": count("page"), "pages_unavailable": count("page", available=False), "files": count("file"),
+               "tool_outputs": count("tool"), "messages": count("message")}
+    images = sum(1 for d in docs if d.reason == IMAGE_ONLY)
+    return {**summary, "tool_outputs_image_only": images} if images else summary
+
+
+def _plural(n: int, name: str) -> str:
+    head, _, rest = name.partition(" that ")
+    return f"{n} {head}{'s' if n != 1 else ''}" + (f" that {rest.replace('is', 'are') if n != 1 else rest}"
+                                                   if rest else "")
 
 
 def _describe(summary: Mapping[str, int]) -> str:
     names = {"pages": "page", "pages_unavailable": "unavailable page", "files": "file search result",
-             "tool_outputs": "tool output", "messages": "message"}
-    parts = [f"{n} {names[k]}{'s' if n != 1 else ''}" for k, n in summary.items() if n]
+             "tool_outputs": "tool output", "messages": "message",
+             "tool_outputs_image_only": "tool output that is only an image"}
+    parts = [_plural(n, names[k]) for k, n in summary.items() if n]
     return ", ".join(parts) or "nothing"
 
 
@@ -119,7 +148,8 @@ class GroundingScorer:
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
-        self._lexicon = load_lexicon(wordnet_folder() if self.options.lexicon else None)
+        self._lexicon = _chosen(load_lexicon(wordnet_folder() if self.options.lexicon else None), self.options)
+        self._rules = Rules(self.options.together, self.options.polarity, self.options.stop_opposites)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
@@ -143,7 +173,7 @@ class GroundingScorer:
         return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
 
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon)
+        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon, self._rules)
 
     def score_one(self, item: ScoringInput) -> Score:
         """The grounding score of one input."""
@@ -167,6 +197,9 @@ class GroundingScorer:
             cited = _check_citations(index, claim, opts.threshold, result)
             value = value if cited is None else (value + cited) / 2
             result.supports.append(value)
+            result.signals.append(ClaimSignals(value, best.lexical, best.together, best.numbers > 0, best.names > 0,
+                                               best.negation, best.opposites > 0, bool(parts),
+                                               cited is not None and cited < opts.threshold))
             if value < opts.threshold or parts:
                 entry = {"claim": claim.text, "sentence": claim.sentence, "support": round(value, 4),
                          "source": best.source, "missing": list(best.missing)}
@@ -185,6 +218,8 @@ class GroundingScorer:
             "unsupported": weakest[:limit], "partially_supported": result.partial[:limit],
             "citations_checked": result.checked, "citations": result.citations[:limit],
             "lexicon": self._lexicon.source or None,
+            "signals": dict(zip(FEATURES, (round(v, 4) for v in features(result.signals, self.options.threshold)),
+                                strict=True)),
         }
         text = f"{n - len(result.unsupported)} of {n} claims supported by the evidence ({_describe(summary)})"
         if status is not None:
@@ -200,6 +235,16 @@ class GroundingScorer:
             why = f": {', '.join(worst['missing'])}" if worst["missing"] else ""
             text += f"; weakest: “{worst['claim'][:160]}” ({worst['support']:.2f}{why})"
         return Score(round(min(max(value, 0.0), 1.0), 4), text, details)
+
+
+def _chosen(lexicon: Lexicon, options: GroundingOptions) -> Lexicon:
+    """`lexicon` with only the relations `options` asks for (synonyms, antonyms, both or neither)."""
+    empty: Mapping[str, frozenset[str]] = MappingProxyType({})
+    if not options.synonyms:
+        lexicon = replace(lexicon, senses=empty, members=empty, _forms={})  # its own cache: no sense, no form
+    if not options.antonyms:
+        lexicon = replace(lexicon, antonyms=empty)
+    return lexicon
 
 
 def _citation_text(citations: Sequence[Mapping[str, Any]]) -> str:

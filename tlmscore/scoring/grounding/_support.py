@@ -14,7 +14,8 @@ whole) and answers `support(claim)`:
   holds apart ("the board rejected the plan; the union accepted the offer" against "the board
   accepted the plan") do not support the relation the claim puts between them.
 - `agreement`: a penalty for each exact fact that does not match — a number or date missing from
-  the passage *`NUMBER_MISSING`; a name missing from the passage *`NAME_ELSEWHERE` when its
+  the passage *`NUMBER_MISSING` (unless a structured tool output's numbers give it by arithmetic:
+  `derived`); a name missing from the passage *`NAME_ELSEWHERE` when its
   document has it elsewhere, else *`NAME_MISSING` (a word starting a sentence is a name when the
   evidence never writes it in lower case) — and *`NEGATION_MISMATCH` when the claim says
   "not" where the closest evidence clauses do not, or says it positively where every close
@@ -36,6 +37,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from tlmscore.scoring.grounding._evidence import Document
 from tlmscore.scoring.grounding._lexicon import Lexicon
@@ -51,28 +53,59 @@ _CANDIDATES = 25
 _WIDTHS = (1, 2, 3)
 _CLAUSE_WORDS = 2
 _WHOLE_TOOL_OUTPUT = 40
+STATED_VALUES = 0.5
+_DERIVED_FROM = 12  # numbers of a passage a derived figure may come from (pairs of the first twelve)
+_SMALLEST_DERIVED = 10  # a small whole number is too easily some difference of two others
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Which of the optional checks support makes (the scorer's options; see `GroundingOptions`).
+
+    `together`: neighbouring claim words must share a sentence of the passage. `polarity`: when a
+    positive claim clause disagrees with the evidence on "not" — `every` close evidence clause says
+    "not", or the `closest` ones (most words shared) all do. `stop_opposites`: opposites are looked
+    up for stop words too (`more`/`fewer`, `above`/`below`), not only for content words.
+    """
+
+    together: bool = True
+    polarity: Literal["every", "closest"] = "every"
+    stop_opposites: bool = True
 
 
 @dataclass(frozen=True)
 class Support:
-    """A claim's support: the value in [0, 1], the document it came from, and what did not match."""
+    """A claim's support: the value in [0, 1], the document it came from, and what did not match.
+
+    The signals it was made of, for a fitted combination (`_signals`): `lexical` (the weighted share
+    of the claim's words the passage has), `together` (the share of neighbouring pairs it holds in
+    one sentence), and how many numbers, names and opposites did not match and whether "not" did.
+    """
 
     value: float
     source: str | None = None
     missing: tuple[str, ...] = ()
+    lexical: float = 0.0
+    together: float = 1.0
+    numbers: int = 0
+    names: int = 0
+    opposites: int = 0
+    negation: bool = False
 
 
 class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
     def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
-                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None) -> None:
+                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None,
+                 rules: Rules | None = None) -> None:
         """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences.
 
-        `lexicon` supplies synonyms and antonyms (none without it).
+        `lexicon` supplies synonyms and antonyms (none without it); `rules` the optional checks.
         """
         self.docs = list(docs)
         self.lexicon = lexicon or Lexicon()
+        self.rules = rules or Rules()
         self._analyse = analyser
         self._read = reader or self._sentences_of
         self.sentences: list[Analysis] = []
@@ -80,6 +113,7 @@ class EvidenceIndex:
         self.passages: list[tuple[int, tuple[int, ...]]] = []
         self.doc_words: list[frozenset[str]] = []
         self.words: list[frozenset[str]] = []
+        self.whole: list[int] = []  # the passages that are a whole short structured tool output
         for d, doc in enumerate(self.docs):
             self._add(d, doc)
         self.numbers = [frozenset(n for i in ids for n in self.sentences[i].numbers) for _, ids in self.passages]
@@ -98,8 +132,10 @@ class EvidenceIndex:
         ids = range(first, len(self.sentences))
         self.sentence_doc += [d] * len(ids)
         spans = [tuple(range(i, i + width)) for width in _WIDTHS for i in ids if i + width <= ids.stop]
-        if doc.structured and max(_WIDTHS) < len(ids) <= _WHOLE_TOOL_OUTPUT:
-            spans.append(tuple(ids))
+        if doc.structured and 0 < len(ids) <= _WHOLE_TOOL_OUTPUT:  # an unavailable one has no sentence
+            if len(ids) > max(_WIDTHS):
+                spans.append(tuple(ids))
+            self.whole.append(len(self.passages) + spans.index(tuple(ids)))
         topic = self._topic(doc, ids)
         self.passages += [(d, span) for span in spans]
         self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
@@ -133,8 +169,8 @@ class EvidenceIndex:
         overlap, total = self._overlap(claim, allowed)
         negation = self._polarity_differs(claim, allowed)
         forms = [self.lexicon.forms(w) for w in claim.content]
-        best = Support(0.0)
         names = (*claim.names, *(w for w in claim.initials if w in self.sentence_postings and w not in self.lowered))
+        best = self._stated(claim, names, allowed, negation)
         opposites = self._opposites(claim)
         for p in sorted(overlap, key=lambda q: (-overlap[q], q))[:_CANDIDATES]:
             if (overlap[p] / total) ** LEXICAL_POWER <= best.value:
@@ -145,11 +181,41 @@ class EvidenceIndex:
                 missing += ("negation differs",)
             if (overlap[p] / total) ** LEXICAL_POWER * factor <= best.value:
                 continue  # `together` is at most 1: this passage cannot win
-            together, apart = self._together(claim, forms, p)
+            together, apart = self._together(claim, forms, p) if self.rules.together else (1.0, [])
             value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
-                best = Support(value, self.docs[self.passages[p][0]].source, missing)
+                best = Support(value, self.docs[self.passages[p][0]].source, missing, overlap[p] / total, together,
+                               *_counts(claim, names, missing), negation)
+        return best
+
+    def _stated(self, claim: Analysis, names: Sequence[str], allowed: frozenset[int] | None,
+                negation: bool) -> Support:
+        """The claim's support by a short structured tool output that states its numbers, else none.
+
+        A sentence that states a table's or a JSON object's values ("17 orders are currently late"
+        against `count: 17`) takes its other words from the question, not from the output. When
+        every number of the claim is one of the output's (or derived from two of them) and every
+        name is there, it counts `STATED_VALUES`, raised towards 1 by the share of its words the
+        output has too (`(STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER`).
+        """
+        if not claim.numbers:
+            return Support(0.0)
+        best = Support(0.0)
+        for p in self.whole:
+            doc = self.passages[p][0]
+            if (allowed is not None and doc not in allowed) or any(n not in self.words[p] for n in names):
+                continue
+            if not all(n in self.numbers[p] or derived(n, self.numbers[p]) for n in claim.numbers):
+                continue
+            weights = [self.weight(w) for w in claim.content]
+            found = sum(x for w, x in zip(claim.content, weights, strict=True) if self.lexicon.forms(w) & self.words[p])
+            lexical = found / sum(weights) if weights else 1.0
+            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
+            value *= NEGATION_MISMATCH if negation else 1.0
+            if value > best.value:
+                best = Support(value, self.docs[doc].source, ("negation differs",) if negation else (), lexical,
+                               negation=negation)
         return best
 
     def _together(self, claim: Analysis, forms: Sequence[frozenset[str]],
@@ -186,7 +252,7 @@ class EvidenceIndex:
 
     def _opposites(self, claim: Analysis) -> list[tuple[str, frozenset[str]]]:
         """Each claim word that has opposites (stop words too: more/fewer, above/below), with them, in word order."""
-        words = sorted(claim.words)
+        words = sorted(claim.words if self.rules.stop_opposites else frozenset(claim.content))
         found = ((word, OPPOSITES.get(word, frozenset()) | self.lexicon.opposites(word)) for word in words)
         return [(word, opposite) for word, opposite in found if opposite]
 
@@ -195,8 +261,9 @@ class EvidenceIndex:
         doc = self.passages[p][0]
         factor = 1.0
         missing: list[str] = []
+        computed = self.docs[doc].structured  # figures are derived from a tool's values, not from prose
         for number in claim.numbers:
-            if number not in self.numbers[p]:
+            if number not in self.numbers[p] and not (computed and derived(number, self.numbers[p])):
                 factor *= NUMBER_MISSING
                 missing.append(f"number {number}")
         for name in names:
@@ -233,9 +300,57 @@ class EvidenceIndex:
             close = [(k, n) for k, n in scored if k >= need]
             if negated and not any(n for _, n in close):
                 return True
+            if not negated and close and self.rules.polarity == "closest":
+                top = max(k for k, _ in close)
+                close = [(k, n) for k, n in close if k == top]
             if not negated and close and all(n for _, n in close):
                 return True
         return False
+
+
+def _counts(claim: Analysis, names: Sequence[str], missing: Sequence[str]) -> tuple[int, int, int]:
+    """How many of the claim's numbers, names and opposite-bearing words `_agreement` found unmatched."""
+    numbers = sum(1 for m in missing if m.startswith("number "))
+    unmatched_names = sum(1 for m in missing if m.startswith("name "))
+    opposites = sum(1 for m in missing if ": the source says " in m)
+    return min(numbers, len(claim.numbers)), min(unmatched_names, len(names)), opposites
+
+
+_YEARS = (1000, 2100)
+
+
+def _year(number: str) -> bool:
+    """Whether a number reads as a year (a whole number from 1000 to 2100): never a figure derived by arithmetic."""
+    return number.isdigit() and _YEARS[0] <= int(number) <= _YEARS[1]
+
+
+def _value(number: str) -> float:
+    return float(number)
+
+
+def _decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
+def derived(number: str, found: frozenset[str]) -> bool:
+    """Whether `number` is a sum, difference, ratio, percentage or percent change of two numbers in `found`.
+
+    "A surplus of 11 units" from 42 and 31, "grew 58.3%" from 120 and 190, rounded as the claim
+    writes it. Small whole numbers (below `_SMALLEST_DERIVED`) never count: too many pairs give them;
+    nor do years, as a result or as a term (2002 is not 2000 + 2).
+    """
+    target = _value(number)
+    places = _decimals(number)
+    if not found or (target < _SMALLEST_DERIVED and not places) or _year(number):
+        return False
+    values = [_value(n) for n in sorted(found) if not _year(n)][:_DERIVED_FROM]
+    for a, b in itertools.permutations(values, 2):
+        candidates = [a + b, a - b]
+        if b:
+            candidates += [a / b, a / b * 100, (a - b) / b * 100]
+        if any(round(c, places) == target for c in candidates):
+            return True
+    return False
 
 
 def _postings(word_sets: Sequence[frozenset[str]]) -> dict[str, list[int]]:

@@ -103,8 +103,12 @@ _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})"
                        r"(?:[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
-_LINK = re.compile(r"\[([^\]]*)\]\((https?://[^)\s]+)\)")
-_BARE_URL = re.compile(r"https?://\S+")
+# A markdown link of any target (`https://…`, `sandbox:/mnt/data/…`, `mailto:…`, a relative path).
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+# A URL written out: a web address, or one of the schemes answers name files and mail with.
+_BARE_URL = re.compile(r"\b(?:https?|ftp|file|sandbox)://?\S+|\bmailto:\S+|\bwww\.[\w-]+\.\S+")
+# A quoted label or value (`"TOTAL: 70024"`): a clause never ends inside one.
+_QUOTED = re.compile(r"\"[^\"\n]{1,120}\"|\u201c[^\u201d\n]{1,120}\u201d|`[^`\n]{1,120}`")
 _DOMAIN_LABEL = re.compile(r"^[\w.-]+\.[a-z]{2,}$|^\d+$", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•>]+|\d+[.)]|#{1,6})\s+")
 _CLAUSE = re.compile(r";|:(?!\d)|,(?!\d)|[\uff0c\u3001\uff1b\uff1a\u060c\u061b]|"
@@ -283,9 +287,18 @@ def clauses(text: str) -> list[str]:
     """The clauses of a sentence.
 
     Split at semicolons, colons, commas between words, dashes and contrasting conjunctions (but,
-    while, although, …).
+    while, although, …), except inside a quoted label or value, a link or a URL (`"TOTAL: 70024"`,
+    `[file](sandbox:/mnt/…)`): those are one thing said, not clauses.
     """
-    return [part.strip() for part in _CLAUSE.split(text) if part.strip()]
+    kept = [m.span() for pattern in (_QUOTED, _LINK, _BARE_URL) for m in pattern.finditer(text)]
+    found: list[str] = []
+    start = 0
+    for m in _CLAUSE.finditer(text):
+        if not any(a <= m.start() < b for a, b in kept):
+            found.append(text[start:m.start()])
+            start = m.end()
+    found.append(text[start:])
+    return [part.strip() for part in found if part.strip()]
 
 
 def _clauses(text: str) -> tuple[tuple[frozenset[str], bool], ...]:

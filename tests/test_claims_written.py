@@ -1,0 +1,228 @@
+"""Grounding on answers as people write them: closing questions, links, derived figures, images, short tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from tlmscore.convert import convert_transcript
+from tlmscore.ingest._records import read_transcripts
+from tlmscore.model import Evidence, ScoringInput
+from tlmscore.rendering._prompt import render
+from tlmscore.scoring import Score
+from tlmscore.scoring.grounding import GroundingScorer
+from tlmscore.scoring.grounding._claims import answer_sentences, claims_of, to_the_reader
+from tlmscore.scoring.grounding._evidence import IMAGE_ONLY, documents, table_lines, without_images
+from tlmscore.scoring.grounding._support import derived
+from tlmscore.scoring.grounding._text import clauses, clean_markdown
+from tlmscore.settings import Settings
+
+from .conftest import FIXTURES
+
+IMAGE = "[image: image/png, 70 bytes, sha256:497790947d46]"
+
+
+def tool_answer(output: Any, answer: str, question: str = "What did the tool find?") -> ScoringInput:
+    """A Responses record whose evidence is one function call's output, rendered as the pipeline renders it."""
+    record = {"id": "r", "request": {"model": "gpt-4.1", "input": [
+        {"role": "user", "content": question},
+        {"type": "function_call", "name": "lookup", "arguments": "{}", "call_id": "c1", "id": "fc1",
+         "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": output if isinstance(output, str | list) else json.dumps(output)}]},
+        "response": {"id": "resp_1", "object": "response", "model": "gpt-4.1", "status": "completed",
+                     "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                                 "content": [{"type": "output_text", "text": answer, "annotations": []}]}]}}
+    transcript = next(iter(read_transcripts([record])))
+    return render(convert_transcript(transcript, Settings()), {}, Settings())
+
+
+@pytest.fixture(scope="module")
+def scorer() -> GroundingScorer:
+    return GroundingScorer()
+
+
+def score(scorer: GroundingScorer, output: Any, answer: str) -> Score:
+    return scorer.score_one(tool_answer(output, answer))
+
+
+def claim_texts(answer: str) -> list[str]:
+    return [c.text for s in answer_sentences(answer) for c in claims_of(s, 3)]
+
+
+SHORT_LINK = ("Short URL: https://zip1.io/oMAchr\nOriginal URL: https://ai-sdk.dev/\nMax clicks: 100\n"
+              "Stats page: https://zip1.io/stats/oMAchr")
+ZIP1 = ("Short URL created: https://zip1.io/oMAchr\nGenerated code: oMAchr\nMax clicks: 100\n"
+        "Original URL: https://ai-sdk.dev/\nView stats: https://zip1.io/stats/oMAchr")
+
+
+# ---------------------------------------------------------------- what is not a claim
+
+
+@pytest.mark.parametrize("sentence", [
+    "Would you like a custom alias, password protection, or a description added to this short link?",
+    "If you'd like any adjustments or another style, just let me know!",
+    "If you want the code saved to a file, tell me and I can adjust.",
+    "Let me know if you need anything else.",
+    "Feel free to ask for more details.",
+    "I'll check the delivery logs next.",
+    "I can also export it as CSV.",
+    "Want me to pull the precinct results as well?",
+    "Hope this helps!",
+])
+def test_questions_offers_and_intents_are_not_claims(sentence: str) -> None:
+    assert to_the_reader(sentence)
+    assert claim_texts(f"The order shipped on 3 May 2025. {sentence}") == ["The order shipped on 3 May 2025."]
+
+
+@pytest.mark.parametrize("sentence", [
+    "I can confirm that the order shipped on 3 May 2025.",
+    "If you earn more than 50,000 euros, you pay the higher rate.",
+    "Prices fell 4% in March.",
+])
+def test_statements_that_look_like_offers_stay_claims(sentence: str) -> None:
+    assert not to_the_reader(sentence)
+    assert claim_texts(sentence)
+
+
+def test_the_options_an_offer_lists_are_not_claims() -> None:
+    answer = ("Vercel raised a Series F.\n\nWould you like me to:\n- open more tech sites from today and run the "
+              "same search, or\n- search for a different keyword?\n\nThe round valued it at 9.3 billion dollars.")
+    assert claim_texts(answer) == ["Vercel raised a Series F.", "The round valued it at 9.3 billion dollars."]
+
+
+def test_a_closing_question_does_not_lower_an_answer_that_matches_its_tool_output(scorer: GroundingScorer) -> None:
+    plain = score(scorer, ZIP1, f"Done, I created a short link for you.\n\n{SHORT_LINK}")
+    asked = score(scorer, ZIP1, f"Done, I created a short link for you.\n\n{SHORT_LINK}\n\nWould you like a custom "
+                                f"alias, password protection, or a description added to this short link?")
+    assert asked.score == plain.score and asked.score > 0.8
+    assert asked.details["claims"] == plain.details["claims"]
+
+
+def test_an_answer_that_only_asks_is_not_scored(scorer: GroundingScorer) -> None:
+    found = score(scorer, ZIP1, "Would you like me to create another short link?")
+    assert math.isnan(found.score) and "makes no statement" in found.explanation
+
+
+# ---------------------------------------------------------------- links, URLs and quoted labels
+
+
+def test_links_of_any_scheme_keep_their_label_and_lose_their_target() -> None:
+    assert clean_markdown("[Download the file](sandbox:/mnt/data/sums.txt) now") == "Download the file now"
+    assert clean_markdown("Write to mailto:help@example.com or see www.example.com/help today") \
+        == "Write to   or see   today"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('The file ends with a total line, e.g. "TOTAL: 70024"',
+     ["The file ends with a total line", 'e.g. "TOTAL: 70024"']),
+    ("Download it here [the file](sandbox:/mnt/data/two_dice_sums.txt)",
+     ["Download it here [the file](sandbox:/mnt/data/two_dice_sums.txt)"]),
+    ("The page https://example.com/a:b lists it", ["The page https://example.com/a:b lists it"]),
+    ("Two parts: one; and another", ["Two parts", "one", "and another"]),
+])
+def test_clauses_are_not_cut_inside_quotes_links_or_urls(text: str, expected: list[str]) -> None:
+    assert clauses(text) == expected
+
+
+def test_a_link_to_a_file_is_not_cut_into_claims() -> None:
+    found = claim_texts("You can download it here: [Download the file](sandbox:/mnt/data/two_dice_sums_10000.txt)")
+    assert not any("sandbox" in text or text.startswith("/mnt") for text in found)
+
+
+# ---------------------------------------------------------------- figures derived from the evidence
+
+
+@pytest.mark.parametrize(("number", "found", "expected"), [
+    ("11", {"42", "31"}, True),        # a difference
+    ("73", {"42", "31"}, True),        # a sum
+    ("58.3", {"120", "190"}, True),    # a percent change, rounded as written
+    ("18.75", {"160", "190"}, True),
+    ("25", {"12", "48"}, True),        # a percentage
+    ("12", {"42", "31"}, False),
+    ("58.4", {"120", "190"}, False),
+    ("3", {"4", "1"}, False),          # small whole numbers are too easily made
+    ("2002", {"2000", "2"}, False),    # nor is a year
+    ("1998", {"1990", "8"}, False),
+])
+def test_derived_figures(number: str, found: set[str], expected: bool) -> None:
+    assert derived(number, frozenset(found)) is expected
+
+
+def test_a_figure_derived_from_the_tool_output_is_supported(scorer: GroundingScorer) -> None:
+    output = {"sku": "sku_123", "availableUnits": 42, "requestedUnits": 31, "sufficient": True}
+    right = score(scorer, output, "Inventory is sufficient: 42 units available versus 31 units requested, "
+                                  "leaving a surplus of 11 units.")
+    wrong = score(scorer, output, "Inventory is sufficient: 42 units available versus 31 units requested, "
+                                  "leaving a surplus of 14 units.")
+    assert right.score >= 0.7 and not right.details["unsupported"]
+    assert wrong.score < 0.5 and "number 14" in json.dumps(wrong.details["unsupported"])
+
+
+def test_json_keys_in_camel_case_read_as_words() -> None:
+    docs = documents(tool_answer({"availableUnits": 42, "requested_units": 31}, "Fine."))
+    assert docs[0].text.splitlines() == ["available units: 42", "requested units: 31"]
+
+
+# ---------------------------------------------------------------- images are no evidence
+
+
+def test_a_tool_output_that_is_only_an_image_is_no_evidence(scorer: GroundingScorer) -> None:
+    found = score(scorer, {"image": IMAGE}, "Here is a tiny teal square icon.")
+    assert math.isnan(found.score)
+    assert "only an image" in found.explanation
+    assert found.details["evidence"]["tool_outputs_image_only"] == 1
+    assert documents(tool_answer({"image": IMAGE}, "x."))[0].reason == IMAGE_ONLY
+
+
+def test_an_image_beside_text_leaves_the_text(scorer: GroundingScorer) -> None:
+    output = [{"logs": "growth 58.3%\n"}, {"image": IMAGE}]
+    assert without_images(f"logs: growth 58.3%\nimage: {IMAGE}") == "logs: growth 58.3%"
+    found = score(scorer, output, "Growth was 58.3%.")
+    assert found.score > 0.5 and found.details["evidence"]["tool_outputs"] == 1
+
+
+# ---------------------------------------------------------------- short structured outputs
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("count\n17", ["count: 17"]),
+    ("city,temp\nRome,24\nOslo,9", ["city: Rome", "temp: 24", "city: Oslo", "temp: 9"]),
+    ("| city | temp |\n|---|---|\n| Rome | 24 |", ["city: Rome", "temp: 24"]),
+    ("name\tqty\nbolts\t400", ["name: bolts", "qty: 400"]),
+    ("The run finished.\nIt took 17 seconds.", None),
+    ("Anna: I will come at 5, ok\nTom: fine, see you", None),
+    ("count\nseventeen", None),
+])
+def test_short_tables_read_as_column_value_lines(text: str, expected: list[str] | None) -> None:
+    assert table_lines(text) == expected
+
+
+def test_a_sentence_stating_a_short_tool_outputs_values_is_supported(scorer: GroundingScorer) -> None:
+    right = score(scorer, "count\n17", "17 orders are currently late.")
+    wrong = score(scorer, "count\n17", "18 orders are currently late.")
+    assert right.score >= 0.7 and wrong.score < 0.5
+    table = "city,temp_c\nRome,24\nOslo,9"
+    assert score(scorer, table, "Rome is warmer: 24 °C against 9 °C in Oslo.").score >= 0.7
+    assert score(scorer, table, "Rome is warmer: 26 °C against 9 °C in Oslo.").score < 0.5
+    assert score(scorer, table, "Rome is warmer: 24 °C against 9 °C in Madrid.").score < 0.5
+
+
+def test_the_audit_notebooks_least_supported_list_is_not_topped_by_a_supported_answer() -> None:
+    """The notebook lists the lowest scores first; `count` over `17` supports "17 orders are currently late"."""
+    import tlmscore
+
+    frame = tlmscore.score(FIXTURES / "items.jsonl", "grounding", Settings(offline=True, progress=False))
+    scored = frame[frame.score.notna()].sort_values("score")
+    assert float(frame.set_index("id").loc["custom-tool-grammar", "score"]) >= 0.7
+    assert "custom-tool-grammar" not in set(scored.head(3)["id"])
+
+
+def test_an_empty_structured_output_beside_a_readable_one_is_no_error(scorer: GroundingScorer) -> None:
+    evidence = (Evidence(kind="tool", text="{}", call_id="c1", tool="lookup"),
+                Evidence(kind="tool", text="count\n17", call_id="c2", tool="sql"))
+    found = scorer.score_one(ScoringInput("q", "17 orders are currently late.", evidence=evidence))
+    assert found.error is None and found.score >= 0.7
