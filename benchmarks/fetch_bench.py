@@ -332,6 +332,7 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.0, help="http: share of URLs with 404/503/png faults")
     parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
     parser.add_argument("--skip-cleanlab", action="store_true")
+    parser.add_argument("--no-parquet", action="store_true", help="time the JSONL output only")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row (median reported)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
@@ -457,7 +458,8 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     one = work / "one.jsonl"
     one.write_text(json.dumps(transcript(0, [smallest])) + "\n")
     accounts: dict[str, list[dict]] = {tree: [] for tree, how in trees.items() if "source" in how}
-    for suffix in [".jsonl", ".parquet"] if trees[""].get("exe", ROOT) is not None else [""]:
+    formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
+    for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
         runs: dict[str, list[Measured]] = {}
         for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
             for tree, how in trees.items():  # trees in turn, so a change in the machine's load hits all

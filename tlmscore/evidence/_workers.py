@@ -30,6 +30,7 @@ from tlmscore.evidence._template import CAN_FORK, FORK, TAKEN, Limits, receive_w
 from tlmscore.evidence.extract import Extracted
 
 _START_SECONDS = 120.0  # how long a new worker may take to be ready (the template imports first)
+_STOP_SECONDS = 5.0  # how long a closing pool waits for a process to exit before it kills it
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:
@@ -87,7 +88,7 @@ class _Template:
         """Ask the template to reap its workers and exit; kill it if it does not."""
         with contextlib.suppress(OSError):
             self._conn.send(None)
-        self._process.join(timeout=10)
+        self._process.join(timeout=_STOP_SECONDS)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
@@ -186,6 +187,7 @@ class ExtractPool:
         self._busy: set[_Worker] = set()  # the workers with a page now
         self._template: _Template | None = None  # forks the workers (where workers are forked)
         self._forking = threading.Lock()  # one thread at a time starts or asks the template
+        self._closed = False
 
     @property
     def workers(self) -> int:
@@ -271,6 +273,8 @@ class ExtractPool:
 
     def _running_template(self, *, replace: bool = False) -> _Template:
         """The template, started anew when there is none, it has ended, or `replace` says so."""
+        if self._closed:
+            raise OSError("the extraction pool is closed")
         template = self._template
         if template is None or replace or not template.alive:
             if template is not None:
@@ -279,17 +283,22 @@ class ExtractPool:
         return template
 
     async def aclose(self) -> None:
-        """Stop the workers; a page still being extracted ends as `extract_failed`."""
+        """Stop the workers, then the template; a page still being extracted ends as `extract_failed`."""
         self._idle = None
+        self._closed = True  # no template is started from now on
         loop = asyncio.get_running_loop()
         workers, self._all = list(self._all), set()
         # An idle worker is asked to exit; one with a page is killed (its pipe is in use).
         stops = [loop.run_in_executor(None, functools.partial(w.stop, kill=w in self._busy)) for w in workers]
         await asyncio.gather(*stops, return_exceptions=True)
-        await loop.run_in_executor(None, self._threads.shutdown)
-        template, self._template = self._template, None
-        if template is not None:  # last: it reaps the workers it forked
-            await loop.run_in_executor(None, template.stop)
+        # The template reaps the workers it forked; stopping it also ends the wait of any worker
+        # still being started (the threads), so both go at once.
+        template = self._template
+        closing = [self._threads.shutdown, *([template.stop] if template is not None else [])]
+        await asyncio.gather(*(loop.run_in_executor(None, stop) for stop in closing))
+        late, self._template = self._template, None
+        if late is not None and late is not template:  # started by a thread as the pool closed
+            await loop.run_in_executor(None, late.stop)
 
 
 def _cores() -> int:
