@@ -24,7 +24,14 @@ that checkout's modules, failed every page and looked fast. A run that extracted
 not all of them on a web without faults, is flagged `(!)`.
 
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
-turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each).
+turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each);
+`--tree LABEL=DIR` does the same for another checkout's source, run with this Python.
+
+CPU: each row also gives the CPU seconds (user + system) of the run and every process it started,
+and each tree run from source gets a CPU account of its cold run by stage (`cpu_account.py`: the
+fetching process's imports, fetching, and cache-to-rows; the workers' start-up, extraction and the
+rest), which a busy machine disturbs far less than wall time. `--pageset tune|judge` serves pages
+of varied size and structure (`page_sets.py`): a tuning set and a judging set kept apart.
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
 - http: 300 unique URLs on 127.0.0.1-8, 200 ms server latency; the network floor is
