@@ -24,7 +24,14 @@ that checkout's modules, failed every page and looked fast. A run that extracted
 not all of them on a web without faults, is flagged `(!)`.
 
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
-turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each).
+turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each);
+`--tree LABEL=DIR` does the same for another checkout's source, run with this Python.
+
+CPU: each row also gives the CPU seconds (user + system) of the run and every process it started,
+and each tree run from source gets a CPU account of its cold run by stage (`cpu_account.py`: the
+fetching process's imports, fetching, and cache-to-rows; the workers' start-up, extraction and the
+rest), which a busy machine disturbs far less than wall time. `--pageset tune|judge` serves pages
+of varied size and structure (`page_sets.py`): a tuning set and a judging set kept apart.
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
 - http: 300 unique URLs on 127.0.0.1-8, 200 ms server latency; the network floor is
@@ -44,11 +51,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,7 +64,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import cpu_account
 import https_web
+import page_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 # The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
@@ -66,30 +75,13 @@ CORPUS = next((base / "shared" / "corpus" / "pages" for base in (ROOT.parent, RO
 PER_HOST = 6  # Settings.per_host default
 CLEANLAB_ATTEMPTS = 4
 CHILD_TIMEOUT = 300.0  # seconds; a run that hangs (it happens to cleanlab-tlm's) counts as a crash
-WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
-         "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river"]
 
 
 # --------------------------------------------------------------------------------------------- pages
 
-def load_bodies() -> tuple[list[bytes], str]:
-    """The HTML bodies to serve: the shared corpus when present, else generated articles."""
-    folder = CORPUS / "html"
-    if folder.is_dir():
-        files = sorted(folder.glob("*.html.gz"))
-        if files:
-            return [gzip.decompress(f.read_bytes()) for f in files], f"{len(files)} real pages from {CORPUS}"
-    rng = random.Random(7)
-    bodies = []
-    for n in range(40):
-        paragraphs = "".join(
-            "<p>" + " ".join(rng.choice(WORDS) for _ in range(60)) + ".</p>" for _ in range(25)
-        )
-        bodies.append(
-            f"<html><head><title>Article {n}</title></head><body><nav>Home News</nav>"
-            f"<article><h1>Article {n}</h1>{paragraphs}</article><footer>(c)</footer></body></html>".encode()
-        )
-    return bodies, "40 generated pages (shared corpus not found)"
+def load_bodies(pageset: str = "corpus", count: int = 0) -> tuple[list[bytes], str]:
+    """The HTML bodies to serve (`page_sets`): the shared corpus, or its tuning or judging set."""
+    return page_sets.load(pageset, CORPUS, count)
 
 
 def url_for(index: int, port: int, hosts: int) -> str:
@@ -108,7 +100,7 @@ def fault_for(index: int, rate: float) -> str | None:
 def serve(port_out, counter, ready, options: dict) -> None:
     """Child process: an asyncio HTTP/1.1 server on 127.0.0.1..hosts, one port, counting requests."""
     latency, hosts, fault_rate = options["latency"], options["hosts"], options["fault_rate"]
-    bodies, _ = load_bodies()
+    bodies, _ = load_bodies(options["pageset"], options["count"])
     failed_once: set[str] = set()
 
     def reply(path: str) -> tuple[int, str, bytes]:
@@ -255,28 +247,40 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str
 # ------------------------------------------------------------------------------------------ measuring
 
 def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dict | None = None,
-              cwd: Path | None = None) -> tuple[float, int, str]:
+              cwd: Path | None = None) -> tuple[float, int, str, float]:
     """Run a command in `cwd` (the scratch folder; never a checkout, see the module's doc); return its
-    wall time, the requests it made, and its stdout ("" if it hung)."""
-    before = counter.value
+    wall time, the requests it made, its stdout ("" if it hung), and the CPU seconds (user + system)
+    of it and every process it started and reaped."""
+    before, cpu_before = counter.value, children_cpu()
     start = time.perf_counter()
     try:
         done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=timeout,
                               env={**os.environ, **(env or {})}, cwd=cwd or tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         print(f"  ! no answer after {timeout:g} s, stopped: {' '.join(args[:4])}...")
-        return time.perf_counter() - start, counter.value - before, ""
+        return time.perf_counter() - start, counter.value - before, "", children_cpu() - cpu_before
     wall = time.perf_counter() - start
     if done.returncode != 0:
         print(f"  ! exit {done.returncode}: {' '.join(args[:4])}...\n{done.stderr[-600:]}")
-    return wall, counter.value - before, done.stdout
+    return wall, counter.value - before, done.stdout, children_cpu() - cpu_before
 
 
-def extraction_cpu(unique: int, hosts: int, port: int) -> float:
-    """CPU seconds that extracting the U unique pages costs, measured serially in this process."""
+def children_cpu() -> float:
+    """CPU seconds of this process's reaped children and theirs (what `run_child` counts)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def page_index(url: str) -> int:
+    """The page number in a benchmark URL (`.../INDEX/article-INDEX.html`)."""
+    return int(url.rsplit("/", 2)[-2])
+
+
+def extraction_cpu(args, web: dict) -> float:
+    """CPU seconds that extracting the cited pages costs, measured serially in this process."""
     from tlmscore.evidence.extract import extract
 
-    bodies, _ = load_bodies()
+    bodies, _ = load_bodies(args.pageset, web["count"])
     per_body = []
     for body in bodies:
         extract(body, "text/html; charset=utf-8", "http://example.com/")
@@ -284,7 +288,7 @@ def extraction_cpu(unique: int, hosts: int, port: int) -> float:
         start = time.process_time()
         extract(body, "text/html; charset=utf-8", "http://example.com/")
         per_body.append(time.process_time() - start)
-    return sum(per_body[i % len(bodies)] for i in range(unique))
+    return sum(per_body[page_index(url) % len(bodies)] for url in web["cited"])
 
 
 def startup_seconds(module: str) -> float:
@@ -335,13 +339,18 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.0, help="http: share of URLs with 404/503/png faults")
     parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
     parser.add_argument("--skip-cleanlab", action="store_true")
+    parser.add_argument("--no-parquet", action="store_true", help="time the JSONL output only")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row (median reported)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
+    parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
+                        help="pages served: the shared corpus, or its tuning or judging set (page_sets.py)")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
+                        help="also time another checkout's source (run with this Python), with its CPU account")
     parser.add_argument("--cli", action="append", default=[], metavar="LABEL=PATH",
                         help="also time this tlmscore executable (another tree), in turn with this tree's")
     args = parser.parse_args()
-    if any("=" not in spec for spec in args.cli):
-        parser.error("--cli takes LABEL=PATH")
+    if any("=" not in spec for spec in args.cli + args.tree):
+        parser.error("--cli and --tree take LABEL=PATH")
     modes = ["http", "https"] if args.mode == "both" else [args.mode]
     summaries = {mode: run_mode(mode, args) for mode in modes}
     if len(summaries) > 1:
@@ -353,12 +362,13 @@ def start_web(mode: str, args, work: Path) -> tuple:
     ctx = multiprocessing.get_context("spawn")
     counter, port_value, ready = ctx.Value("q", 0), ctx.Value("i", 0), ctx.Event()
     if mode == "http":
-        options = {"latency": args.latency, "hosts": args.hosts, "fault_rate": args.fault_rate}
+        options = {"latency": args.latency, "hosts": args.hosts, "fault_rate": args.fault_rate,
+                   "pageset": args.pageset, "count": args.unique}
         target, hosts, ca = serve, args.hosts, None
     else:
         ca, cert, key = https_web.write_authority(work, args.sites)
         options = {"rtt": args.rtt, "server_time": args.server_time, "sites": args.sites,
-                   "cert": str(cert), "key": str(key)}
+                   "cert": str(cert), "key": str(key), "pageset": args.pageset, "count": args.pages}
         target, hosts = https_web.serve_https, args.sites
     server = ctx.Process(target=target, args=(port_value, counter, ready, options), daemon=True)
     server.start()
@@ -370,12 +380,12 @@ def start_web(mode: str, args, work: Path) -> tuple:
     else:
         sites = https_web.site_of_pages(args.pages, hosts)
         urls = [https_web.https_url(i, site, port) for i, site in enumerate(sites)]
-    return server, counter, urls, {"ca": ca, "hosts": hosts}
+    return server, counter, urls, {"ca": ca, "hosts": hosts, "count": options["count"]}
 
 
 def run_mode(mode: str, args) -> dict:
     """Serve the web of `mode`, run every row against it and print its table; return the summary."""
-    _, source = load_bodies()
+    bodies, source = load_bodies(args.pageset, args.unique if mode == "http" else args.pages)
     work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
     work.mkdir(parents=True, exist_ok=True)
     server, counter, urls, web = start_web(mode, args, work)
@@ -383,6 +393,7 @@ def run_mode(mode: str, args) -> dict:
     cited = build_batch(batch, urls, n=args.transcripts, k=args.citations)
     web["cited"] = sorted({url for urls in cited for url in urls})
     web["unique"] = len(web["cited"])
+    web["sizes"] = [len(body) for body in bodies]
     shape = (f"{args.latency * 1000:.0f} ms server latency" if mode == "http" else
              f"{args.rtt * 1000:.0f} ms round trip per exchange, {args.server_time * 1000:.0f} ms server time")
     print(f"\n== {mode}: pages: {source}; batch: {args.transcripts} transcripts x {args.citations} citations, "
@@ -397,21 +408,39 @@ def run_mode(mode: str, args) -> dict:
     return report(args, results, web)
 
 
+Measured = tuple[float, int, str, float]  # wall s, requests, detail, CPU s of all its processes
+
+
 def download_rows(args, work: Path, counter, web: dict) -> dict:
     """The bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs, in turn."""
     me = [sys.executable, str(Path(__file__).resolve())]
     (work / "urls.json").write_text(json.dumps(web["cited"]))
-    rows: dict[str, list[tuple[float, int, str]]] = {"network floor": [], "tlmscore downloads": []}
+    rows: dict[str, list[Measured]] = {"network floor": [], "tlmscore downloads": []}
     for _ in range(args.repeat):
         for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
                                                                           web["hosts"])):
-            _, requests, out = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
-                                          str(args.concurrency), str(last)], counter, cwd=work)
+            _, requests, out, cpu = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
+                                               str(args.concurrency), str(last)], counter, cwd=work,
+                                              env={"PYTHONPATH": str(ROOT)})
             seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
             what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
             what += ", downloads only"
-            rows[label].append((seconds, requests, what))
+            rows[label].append((seconds, requests, what, cpu))
     return {label: summarise(measured) for label, measured in rows.items()}
+
+
+def trees_of(args) -> dict[str, dict]:
+    """The trees to time in turn: this checkout (and `--tree` checkouts) through the CPU account,
+    `--cli` executables as they are; {"": None} with `--direct` or when no executable is found."""
+    if args.direct or tlmscore_cli() is None:
+        if not args.direct:
+            print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
+        return {"": {"exe": None}}
+    trees: dict[str, dict] = {"": {"source": ROOT}}
+    for kind, specs in (("source", args.tree), ("exe", args.cli)):
+        for label, _, path in (spec.partition("=") for spec in specs):
+            trees[f" [{label}]"] = {kind: Path(path).resolve()}
+    return trees
 
 
 def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
@@ -424,69 +453,82 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
         crashes = 0
         env = {"REQUESTS_CA_BUNDLE": str(ca)} if ca else {}
         for _ in range(CLEANLAB_ATTEMPTS):  # its thread-pool extraction aborts the process now and then
-            wall, requests, out = run_child([*me, "_cleanlab", str(batch)], counter, env=env, cwd=work)
+            wall, requests, out, cpu = run_child([*me, "_cleanlab", str(batch)], counter, env=env, cwd=work)
             if out.strip():
                 break
             crashes += 1
         inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
         crashed = f"; the process crashed or hung {crashes} time(s) before this run" if crashes else ""
-        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}")
-    cli = None if args.direct else tlmscore_cli()
-    if cli is None and not args.direct:
-        print("tlmscore CLI not found; timing Fetcher.pages directly (--direct)")
-    trees = {"": cli}
-    if cli is not None:
-        trees.update({f" [{label}]": [str(Path(path).resolve())] for label, _, path in
-                      (spec.partition("=") for spec in args.cli)})
-    formats = [".jsonl", ".parquet"] if cli is not None else [""]
-    for suffix in formats:
-        runs: dict[str, list[tuple[float, int, str]]] = {}
+        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}", cpu)
+    trees = trees_of(args)
+    smallest = min(web["cited"], key=lambda url: web["sizes"][page_index(url) % len(web["sizes"])])
+    one = work / "one.jsonl"
+    one.write_text(json.dumps(transcript(0, [smallest])) + "\n")
+    accounts: dict[str, list[dict]] = {tree: [] for tree, how in trees.items() if "source" in how}
+    formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
+    for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
+        runs: dict[str, list[Measured]] = {}
         for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
-            for tree, exe in trees.items():  # trees in turn, so a change in the machine's load hits all
+            for tree, how in trees.items():  # trees in turn, so a change in the machine's load hits all
+                marks = {}
                 for run in ("cold", "warm"):
                     label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "") + tree
-                    runs.setdefault(label, []).append(
-                        tlmscore_run(exe, args, (work, batch, suffix, f"{attempt}{tree}"), counter, web))
+                    measured, marks[run] = tlmscore_run(how, args, (work, batch, suffix, f"{attempt}{tree}"),
+                                                        counter, web)
+                    runs.setdefault(label, []).append(measured)
+                if suffix == ".jsonl" and tree in accounts:
+                    _, marks["one"] = tlmscore_run(how, args, (work, one, suffix, f"one{attempt}{tree}"), counter, web)
+                    if all(marks.values()):
+                        accounts[tree].append(marks)
         results.update({label: summarise(measured) for label, measured in runs.items()})
+    results["accounts"] = accounts
     return results
 
 
-def tlmscore_run(cli: list[str] | None, args, where: tuple[Path, Path, str, str], counter,
-                 web: dict) -> tuple[float, int, str]:
-    """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`; its time, requests, detail."""
+def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
+                 web: dict) -> tuple[Measured, dict | None]:
+    """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`: its time, requests,
+    detail and CPU, and the CPU marks of the run when it went through `cpu_account`."""
     me = [sys.executable, str(Path(__file__).resolve())]
     work, batch, suffix, name = where
-    cache, out = work / f"cache{suffix}-{name}", work / f"out{suffix}"
+    cache, out, marks = work / f"cache{suffix}-{name}", work / f"out{suffix}", work / "cpu-marks.json"
     ca = web["ca"]
-    if cli is None:
-        command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency), str(ca or "")]
+    hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
+    trust = ["--ca-bundle", str(ca)] if ca else []
+    argv = ["prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
+            "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
+    env = {"PYTHONPATH": str(how.get("source", ROOT))}
+    if "source" in how:
+        command = cpu_account.command(sys.executable, marks, argv)
+    elif how["exe"] is not None:
+        command = [str(how["exe"]), *argv]
     else:
-        hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
-        trust = ["--ca-bundle", str(ca)] if ca else []
-        command = [*cli, "prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
-                   "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
+        command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency), str(ca or "")]
     out.unlink(missing_ok=True)
-    wall, requests, stdout = run_child(command, counter, cwd=work)
-    if cli is None:
-        return wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    marks.unlink(missing_ok=True)
+    wall, requests, stdout, cpu = run_child(command, counter, cwd=work, env=env)
+    if how.get("exe", ROOT) is None:
+        return (wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else "", cpu), None
     ok, failed = citations_extracted(out) if out.exists() else (0, 0)
     flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
-    return wall, requests, f"citations with text {ok}, failed {failed}{flag}"
+    return (wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), cpu_account.read(marks)
 
 
-def summarise(measured: list[tuple[float, int, str]]) -> tuple[float, int, str]:
-    """The median wall time of repeated runs, the most requests any of them made, and the spread."""
-    walls = sorted(wall for wall, _, _ in measured)
-    detail = next((d for _, _, d in measured if d.endswith("(!)")), measured[-1][2])  # a failed run shows
+def summarise(measured: list[Measured]) -> Measured:
+    """The median wall time and CPU of repeated runs, the most requests any of them made, and the spread."""
+    walls = sorted(m[0] for m in measured)
+    detail = next((m[2] for m in measured if m[2].endswith("(!)")), measured[-1][2])  # a failed run shows
     if len(walls) > 1:
         spread = f"median of {len(walls)} runs, {walls[0]:.2f}-{walls[-1]:.2f} s"
         detail = f"{spread}; {detail}" if detail else spread
-    return statistics.median(walls), max(requests for _, requests, _ in measured), detail
+    return (statistics.median(walls), max(m[1] for m in measured), detail,
+            statistics.median(m[3] for m in measured))
 
 
 def report(args, results: dict, web: dict) -> dict:
-    """Print the table of one web; return its limit and rows for the side-by-side table."""
-    cpu = extraction_cpu(web["unique"], web["hosts"], 0)
+    """Print the table of one web and its CPU account; return its limit and rows for the side-by-side table."""
+    accounts = results.pop("accounts", {})
+    cpu = extraction_cpu(args, web)
     startup = startup_seconds("tlmscore.cli" if tlmscore_cli() and not args.direct else "tlmscore.evidence.fetch")
     if "network floor" in results:
         network, how = results["network floor"][0], "measured: the bare httpx loop"
@@ -497,14 +539,16 @@ def report(args, results: dict, web: dict) -> dict:
     print(f"\nphysical limit: max(network {network:.2f} s ({how}), "
           f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
           f"= {limit:.2f} s\n")
-    print(f"{'run':<34}{'wall s':>9}{'requests':>10}{'x limit':>9}  detail")
-    for label, (wall, requests, detail) in results.items():
-        print(f"{label:<34}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}  {detail}")
+    print(f"{'run':<34}{'wall s':>9}{'requests':>10}{'x limit':>9}{'CPU s':>8}  detail")
+    for label, (wall, requests, detail, used) in results.items():
+        print(f"{label:<34}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}{used:>8.2f}  {detail}")
     if "cleanlab-tlm" in results:
         print()
         for label in ("tlmscore cold", "tlmscore cold → Parquet"):
             if label in results:
                 print(f"cleanlab-tlm / {label} = {results['cleanlab-tlm'][0] / results[label][0]:.1f}x")
+    cpu_account.print_accounts({tree: [cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
+                                for tree, runs in accounts.items()}, web["unique"])
     return {"limit": limit, "results": results}
 
 

@@ -83,7 +83,7 @@ def serve_https(port_out, counter, ready, options: dict) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from fetch_bench import load_bodies
 
-    bodies, _ = load_bodies()
+    bodies, _ = load_bodies(options["pageset"], options["count"])
     rtt, server_time, sites = options["rtt"], options["server_time"], options["sites"]
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(options["cert"], options["key"])

@@ -1,24 +1,16 @@
-"""Extraction workers: `extract` in separate processes, each page under a CPU and a memory limit.
+"""The extraction pool: `extract` in separate processes, each page under a CPU and a memory limit.
 
 lxml is not safe to drive from many threads of one process, and extraction costs CPU the event
-loop cannot spare, so pages are extracted in worker *processes*, started with `spawn` from a
-multiprocessing context of the pool's own (see `_mp_context`). Each worker imports trafilatura and
-extracts a warm-up page as it starts, before it takes a page, while the first responses are on
-their way.
+loop cannot spare, so pages are extracted in worker *processes*. On Linux one template process,
+spawned from a multiprocessing context of the pool's own (see `_mp_context`), imports trafilatura
+and warms up once, and forks each worker (`_template`); elsewhere each worker is spawned and
+warms up by itself. Either way the workers are ready before the first body arrives.
 
 One hostile page must cost only itself. Each worker takes one page at a time over its own pipe,
-so a worker that dies takes no other page with it:
-
-- Time: a page may use `cpu_seconds` of CPU. A timer signal (`ITIMER_PROF`) ends the extraction
-  with a Python exception when it runs out, and the worker goes on; `RLIMIT_CPU`, set a little
-  above, kills a worker stuck in native code that never returns to Python; the parent waits a
-  generous wall time on top and kills a worker that still has not answered.
-- Memory: `RLIMIT_DATA` caps what a worker may allocate beyond what it started with, so a PDF
-  or HTML bomb ends in `MemoryError` (that page's status) or, in native code, in the worker's end.
-- A worker that ends or is killed is replaced; its page becomes `extract_failed` with the reason.
-
-Limits are POSIX features (`resource`, `signal.setitimer`); where they are missing the worker
-still runs pages one at a time and the parent's wall-time limit still holds.
+so a worker that dies takes no other page with it; its limits (CPU time, memory, the end of the
+pool's process) are `_template`'s. The parent waits a generous wall time on top of the CPU limit
+and kills a worker that still has not answered. A worker that ends or is killed is replaced (and
+the template too, if it is gone); its page becomes `extract_failed` with the reason.
 """
 
 from __future__ import annotations
@@ -26,146 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
-from types import FrameType
 
-from tlmscore.evidence.extract import Extracted, extract_safely
+from tlmscore.evidence._template import CAN_FORK, FORK, TAKEN, Limits, receive_worker, serve_spawned, serve_template
+from tlmscore.evidence.extract import Extracted
 
-_WORKER_NICENESS = 10
-_LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "charset_normalizer")
-_HARD_CPU_MARGIN = 2.0  # RLIMIT_CPU: this many times the page's CPU limit, plus a second
-_WALL_FACTOR = 4.0  # the parent's wall-time limit: this many times the CPU limit, plus `_WALL_SLACK`
-_WALL_SLACK = 10.0
-_TAKEN = "taken"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one page may cost a worker: CPU seconds, and bytes allocated beyond the worker's start."""
-
-    cpu_seconds: float = 30.0
-    memory_bytes: int = 512 * 2**20
-
-    @property
-    def wall_seconds(self) -> float:
-        """How long the parent waits for a page before it kills the worker."""
-        return self.cpu_seconds * _WALL_FACTOR + _WALL_SLACK
-
-
-class _OutOfTimeError(BaseException):
-    """Raised in a worker by the CPU timer; a BaseException, so no `except Exception` swallows it."""
-
-
-def _on_timer(_signum: int, _frame: FrameType | None) -> None:
-    raise _OutOfTimeError
-
-
-def _data_size() -> int | None:
-    """The worker's data segment now (Linux `VmData`), which `RLIMIT_DATA` is measured against."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:  # noqa: PTH123
-            for line in status:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _limit_memory(budget: int) -> None:
-    """Cap the worker's data segment at what it holds now plus `budget` bytes."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource  # noqa: PLC0415  (POSIX only)
-
-        now = _data_size()
-        if now is not None:
-            _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-            soft = now + budget
-            resource.setrlimit(resource.RLIMIT_DATA, (soft if hard < 0 else min(soft, hard), hard))
-
-
-def _limit_cpu(seconds: float) -> None:
-    """Kill the worker (SIGXCPU) once it has used `seconds` more CPU than it has so far."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource  # noqa: PLC0415  (POSIX only)
-
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
-
-
-def _init_worker(limits: Limits) -> None:
-    """Prepare a worker: quiet, polite, warm, limited, and bound to the life of the process that started it.
-
-    Library log records and warnings stay off the user's terminal. Workers run at a lower
-    priority, so the fetching process never waits behind an extraction for a core. The warm-up
-    (`warmup`) runs before the memory limit, which then counts from what a warm worker holds. A
-    watcher thread ends the worker when its parent is gone, so a parent killed outright leaves none
-    behind, even while the worker is busy with a page.
-    """
-    for name in _LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    if hasattr(os, "nice"):
-        with contextlib.suppress(OSError):
-            os.nice(_WORKER_NICENESS)
-    import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
-
-    _limit_memory(limits.memory_bytes)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-
-
-def _exit_with(sentinel: int) -> None:
-    """Wait until the parent process is gone (its sentinel becomes readable), then exit."""
-    multiprocessing.connection.wait([sentinel])
-    os._exit(0)
-
-
-def _timed_extract(body: bytes, content_type: str | None, url: str, limits: Limits) -> Extracted:
-    """`extract_safely` under the CPU timer (where there is one)."""
-    if not hasattr(signal, "setitimer"):
-        return extract_safely(body, content_type, url)
-    _limit_cpu(limits.cpu_seconds * _HARD_CPU_MARGIN + 1)
-    previous = signal.signal(signal.SIGPROF, _on_timer)
-    try:
-        signal.setitimer(signal.ITIMER_PROF, limits.cpu_seconds)
-        return extract_safely(body, content_type, url)
-    except _OutOfTimeError:
-        return Extracted(None, None, "extract_failed",
-                         f"extracting the text took more than {limits.cpu_seconds:g} s of CPU")
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
-
-
-def _serve(conn: multiprocessing.connection.Connection, limits: Limits) -> None:
-    """A worker's life: take `(body, content_type, url)` from the pipe, send back `Extracted`."""
-    _init_worker(limits)
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError):
-            return
-        if task is None:
-            return
-        conn.send(_TAKEN)
-        try:
-            body, content_type, url = task
-            conn.send(_timed_extract(body, content_type, url, limits))
-        except _OutOfTimeError:  # the timer fired just after the page was done: the answer stands
-            conn.send(Extracted(None, None, "extract_failed", "the extraction ran out of time"))
+_START_SECONDS = 120.0  # how long a new worker may take to be ready (the template imports first)
+_STOP_SECONDS = 5.0  # how long a closing pool waits for a process to exit before it kills it
 
 
 def _mp_context() -> multiprocessing.context.BaseContext:
@@ -178,8 +43,9 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     too: its server is one per process, shared with the host, so warming it up means changing the
     host's preload list (and a server the host already started is never warmed); and on Python
     3.11 the server imports its preload modules with its working directory first on `sys.path`,
-    so a `tlmscore` folder there (another checkout) would be what the workers run. A spawned
-    worker gets the parent's `sys.path` and pays its own imports and warm-up instead.
+    so a `tlmscore` folder there (another checkout) would be what the workers run. The spawned
+    template gets the parent's `sys.path` and pays the imports and warm-up once for all the
+    workers it forks (a forked copy of a single-threaded process that has no event loop).
     """
     return multiprocessing.get_context("spawn")
 
@@ -192,15 +58,14 @@ class _GoneError(Exception):
     """The worker had ended before it was given the page (the page can go to another)."""
 
 
-class _Worker:
-    """One worker process and the parent's end of its pipe; used from one thread at a time."""
+class _Template:
+    """The template process (`_template.serve_template`) and the pool's end of its control pipe."""
 
     def __init__(self, limits: Limits) -> None:
         context = _mp_context()
-        self._limits = limits
         self._conn, child = context.Pipe()
         self._process: BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=_serve, args=(child, limits), daemon=True, name="tlmscore-extract")
+            target=serve_template, args=(child, limits), daemon=True, name="tlmscore-extract")
         self._process.start()
         child.close()
 
@@ -208,6 +73,57 @@ class _Worker:
     def alive(self) -> bool:
         """Whether the process is still running."""
         return self._process.is_alive()
+
+    def fork(self) -> tuple[int, multiprocessing.connection.Connection]:
+        """A new worker: its process id and the pool's end of its pipe (OSError if the template is gone)."""
+        try:
+            self._conn.send(FORK)
+            if not self._conn.poll(_START_SECONDS):
+                raise OSError("the text extractor took too long to start")
+            return receive_worker(self._conn)
+        except EOFError as exc:
+            raise OSError("the text extractor's template ended") from exc
+
+    def stop(self) -> None:
+        """Ask the template to reap its workers and exit; kill it if it does not."""
+        with contextlib.suppress(OSError):
+            self._conn.send(None)
+        self._process.join(timeout=_STOP_SECONDS)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._conn.close()
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe; used from one thread at a time.
+
+    Forked from `template` when there is one, else spawned as a process of its own.
+    """
+
+    def __init__(self, limits: Limits, template: _Template | None) -> None:
+        self._limits = limits
+        self._process: BaseProcess | None = None
+        self._pid = 0
+        if template is not None:
+            self._pid, self._conn = template.fork()
+            return
+        context = _mp_context()
+        self._conn, child = context.Pipe()
+        self._process = context.Process(  # type: ignore[attr-defined]
+            target=serve_spawned, args=(child, limits), daemon=True, name="tlmscore-extract")
+        self._process.start()
+        child.close()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is still running (a forked one: whether its pipe is still open)."""
+        if self._process is not None:
+            return self._process.is_alive()
+        try:
+            return not self._conn.poll(0)  # an idle worker sends nothing: readable means ended
+        except OSError:
+            return False
 
     def run(self, task: tuple[bytes, str | None, str]) -> Extracted:
         """Extract one page; raise `_LostError` if the worker is gone or has to be killed."""
@@ -226,7 +142,7 @@ class _Worker:
         """Send the page; the worker says it has it before it starts, so one already gone is told apart."""
         try:
             self._conn.send(task)
-            taken = self._conn.poll(self._limits.wall_seconds) and self._conn.recv() == _TAKEN
+            taken = self._conn.poll(self._limits.wall_seconds) and self._conn.recv() == TAKEN
         except (EOFError, OSError):
             taken = False
         if not taken:
@@ -234,16 +150,19 @@ class _Worker:
             raise _GoneError
 
     def stop(self, *, kill: bool = False) -> None:
-        """End the worker: ask it to exit, or kill it; then reap it."""
+        """End the worker: ask it to exit, or kill it; then reap it (a forked one: its template does)."""
         with contextlib.suppress(OSError):
-            if kill:
+            if kill and self._process is None:
+                os.kill(self._pid, signal.SIGKILL)
+            elif kill and self._process is not None:
                 self._process.kill()
             else:
                 self._conn.send(None)
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
+        if self._process is not None:
+            self._process.join(timeout=5)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
         self._conn.close()
 
 
@@ -266,6 +185,9 @@ class ExtractPool:
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._all: set[_Worker] = set()  # every worker started and not yet stopped
         self._busy: set[_Worker] = set()  # the workers with a page now
+        self._template: _Template | None = None  # forks the workers (where workers are forked)
+        self._forking = threading.Lock()  # one thread at a time starts or asks the template
+        self._closed = False
 
     @property
     def workers(self) -> int:
@@ -335,19 +257,48 @@ class ExtractPool:
         if worker is not None:
             worker.stop(kill=True)
             self._all.discard(worker)
-        worker = _Worker(self._limits)
+        worker = self._new_worker()
         self._all.add(worker)
         return worker
 
+    def _new_worker(self) -> _Worker:
+        """A new worker: forked from the template (started first if it is not running), else spawned."""
+        if not CAN_FORK:
+            return _Worker(self._limits, None)
+        with self._forking:
+            try:
+                return _Worker(self._limits, self._running_template())
+            except OSError:  # the template ended since it was last seen: start another, once
+                return _Worker(self._limits, self._running_template(replace=True))
+
+    def _running_template(self, *, replace: bool = False) -> _Template:
+        """The template, started anew when there is none, it has ended, or `replace` says so."""
+        if self._closed:
+            raise OSError("the extraction pool is closed")
+        template = self._template
+        if template is None or replace or not template.alive:
+            if template is not None:
+                template.stop()
+            template = self._template = _Template(self._limits)
+        return template
+
     async def aclose(self) -> None:
-        """Stop the workers; a page still being extracted ends as `extract_failed`."""
+        """Stop the workers, then the template; a page still being extracted ends as `extract_failed`."""
         self._idle = None
+        self._closed = True  # no template is started from now on
         loop = asyncio.get_running_loop()
         workers, self._all = list(self._all), set()
         # An idle worker is asked to exit; one with a page is killed (its pipe is in use).
         stops = [loop.run_in_executor(None, functools.partial(w.stop, kill=w in self._busy)) for w in workers]
         await asyncio.gather(*stops, return_exceptions=True)
-        await loop.run_in_executor(None, self._threads.shutdown)
+        # The template reaps the workers it forked; stopping it also ends the wait of any worker
+        # still being started (the threads), so both go at once.
+        template = self._template
+        closing = [self._threads.shutdown, *([template.stop] if template is not None else [])]
+        await asyncio.gather(*(loop.run_in_executor(None, stop) for stop in closing))
+        late, self._template = self._template, None
+        if late is not None and late is not template:  # started by a thread as the pool closed
+            await loop.run_in_executor(None, late.stop)
 
 
 def _cores() -> int:

@@ -26,7 +26,8 @@ from tlmscore.evidence._download import Downloader
 from tlmscore.evidence._guard import Resolver, system_resolver
 from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
-from tlmscore.evidence._workers import ExtractPool, Limits
+from tlmscore.evidence._template import Limits
+from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type
 from tlmscore.evidence.page import AsOf, Page, in_given_order
