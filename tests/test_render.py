@@ -144,7 +144,7 @@ def test_images_and_files_become_placeholders_without_base64() -> None:
     assert prompt.startswith("What is in these?\n[image: image/png, 108 bytes, sha256:" + digest + "]")
     assert "[image: https://example.org/cat.jpg]" in prompt
     assert "[file: invoice.pdf, application/pdf, 13 bytes, sha256:" in prompt
-    assert "[file: file file-abc]" in prompt
+    assert "[file: file-abc]" in prompt
     assert png[:20] not in prompt and pdf[:10] not in prompt
 
 

@@ -22,6 +22,7 @@ from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcri
 from tlmscore.settings import Settings
 
 __all__ = [
+    "NO_REQUEST",
     "REGISTRY",
     "convert_chat",
     "convert_items",
@@ -29,6 +30,10 @@ __all__ = [
     "input_items",
     "split_answer",
 ]
+
+
+NO_REQUEST = ("the record has no request (a bare response): what the model was asked is not in the log, "
+              "so the prompt holds only what the response itself carries")
 
 
 def input_items(value: Any) -> list[dict[str, Any]]:
@@ -158,6 +163,14 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
     records keep the chat format.
     """
     request, response = transcript.request, transcript.response
+    conv = _convert_call(transcript, request, response, settings, converters)
+    if not request:
+        conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
+    return conv
+
+
+def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
+                  settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
     if transcript.fmt == "chat" and is_search_chat(response):
         items, start = chat_search_items(request.get("messages") or [], response)
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),

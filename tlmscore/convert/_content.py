@@ -47,7 +47,7 @@ def _file(part: dict[str, Any]) -> str:
     if part.get("file_url"):
         fields.append(str(part["file_url"]))
     if part.get("file_id"):
-        fields.append(f"file {part['file_id']}")
+        fields.append(str(part["file_id"]))
     return f"[file: {', '.join(fields)}]" if fields else "[file]"
 
 

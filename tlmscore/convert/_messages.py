@@ -9,6 +9,8 @@ from tlmscore.convert._think import split_think
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import Message, Turn
 
+_INSTRUCTION_ROLES = ("system", "developer")
+
 
 def assistant_text(text: str, ctx: Context) -> str:
     """An assistant's text without the `<think>` reasoning some chat models write into it, with a warning.
@@ -35,6 +37,8 @@ def convert_message(item: dict[str, Any], ctx: Context) -> list[Turn]:
     role = str(item.get("role") or "user")
     name = item.get("name") if isinstance(item.get("name"), str) and item.get("name") else None
     text = content_text(item.get("content"))
+    if role in _INSTRUCTION_ROLES and not text.strip() and ctx.think == "remove":
+        return []  # says nothing: shown, it would only leave blank lines (text kept as it is, the reference's way)
     return [Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text, name=name)]
 
 
