@@ -27,20 +27,17 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-CUT_OFF = "stream_cut_off"
-"""The incomplete reason (Responses) and `finish_reason` (Chat) of a stream that ends before its response."""
+from tlmscore.ingest._chunks import CUT_OFF, Chat, Open, Out
+
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _SSE_FIELDS = (b"event:", b"data:", b"id:", b"retry:")
 _BOM = b"\xef\xbb\xbf"
 
 Line = tuple[int, bytes]
-Out = tuple[int, "dict[str, Any] | str"]
-"""A record (a dict) or the error message of a line that could not be read, at its (first) line."""
 
 
 def _strip(raw: bytes) -> bytes:
@@ -131,27 +128,6 @@ def json_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
             yield number, f"invalid JSON: {getattr(exc, 'msg', exc)}"
 
 
-@dataclass
-class _Open:
-    """What is known so far of one streamed response (Responses events) or completion (Chat chunks)."""
-
-    first: int
-    last: int = 0
-    events: int = 0
-    snapshot: dict[str, Any] = field(default_factory=dict)
-    items: dict[int, dict[str, Any]] = field(default_factory=dict)
-    done: set[int] = field(default_factory=set)
-    choices: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    def seen(self, line: int) -> None:
-        self.last = max(self.last, line)
-        self.events += 1
-
-    def meta(self, ended_by: str | None) -> dict[str, Any]:
-        return {"stream": {"first_line": self.first, "last_line": self.last, "events": self.events,
-                           "ended_by": ended_by}}
-
-
 # -- Responses events ------------------------------------------------------------------------------
 
 
@@ -165,7 +141,7 @@ def _part(item: dict[str, Any], index: Any, key: str = "content") -> dict[str, A
     return part
 
 
-def _apply_delta(state: _Open, event: dict[str, Any], kind: str) -> None:
+def _apply_delta(state: Open, event: dict[str, Any], kind: str) -> None:
     """An item-level event applied to the item it names (by `output_index`)."""
     index = event.get("output_index")
     if not isinstance(index, int):
@@ -197,7 +173,7 @@ def _apply_delta(state: _Open, event: dict[str, Any], kind: str) -> None:
         item["input"] = str(item.get("input") or "") + str(event.get("delta") or "")
 
 
-def _assembled_output(state: _Open) -> list[dict[str, Any]]:
+def _assembled_output(state: Open) -> list[dict[str, Any]]:
     """The items in output order; one never finished is marked incomplete."""
     output = []
     for index in sorted(state.items):
@@ -208,7 +184,7 @@ def _assembled_output(state: _Open) -> list[dict[str, Any]]:
     return output
 
 
-def _responses_record(state: _Open, terminal: dict[str, Any] | None, ended_by: str | None) -> dict[str, Any]:
+def _responses_record(state: Open, terminal: dict[str, Any] | None, ended_by: str | None) -> dict[str, Any]:
     """The record of one streamed response: the terminal event's response, else the one rebuilt."""
     if terminal is not None:
         response = dict(terminal)
@@ -228,7 +204,7 @@ class _Responses:
     """Responses events, assembled response by response."""
 
     def __init__(self) -> None:
-        self.open: dict[str, _Open] = {}
+        self.open: dict[str, Open] = {}
         self.current: str | None = None
         self.unnamed = 0
 
@@ -248,7 +224,7 @@ class _Responses:
         if kind == "response.created" and "response_id" not in event and self.current in self.open \
                 and self.current != key:  # streams without ids are sequential: the one open was cut off
             yield from self.close(str(self.current))
-        state = self.open.setdefault(key, _Open(first=line))
+        state = self.open.setdefault(key, Open(first=line))
         self.current = key
         state.seen(line)
         response = event.get("response")
@@ -270,134 +246,12 @@ class _Responses:
         yield state.first, _responses_record(state, None, None)
 
 
-# -- Chat Completions chunks -----------------------------------------------------------------------
-
-
-def _join_content(message: dict[str, Any], content: Any) -> None:
-    """A delta's content added to the message's: text to text; a list of parts (Mistral) part by part."""
-    if content is None or content == "":
-        return
-    have = message.get("content")
-    if isinstance(content, str) and (have is None or isinstance(have, str)):
-        message["content"] = (have or "") + content
-        return
-    parts: list[Any] = [{"type": "text", "text": have}] if isinstance(have, str) and have else list(have or [])
-    for part in content if isinstance(content, list) else [{"type": "text", "text": str(content)}]:
-        last = parts[-1] if parts else None
-        if isinstance(part, dict) and isinstance(last, dict) and part.get("type") == last.get("type") == "text":
-            parts[-1] = {**last, "text": str(last.get("text") or "") + str(part.get("text") or "")}
-        elif isinstance(part, dict) and isinstance(last, dict) and part.get("type") == last.get("type") == "thinking" \
-                and isinstance(part.get("thinking"), list) and isinstance(last.get("thinking"), list):
-            parts[-1] = {**last, "thinking": [*last["thinking"], *part["thinking"]]}
-        else:
-            parts.append(part)
-    message["content"] = parts
-
-
-def _join_calls(message: dict[str, Any], calls: Any) -> None:
-    """Tool call fragments joined by their `index`: the id, type and name once, the arguments in pieces."""
-    joined: list[dict[str, Any]] = message.setdefault("tool_calls", [])
-    for fragment in calls if isinstance(calls, list) else []:
-        if not isinstance(fragment, dict):
-            continue
-        index = fragment.get("index", len(joined))
-        found = next((c for c in joined if c.get("index") == index), None)
-        call: dict[str, Any] = found if found is not None else {
-            "index": index, "id": None, "type": "function", "function": {"name": None, "arguments": ""}}
-        if found is None:
-            joined.append(call)
-        for key in ("id", "type"):
-            if fragment.get(key):
-                call[key] = fragment[key]
-        function: dict[str, Any] = fragment["function"] if isinstance(fragment.get("function"), dict) else {}
-        if function.get("name"):
-            call["function"]["name"] = function["name"]
-        call["function"]["arguments"] += str(function.get("arguments") or "")
-
-
-_TEXT_FIELDS = ("reasoning_content", "reasoning", "refusal")
-
-
-def _chat_delta(choice: dict[str, Any], delta: dict[str, Any]) -> None:
-    message = choice.setdefault("message", {"role": "assistant", "content": None})
-    if delta.get("role"):
-        message["role"] = delta["role"]
-    _join_content(message, delta.get("content"))
-    for key in _TEXT_FIELDS:
-        if isinstance(delta.get(key), str) and delta[key]:
-            message[key] = str(message.get(key) or "") + delta[key]
-    if delta.get("tool_calls"):
-        _join_calls(message, delta["tool_calls"])
-    if isinstance(delta.get("annotations"), list):
-        message.setdefault("annotations", []).extend(delta["annotations"])
-
-
-_CHAT_TOP = ("id", "created", "model", "system_fingerprint", "service_tier", "usage", "citations", "search_results",
-             "provider")
-
-
-def _add_chunk(state: _Open, chunk: dict[str, Any]) -> None:
-    for key in _CHAT_TOP:
-        if chunk.get(key) is not None:
-            state.snapshot[key] = chunk[key]
-    for raw in chunk.get("choices") or []:
-        if not isinstance(raw, dict):
-            continue
-        index: int = raw["index"] if isinstance(raw.get("index"), int) else 0
-        choice = state.choices.setdefault(index, {"index": index, "finish_reason": None})
-        if isinstance(raw.get("delta"), dict):
-            _chat_delta(choice, raw["delta"])
-        if raw.get("finish_reason"):
-            choice["finish_reason"] = raw["finish_reason"]
-        if raw.get("error") is not None:
-            choice["error"] = raw["error"]
-
-
-def _finished(state: _Open) -> bool:
-    return bool(state.choices) and all(c.get("finish_reason") for c in state.choices.values())
-
-
-def _chat_record(state: _Open, ended_by: str | None) -> dict[str, Any]:
-    choices = []
-    for index in sorted(state.choices):
-        choice = copy.deepcopy(state.choices[index])
-        message = choice.setdefault("message", {"role": "assistant", "content": None})
-        for call in message.get("tool_calls") or []:
-            call.pop("index", None)
-        if not message.get("tool_calls"):
-            message.pop("tool_calls", None)
-        if not choice.get("finish_reason"):
-            choice["finish_reason"] = CUT_OFF
-        choices.append(choice)
-    response = {**state.snapshot, "object": "chat.completion", "choices": choices}
-    return {"response": response, "metadata": state.meta(ended_by)}
-
-
-class _Chat:
-    """Chat Completions chunks, joined completion by completion (grouped by the chunks' `id`)."""
-
-    def __init__(self) -> None:
-        self.open: dict[str, _Open] = {}
-
-    def add(self, line: int, chunk: dict[str, Any]) -> Iterator[Out]:
-        key = str(chunk.get("id") or "")
-        for other in [k for k, s in self.open.items() if k != key and _finished(s)]:
-            yield from self.close(other, "finish_reason")  # a new completion began: a finished one gets no more
-        state = self.open.setdefault(key, _Open(first=line))
-        state.seen(line)
-        _add_chunk(state, chunk)
-
-    def close(self, key: str, ended_by: str | None) -> Iterator[Out]:
-        state = self.open.pop(key)
-        yield state.first, _chat_record(state, ended_by if _finished(state) else None)
-
-
 def assemble(events: Iterable[tuple[int, Any]]) -> Iterator[Out]:
     """Records from events, in the order their streams began; a value that is no event is its own error.
 
     `None` (SSE's `[DONE]`) ends the chat completions open at that point.
     """
-    responses, chat = _Responses(), _Chat()
+    responses, chat = _Responses(), Chat()
     pending: list[Out] = []
     for line, event in events:
         if isinstance(event, str):
@@ -423,7 +277,7 @@ def assemble(events: Iterable[tuple[int, Any]]) -> Iterator[Out]:
     pending.clear()
 
 
-def _in_order(pending: list[Out], responses: _Responses, chat: _Chat) -> Iterator[Out]:
+def _in_order(pending: list[Out], responses: _Responses, chat: Chat) -> Iterator[Out]:
     """The finished outputs that no open stream began before: records come out in order of first line."""
     opened = [s.first for s in (*responses.open.values(), *chat.open.values())]
     limit = min(opened) if opened else None
