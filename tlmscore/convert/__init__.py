@@ -10,7 +10,7 @@ from tlmscore.convert._content import content_text
 from tlmscore.convert._functions import parse_arguments
 from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
-from tlmscore.convert._messages import assistant_text
+from tlmscore.convert._messages import message_text
 from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
@@ -127,8 +127,7 @@ def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> T
         calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
                               call_id=call_id))
     label = msg.get("name")
-    text = content_text(msg.get("content"))
-    return Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text,
+    return Message(role=role, text=message_text(msg, role, ctx),
                    name=label if isinstance(label, str) and label else None, calls=tuple(calls))
 
 

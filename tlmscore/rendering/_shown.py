@@ -16,6 +16,7 @@ from typing import Any
 
 from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.convert._outputs import NOT_LOGGED
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.model import Evidence, FileResult, ToolResult, Turn, WebRef, WebResult
 from tlmscore.rendering._excerpt import allocate, excerpt
@@ -24,7 +25,13 @@ from tlmscore.settings import Settings
 FAILED_CALL = "This call failed and returned no results."
 UNLOGGED_NOTE = ("Pages the answer cites that are not among the logged search results: where the model "
                  "found them is not known.")
-_NOT_LOGGED = (NOT_LOGGED, FILE_SEARCH_NOT_LOGGED)
+_NOT_LOGGED = (NOT_LOGGED, FILE_SEARCH_NOT_LOGGED, SEARCH_NOT_LOGGED)
+_UNCITED_HEAD, _, _UNCITED_TAIL = UNCITED.partition("{n}")
+
+
+def _is_uncited(output: str) -> bool:
+    """A search's note that the answer cites none of its results (which are not shown)."""
+    return output.startswith(_UNCITED_HEAD) and output.endswith(_UNCITED_TAIL)
 
 
 def unavailable_text(page: Page) -> str:
@@ -112,7 +119,7 @@ def tool_evidence(turn: ToolResult) -> list[Evidence]:
     if isinstance(turn, FileResult):
         return _file_evidence(turn)
     output = turn.output
-    if isinstance(output, str) and output in _NOT_LOGGED:
+    if isinstance(output, str) and (output in _NOT_LOGGED or _is_uncited(output)):
         return [Evidence(kind="tool", text="", available=False, status="not_logged", call_id=turn.call_id,
                          tool=turn.name)]
     if isinstance(output, dict) and output.get("error") is not None:
