@@ -14,6 +14,7 @@ from tlmscore.convert._messages import message_text
 from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
+from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
@@ -59,11 +60,26 @@ def split_answer(output: Sequence[dict[str, Any]], converters: Mapping[str, Item
     start = len(output)
     for i in range(len(output) - 1, -1, -1):
         spec = table.get(item_type(output[i]))
-        kind = spec.kind if spec is not None else "context"
+        kind = spec.kind_of(output[i]) if spec is not None else "context"
         if kind == "context":
             break
         if kind == "answer":
             start = i
+    return _after_commentary(output, start)
+
+
+def _after_commentary(output: Sequence[dict[str, Any]], start: int) -> int:
+    """The answer's start moved past `phase: "commentary"` messages that come before a final answer.
+
+    Commentary ("I'll check the sources…") is what the user saw while the model worked, not the
+    answer: when the run also holds a `final_answer` message, the answer starts there.
+    """
+    finals = [i for i in range(start, len(output)) if output[i].get("phase") == "final_answer"
+              and item_type(output[i]) == "message"]
+    if not finals:
+        return start
+    if any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
+        return finals[0]
     return start
 
 
@@ -179,11 +195,12 @@ def _convert_call(transcript: Transcript, request: dict[str, Any], response: dic
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         return convert_chat(request.get("messages") or [], answer=message or {"role": "assistant", "content": ""},
                             tools=request.get("tools"), settings=settings)
-    history = input_items(request.get("input"))
     output = response.get("output")
     if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
+    history = server_items(input_items(request.get("input")), tools)
+    output = server_items(output, tools)
     instructions = call_instructions(request, response)
     history = [*instructions.items, *history]
     conv = convert_items(history + output, answer_start=len(history) + split_answer(output, converters),

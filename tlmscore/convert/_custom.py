@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._functions import parse_arguments
+from tlmscore.convert._functions import PROGRAM, parse_arguments
 from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import declare_tool, qualified_name
 from tlmscore.convert.context import Context, ItemConverter
@@ -23,7 +23,6 @@ from tlmscore.ingest._history import is_item_reference
 from tlmscore.model import Message, ToolCall, ToolResult, Turn
 
 TOOL_SEARCH = "tool_search"
-PROGRAM = "program"
 COMPACTED = ("[Earlier turns of this conversation were compacted into an encrypted summary that the "
              "model saw but that cannot be shown here.]")
 COMPACTED_ABOVE = ("[The turns above were compacted at this point into an encrypted summary; from here on the "

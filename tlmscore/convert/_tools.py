@@ -16,13 +16,23 @@ def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": _OBJECT, "properties": props, "required": required}
 
 
+PROGRAM_ONLY = "Only a program the model writes with the `program` tool can call this tool; the model cannot."
+
+
 def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    """A function tool in the reference's shape; one only programs may call says so (`allowed_callers`)."""
     decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
-    if "description" in tool:
-        decl["description"] = tool["description"]
+    callers = tool.get("allowed_callers")
+    callers = list(callers) if isinstance(callers, list) else []
+    program_only = bool(callers) and "direct" not in callers
+    if "description" in tool or program_only:
+        description = str(tool.get("description") or "")
+        decl["description"] = f"{description} ({PROGRAM_ONLY})".strip() if program_only else tool["description"]
     if "parameters" in tool:
         decl["parameters"] = tool["parameters"]
     decl["strict"] = tool.get("strict", True)
+    if program_only:
+        decl["allowed_callers"] = callers
     return [decl]
 
 

@@ -258,13 +258,13 @@ def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[
     assignment = _assign(ctx)
     if _failed(item):
         ctx.warn(f"web_search_call {call_id!r} failed: it returned no results")
-        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
+        result: Turn = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
     else:
         refs = _search_refs(action, ctx, assignment.by_call.get(ctx.index, []), assignment.cites)
         logged = isinstance(item.get("action"), dict) and not item.get(SYNTHETIC)
         if action.get("sources") is None and not refs and logged:
             ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
-        elif not refs:
+        elif not refs and not _sources(action):
             ctx.warn("web_search_call has no results in the log and the answer cites no page")
         result = _not_logged(WEB_SEARCH, call_id) if _unknown(action, refs) else \
             _uncited(WEB_SEARCH, call_id, action) if not refs and _sources(action) else \
