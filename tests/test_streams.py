@@ -18,9 +18,10 @@ from pydantic import TypeAdapter
 
 import tlmscore
 from tlmscore import read_transcripts
+from tlmscore.ingest._chunks import CUT_OFF
 from tlmscore.ingest._logfile import RandomAccess
 from tlmscore.ingest._records import load_at, scan
-from tlmscore.ingest._streams import CUT_OFF, assemble, sse_events
+from tlmscore.ingest._streams import assemble, sse_events
 
 EVENT = TypeAdapter(ResponseStreamEvent)
 
@@ -70,9 +71,8 @@ def sse(events: list[dict[str, Any]]) -> str:
 
 
 def rows(*paths: Path) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = tlmscore.prepare([str(p) for p in paths],
-                                                      tlmscore.Settings(offline=True)).to_dict("records")
-    return records
+    frame = tlmscore.prepare([str(p) for p in paths], tlmscore.Settings(offline=True))
+    return [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
 
 
 def test_sse_file_gives_one_record_per_streamed_response(tmp_path: Path) -> None:

@@ -44,9 +44,8 @@ def server_item(item: dict[str, Any], client_tools: frozenset[str] = frozenset()
         return item
     kind = "x_search_call" if name in _X_SEARCH else "web_search_call" if name in _WEB_SEARCH \
         else "code_interpreter_call"
-    shaped = {"type": kind, "id": item.get("id") or item.get("call_id"), "name": name,
-              "arguments": json.dumps(args, ensure_ascii=False), "status": item.get("status") or "completed"}
-    return shaped
+    return {"type": kind, "id": item.get("id") or item.get("call_id"), "name": name,
+            "arguments": json.dumps(args, ensure_ascii=False), "status": item.get("status") or "completed"}
 
 
 def server_items(items: Sequence[dict[str, Any]], tools: Any) -> list[dict[str, Any]]:
