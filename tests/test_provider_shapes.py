@@ -19,6 +19,7 @@ from openai.types.responses import Response
 import tlmscore
 from tlmscore.cli._summary import Summary
 from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.rendering._shown import SHOWN_ABOVE
 
 OFFLINE = tlmscore.Settings(offline=True)
 
@@ -278,3 +279,18 @@ def test_a_bare_response_says_its_request_is_missing() -> None:
     assert out["history_complete"] is False
     assert any("no request" in w for w in out["warnings"])
     assert row({"request": {"input": "Capital?"}, "response": response([message("Paris.")])})["history_complete"]
+
+
+def test_a_page_two_searches_list_is_shown_once_and_counted_once() -> None:
+    url = "https://example.org/page"
+    text = "It holds ([example.org](https://example.org/page))."
+    answer = message(text, [url_cite(text, "([example.org](https://example.org/page))", url)])
+    record = {"request": {"input": "Q?"}, "response": response([_search("ws_1", [url]), _search("ws_2", [url]),
+                                                                  answer])}
+    pages = tlmscore.MemoryPages([tlmscore.Page(url=url, status="ok", text="The page text, shown in full.")])
+    out = tlmscore.prepare([record], OFFLINE, pages=pages).to_dict("records")[0]
+    assert out["n_urls"] == 1
+    first, second = tool_responses(out["prompt"])
+    assert first["output"][0]["content"] == "The page text, shown in full."
+    assert second["output"] == [{"url": url, "content": SHOWN_ABOVE}]
+    assert out["prompt"].count("The page text, shown in full.") == 1
