@@ -294,3 +294,15 @@ def test_a_page_two_searches_list_is_shown_once_and_counted_once() -> None:
     assert first["output"][0]["content"] == "The page text, shown in full."
     assert second["output"] == [{"url": url, "content": SHOWN_ABOVE}]
     assert out["prompt"].count("The page text, shown in full.") == 1
+
+
+def test_a_custom_tool_a_program_called_is_a_step_of_its_run_and_declared_program_only() -> None:
+    tools = [{"type": "programmatic_tool_calling"},
+             {"type": "custom", "name": "sql", "description": "Run SQL.", "allowed_callers": ["programmatic"]}]
+    call = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_sql", "name": "sql",
+            "input": "SELECT count(*) FROM orders", "caller": {"type": "program", "caller_id": "call_prog"}}
+    out = row({"request": {"input": "Count orders", "tools": tools}, "response": response([PROGRAM, call])})
+    assert [c["name"] for c in tool_calls(out["response"])] == ["program"]
+    assert tool_responses(out["response"])[0]["output"]["program_called"] == "sql"
+    declared = [json.loads(line) for line in out["prompt"].split("<tools>\n")[1].split("\n</tools>")[0].splitlines()]
+    assert next(d for d in declared if d["name"] == "sql")["allowed_callers"] == ["programmatic"]

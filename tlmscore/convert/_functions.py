@@ -34,7 +34,7 @@ def program_caller(item: dict[str, Any]) -> str | None:
     return None
 
 
-def _call_kind(item: dict[str, Any]) -> ItemKind:
+def call_kind(item: dict[str, Any]) -> ItemKind:
     """A call the model made may be its answer; a call its program made is part of the program's run."""
     return "transparent" if program_caller(item) is not None else "answer"
 
@@ -74,6 +74,6 @@ def convert_function_call_output(item: dict[str, Any], ctx: Context) -> list[Tur
 
 
 CONVERTERS: dict[str, ItemConverter] = {
-    "function_call": ItemConverter(convert_function_call, kind="answer", classify=_call_kind),
+    "function_call": ItemConverter(convert_function_call, kind="answer", classify=call_kind),
     "function_call_output": ItemConverter(convert_function_call_output),
 }
