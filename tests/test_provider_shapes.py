@@ -306,3 +306,12 @@ def test_a_custom_tool_a_program_called_is_a_step_of_its_run_and_declared_progra
     assert tool_responses(out["response"])[0]["output"]["program_called"] == "sql"
     declared = [json.loads(line) for line in out["prompt"].split("<tools>\n")[1].split("\n</tools>")[0].splitlines()]
     assert next(d for d in declared if d["name"] == "sql")["allowed_callers"] == ["programmatic"]
+
+
+def test_a_response_that_is_only_a_call_its_program_made_answers_with_that_step() -> None:
+    call = {"type": "function_call", "id": "fc_2", "call_id": "call_stock", "name": "get_orders", "arguments": "{}",
+            "status": "in_progress", "caller": {"type": "program", "caller_id": "call_prog"}}
+    out = row({"request": {"input": [{"role": "user", "content": "How many orders?"}, PROGRAM], "tools": TOOLS},
+               "response": response([call])})
+    assert tool_calls(out["response"]) == []
+    assert tool_responses(out["response"])[0]["output"]["program_called"] == "get_orders"

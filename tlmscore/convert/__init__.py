@@ -57,7 +57,7 @@ def split_answer(output: Sequence[dict[str, Any]], converters: Mapping[str, Item
     Reasoning inside the run is skipped over; the run stops at the first item that is context.
     """
     table = converters if converters is not None else installed_converters()
-    start = len(output)
+    start = fallback = len(output)
     for i in range(len(output) - 1, -1, -1):
         spec = table.get(item_type(output[i]))
         kind = spec.kind_of(output[i]) if spec is not None else "context"
@@ -65,6 +65,10 @@ def split_answer(output: Sequence[dict[str, Any]], converters: Mapping[str, Item
             break
         if kind == "answer":
             start = i
+        elif spec is not None and spec.kind == "answer":  # e.g. a call a program made: part of its run
+            fallback = i
+    if start == len(output):  # nothing the model said itself: what its program did is what it answered
+        start = fallback
     return _after_commentary(output, start)
 
 
