@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 
 from tests.conftest import CORPUS, FIXTURES
 from tlmscore.cli import main
+from tlmscore.ingest._streams import is_stream_line
 
 
 def _seed_lines() -> list[bytes]:
     lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
-             for line in path.read_bytes().splitlines() if line.strip()]
+             for line in path.read_bytes().splitlines() if line.strip() and not is_stream_line(line)]
+    # event stream lines are left out: a stream is one record per streamed response (tests/test_streams.py)
     folder = CORPUS / "responses"  # the shared corpus, where conftest.py looks for it (optional)
     if folder.is_dir():
         lines += [json.dumps(json.loads(p.read_bytes())).encode() for p in sorted(folder.glob("*.json"))]

@@ -53,7 +53,7 @@ def test_stored_prompt_shows_its_reference_and_the_expanded_template_items() -> 
     prompt = rows.loc["r", "prompt"]
     assert prompt == (
         'System: Stored prompt pmpt_68a1 (version 4), with variables: {"city": "東京", '
-        '"manual": "[file: 手册.pdf, file file-9]"}\n\nあなたは天気予報士です。\n\n'
+        '"manual": "[file: 手册.pdf, file-9]"}\n\nあなたは天気予報士です。\n\n'
         "User: 都市: 東京\n\n今日は？\n\nAssistant:")
     assert rows.loc["r", "warnings"] == []
 

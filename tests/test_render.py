@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
 from tlmscore.convert import convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
+from tlmscore.convert._web import UNCITED
 from tlmscore.evidence.sources import load_page_records
-from tlmscore.model import WebResult
+from tlmscore.model import ToolResult, WebResult
 from tlmscore.rendering._prompt import _json_block, _text_block, render_prompt, render_response
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
@@ -74,7 +75,11 @@ def test_sources_and_all_policies() -> None:
 
 def test_citations_are_shared_among_consecutive_searches_by_their_sources() -> None:
     items = [USER, search("ws_1", [WIKI]), search("ws_2", [SITE]), search("ws_3", None), CITED]
-    assert web_refs(items) == [[WIKI + "?utm_source=openai"], [SITE], [BRIT + "?utm_source=openai"]]
+    assert web_refs(items) == [[WIKI + "?utm_source=openai"], [BRIT + "?utm_source=openai"]]
+    # the answer cites pages, so ws_2's uncited source is not shown: its response says so
+    conv = convert_items(items, answer_start=len(items) - 1)
+    [uncited] = [t for t in conv.turns if isinstance(t, ToolResult) and t.call_id == "ws_2"]
+    assert uncited.output == UNCITED.format(n=1)
 
 
 def test_open_page_and_find_in_page_use_their_own_url_and_are_declared() -> None:
@@ -147,7 +152,7 @@ def test_images_and_files_become_placeholders_without_base64() -> None:
     assert prompt.startswith("What is in these?\n[image: image/png, 108 bytes, sha256:" + digest + "]")
     assert "[image: https://example.org/cat.jpg]" in prompt
     assert "[file: invoice.pdf, application/pdf, 13 bytes, sha256:" in prompt
-    assert "[file: file file-abc]" in prompt
+    assert "[file: file-abc]" in prompt
     assert png[:20] not in prompt and pdf[:10] not in prompt
 
 

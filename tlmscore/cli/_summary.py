@@ -56,7 +56,9 @@ class Summary:
         if scored:
             lines.append(f"  scored: {len(self.scores)} of {self.rows}")
             if self.scores:
-                qs = statistics.quantiles(self.scores, n=4) if len(self.scores) > 1 else [self.scores[0]] * 3
+                # inclusive: the quartiles of the scores themselves, never outside [min, max]
+                qs = statistics.quantiles(self.scores, n=4, method="inclusive") if len(self.scores) > 1 \
+                    else [self.scores[0]] * 3
                 lines.append(f"  score min {min(self.scores):.3f}  q1 {qs[0]:.3f}  median {qs[1]:.3f}  "
                              f"q3 {qs[2]:.3f}  max {max(self.scores):.3f}")
                 low = sorted((-s, rid) for s, rid in self.lowest)

@@ -10,10 +10,11 @@ from tlmscore.convert._content import content_text
 from tlmscore.convert._functions import parse_arguments
 from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
-from tlmscore.convert._messages import assistant_text
+from tlmscore.convert._messages import message_text
 from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
+from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
@@ -22,6 +23,7 @@ from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcri
 from tlmscore.settings import Settings
 
 __all__ = [
+    "NO_REQUEST",
     "REGISTRY",
     "convert_chat",
     "convert_items",
@@ -29,6 +31,10 @@ __all__ = [
     "input_items",
     "split_answer",
 ]
+
+
+NO_REQUEST = ("the record has no request (a bare response): what the model was asked is not in the log, "
+              "so the prompt holds only what the response itself carries")
 
 
 def input_items(value: Any) -> list[dict[str, Any]]:
@@ -51,14 +57,33 @@ def split_answer(output: Sequence[dict[str, Any]], converters: Mapping[str, Item
     Reasoning inside the run is skipped over; the run stops at the first item that is context.
     """
     table = converters if converters is not None else installed_converters()
-    start = len(output)
+    start = fallback = len(output)
     for i in range(len(output) - 1, -1, -1):
         spec = table.get(item_type(output[i]))
-        kind = spec.kind if spec is not None else "context"
+        kind = spec.kind_of(output[i]) if spec is not None else "context"
         if kind == "context":
             break
         if kind == "answer":
             start = i
+        elif spec is not None and spec.kind == "answer":  # e.g. a call a program made: part of its run
+            fallback = i
+    if start == len(output):  # nothing the model said itself: what its program did is what it answered
+        start = fallback
+    return _after_commentary(output, start)
+
+
+def _after_commentary(output: Sequence[dict[str, Any]], start: int) -> int:
+    """The answer's start moved past `phase: "commentary"` messages that come before a final answer.
+
+    Commentary ("I'll check the sources…") is what the user saw while the model worked, not the
+    answer: when the run also holds a `final_answer` message, the answer starts there.
+    """
+    finals = [i for i in range(start, len(output)) if output[i].get("phase") == "final_answer"
+              and item_type(output[i]) == "message"]
+    if not finals:
+        return start
+    if any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
+        return finals[0]
     return start
 
 
@@ -122,8 +147,7 @@ def _chat_message(msg: dict[str, Any], names: dict[str, str], ctx: Context) -> T
         calls.append(ToolCall(name=name, arguments=parse_arguments(function.get("arguments"), ctx, name),
                               call_id=call_id))
     label = msg.get("name")
-    text = content_text(msg.get("content"))
-    return Message(role=role, text=assistant_text(text, ctx) if role == "assistant" else text,
+    return Message(role=role, text=message_text(msg, role, ctx),
                    name=label if isinstance(label, str) and label else None, calls=tuple(calls))
 
 
@@ -158,6 +182,14 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
     records keep the chat format.
     """
     request, response = transcript.request, transcript.response
+    conv = _convert_call(transcript, request, response, settings, converters)
+    if not request:
+        conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
+    return conv
+
+
+def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
+                  settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
     if transcript.fmt == "chat" and is_search_chat(response):
         items, start = chat_search_items(request.get("messages") or [], response)
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
@@ -167,11 +199,12 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         return convert_chat(request.get("messages") or [], answer=message or {"role": "assistant", "content": ""},
                             tools=request.get("tools"), settings=settings)
-    history = input_items(request.get("input"))
     output = response.get("output")
     if not isinstance(output, list) or not all(isinstance(o, dict) for o in output):
         raise TranscriptError("response.output must be a list of objects")
     tools = request.get("tools") if request.get("tools") is not None else response.get("tools")
+    history = server_items(input_items(request.get("input")), tools)
+    output = server_items(output, tools)
     instructions = call_instructions(request, response)
     history = [*instructions.items, *history]
     conv = convert_items(history + output, answer_start=len(history) + split_answer(output, converters),

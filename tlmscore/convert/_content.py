@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 _TEXT_PARTS = ("output_text", "input_text", "text", "summary_text", "reasoning_text")
+REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
+"""Content parts that hold a model's reasoning, not its answer (Mistral's and others' `thinking`, `reasoning`)."""
 
 
 def blob_summary(data: str) -> str:
@@ -47,7 +49,7 @@ def _file(part: dict[str, Any]) -> str:
     if part.get("file_url"):
         fields.append(str(part["file_url"]))
     if part.get("file_id"):
-        fields.append(f"file {part['file_id']}")
+        fields.append(str(part["file_id"]))
     return f"[file: {', '.join(fields)}]" if fields else "[file]"
 
 
@@ -81,12 +83,33 @@ _PARTS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def reasoning_text(part: dict[str, Any]) -> str:
+    """The text of a reasoning part: `thinking` as a string or a list of text chunks (Mistral), else `text`."""
+    inner = part.get("thinking", part.get("reasoning", part.get("text")))
+    if isinstance(inner, list):
+        return "".join(part_text(chunk) for chunk in inner)
+    return inner if isinstance(inner, str) else ""
+
+
+def part_type(part: Any) -> str | None:
+    """A content part's type, or None for a bare string."""
+    return str(part.get("type")) if isinstance(part, dict) else None
+
+
+def is_known_part(part: Any) -> bool:
+    """Whether a content part is of a type shown as it is meant (text, media placeholders, reasoning)."""
+    kind = part_type(part)
+    return not isinstance(part, dict) or kind in _PARTS or kind in REASONING_PARTS
+
+
 def part_text(part: Any) -> str:
-    """The text of one content part as the scorer should see it."""
+    """The text of one content part as the scorer should see it (reasoning as a `<think>` block)."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
         return str(part)
+    if part.get("type") in REASONING_PARTS:
+        return f"<think>{reasoning_text(part)}</think>"
     render = _PARTS.get(str(part.get("type")))
     if render is not None:
         return render(part)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._functions import parse_arguments
+from tlmscore.convert._functions import PROGRAM, call_kind, parse_arguments, program_caller
 from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import declare_tool, qualified_name
 from tlmscore.convert.context import Context, ItemConverter
@@ -23,7 +23,6 @@ from tlmscore.ingest._history import is_item_reference
 from tlmscore.model import Message, ToolCall, ToolResult, Turn
 
 TOOL_SEARCH = "tool_search"
-PROGRAM = "program"
 COMPACTED = ("[Earlier turns of this conversation were compacted into an encrypted summary that the "
              "model saw but that cannot be shown here.]")
 COMPACTED_ABOVE = ("[The turns above were compacted at this point into an encrypted summary; from here on the "
@@ -52,11 +51,16 @@ def _declare(ctx: Context, tools: Any) -> None:
 
 
 def convert_custom_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
-    """The model's free-form input to a custom tool."""
+    """The model's free-form input to a custom tool (or a program's, shown as a step of its run)."""
     name = str(item.get("name") or "custom_tool")
     call_id = call_id_of(item)
     ctx.call_names.setdefault(call_id, name)
     ctx.use_tool(f"custom:{name}", {"type": "custom", "name": name})
+    program = program_caller(item)
+    if program is not None:
+        ctx.program_calls[call_id] = program
+        step = {"program_called": name, "arguments": {"input": item.get("input", "")}, "call_id": call_id}
+        return [ToolResult(name=PROGRAM, call_id=program, output=step)]
     return [ToolCall(name=name, arguments={"input": item.get("input", "")}, call_id=call_id)]
 
 
@@ -64,7 +68,11 @@ def convert_custom_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """What the client's custom tool returned: text, or parts with placeholders."""
     call_id = str(item.get("call_id") or "")
     name = ctx.answered_call(call_id, "custom_tool", "output for custom tool call")
-    return [ToolResult(name=name, call_id=call_id, output=tool_output(item.get("output")))]
+    output = tool_output(item.get("output"))
+    if call_id in ctx.program_calls:
+        step = {"returned_to_program": output, "from": name, "call_id": call_id}
+        return [ToolResult(name=PROGRAM, call_id=ctx.program_calls[call_id], output=step)]
+    return [ToolResult(name=name, call_id=call_id, output=output)]
 
 
 def _search_call_id(item: dict[str, Any], ctx: Context) -> str:
@@ -153,7 +161,7 @@ def convert_item_reference(item: dict[str, Any], ctx: Context) -> list[Turn]:
 
 
 CONVERTERS: dict[str, ItemConverter] = {
-    "custom_tool_call": ItemConverter(convert_custom_call, kind="answer"),
+    "custom_tool_call": ItemConverter(convert_custom_call, kind="answer", classify=call_kind),
     "custom_tool_call_output": ItemConverter(convert_custom_output),
     "tool_search_call": ItemConverter(convert_tool_search_call, kind="answer"),
     "tool_search_output": ItemConverter(convert_tool_search_output),

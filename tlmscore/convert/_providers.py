@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from tlmscore.convert._content import content_text
+from tlmscore.convert._messages import REASONING_FIELDS
 from tlmscore.convert._web import SYNTHETIC
 
 _MARKER = re.compile(r"\[(\d{1,4})\]|\u3010(\d{1,4})\u3011")
@@ -143,7 +144,8 @@ def chat_search_items(messages: list[dict[str, Any]], response: dict[str, Any]) 
     message = _message(response)
     text = content_text(message.get("content"))
     annotations = _annotations(text, sources) if sources else chat_annotations(response)
-    items.append({"type": "message", "role": "assistant", "content": [
+    reasoning = {k: message[k] for k in REASONING_FIELDS if message.get(k)}  # warned about where it is shown
+    items.append({"type": "message", "role": "assistant", **reasoning, "content": [
         {"type": "output_text", "text": text, "annotations": annotations}]})
     items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
     return items, start

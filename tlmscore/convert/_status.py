@@ -12,6 +12,7 @@ that keep the API's error code and message; cut-short answers are scored, with a
   response with only reasoning whose `usage.output_tokens` reached `max_output_tokens` is
   `max_output_tokens`; `empty_output` when `output` is empty; `no_answer` when there is no answer
   text or call (only reasoning, tool items such as a generated image, empty or `<think>`-only text);
+  `stream_cut_off` when a logged event stream ends before its response (Chat: before a `finish_reason`);
   `unknown` when the response (or, with no response status logged, its message) is marked
   incomplete without a reason.
 - `failed` (error row): `status: "failed"` with its `error`; an API error object or a failed Batch
@@ -44,11 +45,13 @@ _REASONS = {
     "empty_output": "the response's output is empty: there is no answer",
     "no_answer": "there is no answer text: the output holds only reasoning, tool items or empty text",
     "unknown": "the response stopped early and no reason was logged",
+    "stream_cut_off": "the logged event stream ends before the response did: the answer is what was streamed "
+                      "up to there",
 }
 # Chat Completions `finish_reason` values (OpenAI's and those of OpenAI-compatible servers).
 _CHAT_DONE = frozenset({"stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "eos"})
 _CHAT_REASONS = {"length": "max_output_tokens", "max_tokens": "max_output_tokens", "model_length": "max_output_tokens",
-                 "content_filter": "content_filter"}
+                 "content_filter": "content_filter", "stream_cut_off": "stream_cut_off"}
 
 
 @dataclass(frozen=True)

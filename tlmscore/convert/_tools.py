@@ -16,6 +16,9 @@ def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": _OBJECT, "properties": props, "required": required}
 
 
+PROGRAM_ONLY = "Only a program the model writes with the `program` tool can call this tool; the model cannot."
+
+
 def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
     decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
     if "description" in tool:
@@ -24,6 +27,26 @@ def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
         decl["parameters"] = tool["parameters"]
     decl["strict"] = tool.get("strict", True)
     return [decl]
+
+
+def _program_only(tool: dict[str, Any]) -> list[str] | None:
+    """The tool's `allowed_callers` when they leave out `direct` (only a program may call it), else None."""
+    callers = tool.get("allowed_callers")
+    if isinstance(callers, list) and callers and "direct" not in callers:
+        return [str(c) for c in callers]
+    return None
+
+
+def _callers_noted(tool: dict[str, Any], decls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Declarations of a tool only programs may call, saying so; others as they are (the reference's bytes)."""
+    callers = _program_only(tool)
+    if callers is None:
+        return decls
+    noted = []
+    for decl in decls:
+        description = str(decl.get("description") or "")
+        noted.append({**decl, "description": f"{description} ({PROGRAM_ONLY})".strip(), "allowed_callers": callers})
+    return noted
 
 
 def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
@@ -293,7 +316,8 @@ def declare_tools(tools: Iterable[dict[str, Any]], used: dict[str, dict[str, Any
         tool = {**listed, "called_with": used[family].get("called_with")} if family == "tool_search" \
             and family in used else listed
         if declarer is not None:  # a namespace may repeat a tool listed on its own: declared once
-            declared.extend(d for d in declarer(tool) if family != "namespace" or d not in declared)
+            found = _callers_noted(tool, declarer(tool))
+            declared.extend(d for d in found if family != "namespace" or d not in declared)
     names = {d.get("name") for d in declared}
     for key, tool in used.items():
         declarer = DECLARATIONS.get(tool_family(str(tool.get("type", key))))
@@ -314,7 +338,7 @@ def declare_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
     if tool.get("type") == "namespace":
         return declarer({**tool, "tools": [{k: v for k, v in t.items() if k != "defer_loading"}
                                            for t in tool.get("tools") or [] if isinstance(t, dict)]})
-    return declarer(tool)
+    return _callers_noted(tool, declarer(tool))
 
 
 def declare_chat_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 Which URLs a search result holds follows `Settings.urls`:
 `cited` — the citations of the next assistant message that belong to this search, falling back to
-the search's sources when it has none; `sources` — the search's `action.sources`; `all` — both.
+the searches' sources only when the answer cites nothing at all (a search the answer cites nothing
+of then says so); `sources` — the search's `action.sources`; `all` — both. A search whose results
+were not logged, and that the answer cites nothing of, says that what it found is unknown (never
+an empty result).
 `open_page` and `find_in_page` always refer to their own URL.
 
 Provenance is kept honest. A citation belongs to the calls whose logged results hold its URL. A
@@ -29,7 +32,7 @@ from urllib.parse import urlsplit
 from tlmscore._urls import url_key
 from tlmscore.convert._citations import Citation, message_citations, plain_title
 from tlmscore.convert.context import Context, ItemConverter
-from tlmscore.model import ToolCall, Turn, WebRef, WebResult
+from tlmscore.model import ToolCall, ToolResult, Turn, WebRef, WebResult
 
 WEB_SEARCH = "web_search_call"
 X_SEARCH = "x_search_call"
@@ -40,6 +43,11 @@ _PAGE_ACTIONS = (OPEN_PAGE, FIND_IN_PAGE)
 CITED_SOURCES = "cited_sources"
 SYNTHETIC = "tlmscore_synthetic"
 """Key of a web call rebuilt from a chat record: its missing sources are no advice to `include` them."""
+SEARCH_NOT_LOGGED = ("The search results were not recorded in this log (the request did not include "
+                     "'web_search_call.action.sources', or the provider does not log them), so what the search "
+                     "found is unknown.")
+UNCITED = ("This search returned {n} result(s); the answer cites none of them (it cites pages of other calls), "
+           "so they are not shown here.")
 _X_HOSTS = frozenset({"x.com", "twitter.com", "mobile.twitter.com", "www.x.com", "www.twitter.com"})
 
 
@@ -143,6 +151,11 @@ class _Assignment:
     unlogged: list[Citation]
     unresolved: list[Citation]
 
+    @property
+    def cites(self) -> bool:
+        """Whether the answer cites any page at all."""
+        return bool(self.unlogged) or any(self.by_call.values())
+
 
 def _assign(ctx: Context) -> _Assignment:
     """The citations of the assistant message after this call's group, given to the group's calls.
@@ -197,10 +210,15 @@ def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef
     return tuple(WebRef(**{**refs[order[i]], "cited": tuple(refs[order[i]]["cited"])}) for i in ranked)
 
 
-def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation]) -> tuple[WebRef, ...]:
-    """The pages a search result refers to, following the URL policy."""
+def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation],
+                 answer_cites: bool = False) -> tuple[WebRef, ...]:
+    """The pages a search result refers to, following the URL policy.
+
+    With `cited`, a search's sources are shown only when the answer cites nothing at all
+    (`answer_cites` false): an answer that cites pages is checked against those pages.
+    """
     sources = _sources(action)
-    if ctx.urls == "sources" or (ctx.urls == "cited" and not cited):
+    if ctx.urls == "sources" or (ctx.urls == "cited" and not cited and not answer_cites):
         return _refs([], sources)
     if ctx.urls == "all":
         return _refs(cited, sources)
@@ -240,17 +258,34 @@ def _search(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[
     assignment = _assign(ctx)
     if _failed(item):
         ctx.warn(f"web_search_call {call_id!r} failed: it returned no results")
-        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
+        result: Turn = WebResult(name=WEB_SEARCH, call_id=call_id, refs=(), status="failed")
     else:
-        refs = _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
+        refs = _search_refs(action, ctx, assignment.by_call.get(ctx.index, []), assignment.cites)
         logged = isinstance(item.get("action"), dict) and not item.get(SYNTHETIC)
         if action.get("sources") is None and not refs and logged:
             ctx.warn("web_search_call has no sources: add include=['web_search_call.action.sources'] to the request")
-        elif not refs:
+        elif not refs and not _sources(action):
             ctx.warn("web_search_call has no results in the log and the answer cites no page")
-        result = WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs)
+        result = _not_logged(WEB_SEARCH, call_id) if _unknown(action, refs) else \
+            _uncited(WEB_SEARCH, call_id, action) if not refs and _sources(action) else \
+            WebResult(name=WEB_SEARCH, call_id=call_id, refs=refs)
     call = ToolCall(name=WEB_SEARCH, arguments=_search_arguments(action), call_id=call_id, server=True)
     return [call, result, *_closing(ctx, assignment)]
+
+
+def _unknown(action: dict[str, Any], refs: tuple[WebRef, ...]) -> bool:
+    """A search whose results were not logged and that nothing else tells of: what it found is unknown."""
+    return action.get("sources") is None and not refs
+
+
+def _uncited(name: str, call_id: str, action: dict[str, Any]) -> ToolResult:
+    """The response of a search the answer cites nothing of, while it cites other pages: said, not shown."""
+    return ToolResult(name=name, call_id=call_id, output=UNCITED.format(n=len(_sources(action))))
+
+
+def _not_logged(name: str, call_id: str) -> ToolResult:
+    """The response of a search whose results were not logged: said to be unknown, not shown as empty."""
+    return ToolResult(name=name, call_id=call_id, output=SEARCH_NOT_LOGGED)
 
 
 def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> list[Turn]:
@@ -298,9 +333,12 @@ def convert_x_search(item: dict[str, Any], ctx: Context) -> list[Turn]:
     arguments = {k: v for k, v in action.items() if k != "type"}
     assignment = _assign(ctx)
     status = "failed" if _failed(item) else "completed"
-    refs = () if _failed(item) else _search_refs(action, ctx, assignment.by_call.get(ctx.index, []))
-    return [ToolCall(name=name, arguments=arguments, call_id=call_id, server=True),
-            WebResult(name=name, call_id=call_id, refs=refs, status=status), *_closing(ctx, assignment)]
+    refs = () if _failed(item) else _search_refs(action, ctx, assignment.by_call.get(ctx.index, []),
+                                                 assignment.cites)
+    result: Turn = _not_logged(name, call_id) if not _failed(item) and _unknown(action, refs) else \
+        WebResult(name=name, call_id=call_id, refs=refs, status=status)
+    return [ToolCall(name=name, arguments=arguments, call_id=call_id, server=True), result,
+            *_closing(ctx, assignment)]
 
 
 CONVERTERS: dict[str, ItemConverter] = {

@@ -19,7 +19,7 @@ class Context:
 
     `items` is every item in order (history, then the response's output), so a converter can look
     ahead: a web search reads the citations of the message that follows it. Converters only add to
-    `warnings`, `call_names` and `used_tools`; they never reach outside this object.
+    `warnings`, `call_names`, `used_tools` and `program_calls`; they never reach outside this object.
     """
 
     items: Sequence[dict[str, Any]]
@@ -30,6 +30,8 @@ class Context:
     warnings: list[str] = field(default_factory=list)
     call_names: dict[str, str] = field(default_factory=dict)
     used_tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    program_calls: dict[str, str] = field(default_factory=dict)
+    """Calls a program made (programmatic tool calling): call id → the program's call id."""
 
     def warn(self, message: str) -> None:
         """Record a warning once."""
@@ -67,3 +69,9 @@ class ItemConverter:
 
     convert: Converter
     kind: ItemKind = "context"
+    classify: Callable[[dict[str, Any]], ItemKind] | None = None
+    """Where an item of this type may stand when that depends on the item (else `kind`)."""
+
+    def kind_of(self, item: dict[str, Any]) -> ItemKind:
+        """Where this item may stand: `classify(item)` when given, else the type's `kind`."""
+        return self.classify(item) if self.classify is not None else self.kind

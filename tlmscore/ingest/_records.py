@@ -25,9 +25,12 @@ from tlmscore.ingest._logfile import (
     lines,
     load_line,
 )
+from tlmscore.ingest._streams import is_sse_line, is_stream_line, stream_records
 from tlmscore.model import Transcript
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+_STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".sse")
+"""Files that may hold an event stream instead of records (optionally gzipped)."""
 Look = Callable[[bytes], bool]
 """A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
 
@@ -199,12 +202,61 @@ def _json_records(path: Path, name: str, batch: BatchInputs | None) -> Iterator[
         yield Location(name, number), normalize_record(item, source=name, line=number, batch=batch)
 
 
+def _stream_kind(path: Path) -> bool | None:
+    """For a file that may hold an event stream: None when it does not, else whether it is SSE text.
+
+    Decided by content, from the first line that is not blank; a file that cannot be read is left to
+    the record readers, which report it.
+    """
+    suffixes = [x.lower() for x in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    if not suffixes or suffixes[-1] not in _STREAM_SUFFIXES:
+        return None
+    try:
+        first = next((raw for _, _, raw in lines(path) if raw.strip()), b"")
+    except TranscriptError:
+        return None
+    if not is_stream_line(first):
+        return None
+    return is_sse_line(first)
+
+
+def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, Transcript]]:
+    """The records of an event stream file: one per streamed response, kept in memory for `load_at`.
+
+    Where reading breaks off, the responses open are kept as cut off, and one error record says where.
+    """
+    stop: list[ReadStoppedError] = []
+
+    def numbered() -> Iterator[tuple[int, bytes]]:
+        try:
+            for number, _, raw in lines(path):
+                yield number, raw
+        except ReadStoppedError as exc:
+            stop.append(exc)
+
+    for line, out in stream_records(numbered(), sse=sse):
+        if isinstance(out, str):
+            yield Location(name, line), _failed(name, line, out)
+        else:
+            yield Location(name, line, record=out), normalize_record(out, source=name, line=line)
+    if stop:
+        line = stop[0].lines_read + 1
+        yield Location(name, line), _failed(name, line, f"reading stopped after line {stop[0].lines_read} "
+                                                        f"(byte {stop[0].offset}): {stop[0].cause}; the rest "
+                                                        "of the file is not read")
+
+
 def _file(given: str | Path, batch: BatchInputs | None, look: Look | None) -> Iterator[tuple[Location, Transcript]]:
     """The records of one file, named as given (so locations and transcripts agree)."""
     path = Path(given)
     if not path.is_file():
         raise TranscriptError(f"{path}: no such file")
-    if is_jsonl(path):
+    sse = _stream_kind(path)
+    if sse is not None:
+        yield from _stream_file(path, str(given), sse)
+    elif is_jsonl(path):
         yield from _jsonl_records(path, str(given), batch, look)
     else:
         yield from _json_records(path, str(given), batch)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import convert_transcript
+from tlmscore.convert import NO_REQUEST, convert_transcript
 from tlmscore.convert._status import COMPLETED, ResponseStatus, record_status, response_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
@@ -87,11 +87,13 @@ def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | No
     try:
         if chains is None:
             conv = convert_transcript(transcript, settings, converters=converters)
-            return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None, True, status)
+            return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None,
+                              bool(transcript.request), status)
         history = chains.history(transcript)
         conv = convert_transcript(with_history(transcript, history), settings, converters=converters)
-        conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *extra))
-        return _Converted(transcript, conv, None, history.complete, status)
+        own = (NO_REQUEST,) if not transcript.request and NO_REQUEST not in conv.warnings else ()
+        conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *own, *extra))
+        return _Converted(transcript, conv, None, history.complete and bool(transcript.request), status)
     except TlmscoreError as exc:
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}", status=status)
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)

@@ -14,17 +14,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tlmscore._urls import url_key
 from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.convert._outputs import NOT_LOGGED
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.model import Evidence, FileResult, ToolResult, Turn, WebRef, WebResult
 from tlmscore.rendering._excerpt import allocate, excerpt
 from tlmscore.settings import Settings
 
 FAILED_CALL = "This call failed and returned no results."
+SHOWN_ABOVE = "This page is also among the results of an earlier call: its content is shown there."
 UNLOGGED_NOTE = ("Pages the answer cites that are not among the logged search results: where the model "
                  "found them is not known.")
-_NOT_LOGGED = (NOT_LOGGED, FILE_SEARCH_NOT_LOGGED)
+_NOT_LOGGED = (NOT_LOGGED, FILE_SEARCH_NOT_LOGGED, SEARCH_NOT_LOGGED)
+_UNCITED_HEAD, _, _UNCITED_TAIL = UNCITED.partition("{n}")
+
+
+def _is_uncited(output: str) -> bool:
+    """A search's note that the answer cites none of its results (which are not shown)."""
+    return output.startswith(_UNCITED_HEAD) and output.endswith(_UNCITED_TAIL)
 
 
 def unavailable_text(page: Page) -> str:
@@ -48,16 +57,30 @@ class PageShelf:
     def __init__(self, pages: Mapping[str, Page], refs: Sequence[tuple[WebRef, tuple[str, ...]]],
                  settings: Settings) -> None:
         self._pages = pages
-        texts = [(p.text or "") if (p := find_page(pages, ref.url)).ok else "" for ref, _ in refs]
+        keys = [url_key(ref.url) for ref, _ in refs]
+        repeats = [keys.index(key) != i and not focus
+                   for i, (key, (_, focus)) in enumerate(zip(keys, refs, strict=True))]
+        texts = [(p.text or "") if (p := find_page(pages, ref.url)).ok and not repeat else ""
+                 for (ref, _), repeat in zip(refs, repeats, strict=True)]  # a page shown again takes no budget
         self._budgets = allocate([len(t) for t in texts], settings.page_chars, settings.evidence_chars)
         self._next = 0
+        self._listed: set[str] = set()
         self.shown: list[Evidence] = []
 
     def entry(self, ref: WebRef, focus: tuple[str, ...], result: WebResult) -> dict[str, Any]:
-        """One page as the web tool's response shows it: number, url, title, logged snippet, content."""
+        """One page as the web tool's response shows it: number, url, title, logged snippet, content.
+
+        A page a search lists again, after it was shown in full, is shown once: the second place
+        refers to the first (a page action with its own focus still shows its passages).
+        """
         page = find_page(self._pages, ref.url)
         budget = self._budgets[self._next]
         self._next += 1
+        key = url_key(ref.url)
+        if key in self._listed and not focus:
+            repeat: dict[str, Any] = {"citation": f"[{ref.number}]"} if ref.number is not None else {}
+            return {**repeat, "url": ref.url, "content": SHOWN_ABOVE}
+        self._listed.add(key)
         entry: dict[str, Any] = {}
         if ref.number is not None:
             entry["citation"] = f"[{ref.number}]"
@@ -112,7 +135,7 @@ def tool_evidence(turn: ToolResult) -> list[Evidence]:
     if isinstance(turn, FileResult):
         return _file_evidence(turn)
     output = turn.output
-    if isinstance(output, str) and output in _NOT_LOGGED:
+    if isinstance(output, str) and (output in _NOT_LOGGED or _is_uncited(output)):
         return [Evidence(kind="tool", text="", available=False, status="not_logged", call_id=turn.call_id,
                          tool=turn.name)]
     if isinstance(output, dict) and output.get("error") is not None:
