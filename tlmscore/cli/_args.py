@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tlmscore.cli._compare import add_compare_parser
 from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("folder", type=Path, metavar="DIR")
     fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
     _add_common(fixtures)
+    add_compare_parser(sub)
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
 from tlmscore.engines._command import run_ray
@@ -247,6 +248,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _fixtures(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "compare":
+            return run_compare(args)
         return _cache(args)
     except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
