@@ -1,8 +1,8 @@
 """The command line: arguments → `Settings` → one library call; progress bars; the run summary.
 
-`_commands` parses arguments and runs `prepare`, `score`, `calibrate`, `cache` and `fixtures`;
+`_commands` parses arguments and runs `prepare`, `score`, `calibrate`, `compare`, `cache` and `fixtures`;
 `_progress` draws progress bars on a terminal; `_summary` is the end-of-run summary on stderr;
-`_calibrate` reads a scored file and its labels for `tlmscore calibrate`.
+`_calibrate` reads a scored file and its labels for `tlmscore calibrate`; `_compare` is `tlmscore compare`.
 """
 
 from __future__ import annotations

@@ -48,6 +48,8 @@ def add_compare_parser(sub: Any) -> None:
                          help="gate: the confidence interval of the mean difference does not lie below M")
     compare.add_argument("--report", type=Path, action="append", default=[], metavar="FILE",
                          help="write a report: .md, .xml (JUnit), .json or .html (repeatable)")
+    compare.add_argument("--summary", type=Path, metavar="FILE",
+                         help='append the Markdown report to FILE, e.g. "$GITHUB_STEP_SUMMARY" (any name)')
     compare.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
 
@@ -67,6 +69,9 @@ def run_compare(args: argparse.Namespace) -> int:
     for path, kind in kinds:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_report(kind, comparison, gates, results, names), encoding="utf-8")
+    if args.summary is not None:
+        with args.summary.open("a", encoding="utf-8") as summary:
+            summary.write(render_report(".md", comparison, gates, results, names))
     s = comparison.summary
     ci = s.mean_delta
     print(f"tlmscore: compared {s.rows} rows ({s.paired} scored on both sides): mean {s.base_mean:.3f} → "

@@ -39,7 +39,7 @@ class RowChange:
 
     @property
     def delta(self) -> float:
-        """new − base, NaN unless both are scored."""
+        """The new score minus the base score, NaN unless both are scored."""
         return self.new - self.base if self.base_scored and self.new_scored else math.nan
 
 
@@ -153,7 +153,7 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
-def compare_rows(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *,  # noqa: PLR0913 -- the options of one comparison
+def compare_rows(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *,
                  key: str = "id", threshold: float = 0.5, by: str | None = None, seed: int = 0,
                  resamples: int = 2000, confidence: float = 0.95, names: tuple[str, str] = ("BASE", "NEW"),
                  ) -> Comparison:
@@ -166,13 +166,13 @@ def compare_rows(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], 
     if not common:
         raise ConfigError(f"{names[0]} and {names[1]} share no {key!r}: nothing to compare")
     rows = tuple(_change(k, base_keyed[k], new_keyed[k], by) for k in common)
-    options = {"seed": seed, "resamples": resamples, "confidence": confidence}
     groups: dict[str, Summary] = {}
     if by:
         for name in sorted({r.group or "(none)" for r in rows}):
-            groups[name] = summarise([r for r in rows if r.group == name], threshold, **options)
+            groups[name] = summarise([r for r in rows if r.group == name], threshold, seed=seed,
+                                     resamples=resamples, confidence=confidence)
     return Comparison(
         key=key, threshold=threshold, rows=rows,
         only_base=tuple(k for k in base_keyed if k not in new_keyed),
         only_new=tuple(k for k in new_keyed if k not in base_keyed),
-        summary=summarise(rows, threshold, **options), groups=groups, by=by)
+        summary=summarise(rows, threshold, seed=seed, resamples=resamples, confidence=confidence), groups=groups, by=by)

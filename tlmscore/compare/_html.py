@@ -1,5 +1,7 @@
-"""The comparison as one self-contained HTML page: verdict, gates, figures, two inline SVG plots, the rows
-that dropped. No script, no external file: it opens offline and can be attached to a CI run as is."""
+"""The comparison as one self-contained HTML page: verdict, gates, figures, two plots, the dropped rows.
+
+No script, no external file: it opens offline and can be attached to a CI run as is.
+"""
 
 from __future__ import annotations
 
@@ -61,6 +63,16 @@ def _dropped(comparison: Comparison) -> str:
             f"{rows}</table>")
 
 
+def _groups(comparison: Comparison) -> str:
+    if not comparison.groups:
+        return ""
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{s.rows}</td><td>{_f(s.base_mean)}</td><td>{_f(s.new_mean)}</td>"
+                   f"<td>{_f(s.mean_delta.mean, signed=True)}</td><td>{s.dropped}</td></tr>"
+                   for name, s in comparison.groups.items())
+    return (f"<h2>By {escape(comparison.by or '')}</h2><table><tr><th>group</th><th>rows</th><th>base mean</th>"
+            f"<th>new mean</th><th>difference</th><th>dropped</th></tr>{rows}</table>")
+
+
 def render_html(comparison: Comparison, results: Sequence[GateResult], names: tuple[str, str]) -> str:
     """The page as text."""
     failed = [r.name for r in results if not r.ok]
@@ -81,5 +93,6 @@ def render_html(comparison: Comparison, results: Sequence[GateResult], names: tu
 </div>
 <h2>Dropped rows</h2>
 {_dropped(comparison)}
+{_groups(comparison)}
 </body></html>
 """

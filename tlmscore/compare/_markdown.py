@@ -10,6 +10,8 @@ from tlmscore.compare._gates import GateResult
 
 ROW_LIMIT = 100
 """Rows listed per table; the rest are counted. Rows a gate failed are always listed."""
+CELL_LIMIT = 300
+"""Characters of an explanation shown in a table cell."""
 
 
 def render_markdown(comparison: Comparison, results: Sequence[GateResult], names: tuple[str, str]) -> str:
@@ -94,10 +96,10 @@ def _score(value: float, error: str | None) -> str:
 def _cell(text: str) -> str:
     """Text safe inside a table cell: one line, pipes and backticks escaped, long text cut."""
     flat = " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
-    return flat if len(flat) <= 300 else flat[:299] + "…"
+    return flat if len(flat) <= CELL_LIMIT else flat[:CELL_LIMIT - 1] + "…"
 
 
-def _f(value: float, signed: bool = False) -> str:  # noqa: FBT001, FBT002 -- a formatting helper
+def _f(value: float, signed: bool = False) -> str:
     if math.isnan(value):
         return "n/a"
     return f"{value:+.3f}" if signed else f"{value:.3f}"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree as ET  # noqa: S405 -- only builds XML, never parses any
+from xml.etree import ElementTree as ET  # builds XML only, never parses any
 
 from tlmscore.compare._diff import Comparison, RowChange
 from tlmscore.compare._gates import GateResult, Gates, row_fails_drop
@@ -73,8 +73,11 @@ def as_json(comparison: Comparison, results: Sequence[GateResult], names: tuple[
 
 def render_junit(comparison: Comparison, gates: Gates, results: Sequence[GateResult],
                  names: tuple[str, str]) -> str:
-    """JUnit XML: a `rows` suite with one test case per joined row (against `--max-drop` when given), and a
-    `gates` suite with one case per gate."""
+    """JUnit XML: a `rows` suite and a `gates` suite.
+
+    `rows` has one test case per joined row, failed when the row breaks `--max-drop` (when given);
+    `gates` has one test case per gate.
+    """
     root = ET.Element("testsuites", name=f"tlmscore compare {names[0]} {names[1]}")
     rows = ET.SubElement(root, "testsuite", name="tlmscore.compare.rows")
     failures = 0

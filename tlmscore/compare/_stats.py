@@ -21,7 +21,7 @@ class Interval:
 
 def paired_bootstrap(deltas: Sequence[float], *, seed: int = 0, resamples: int = 2000,
                      confidence: float = 0.95) -> Interval:
-    """The mean of `deltas` (new − base per row) and a percentile interval from resampling rows.
+    """The mean of `deltas` (new score minus base score, per row) and a percentile interval from resampling rows.
 
     Rows are resampled as pairs (each delta is one row's two scores), so the interval reflects the
     row-to-row spread of the change, not of the scores themselves. The same seed gives the same interval.

@@ -1,5 +1,7 @@
-"""The report's two plots as inline SVG (no plotting library, no script): score distributions overlaid, and
-base against new per row."""
+"""The report's two plots as inline SVG: score distributions overlaid, and base against new per row.
+
+Drawn here (no plotting library, no script), so the page stays small and opens offline.
+"""
 
 from __future__ import annotations
 
