@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("action", choices=("record", "check"))
     fixtures.add_argument("folder", type=Path, metavar="DIR")
     fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
+    fixtures.add_argument("--scorer", choices=scorer_names(),
+                          help="with record: score every answer too and keep the scores (golden/scoring.json)")
+    fixtures.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --scorer: a scorer option")
+    fixtures.add_argument("--score-tolerance", type=float, metavar="T",
+                          help="how far a score may move from its golden score (record: kept; check: this run)")
     _add_common(fixtures)
     add_compare_parser(sub)
     cache = sub.add_parser("cache", help="inspect or clear the page cache")

@@ -22,7 +22,7 @@ from tlmscore.cli._summary import Summary
 from tlmscore.engines._command import run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
-from tlmscore.fixtures import check_fixtures, record_fixtures
+from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
 from tlmscore.ingest._logfile import check_readable
 from tlmscore.output._checkpoint import Checkpoint
 from tlmscore.output._encoding import output_format
@@ -201,13 +201,29 @@ def _cache(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _golden_scoring(args: argparse.Namespace) -> GoldenScoring | None:
+    """`fixtures record`'s scoring: --scorer's, else the folder's own; --score-tolerance replaces its tolerance."""
+    if args.scorer is not None:
+        return GoldenScoring(args.scorer, _scorer_options(args), args.score_tolerance or 0.0)
+    if args.option:
+        raise ConfigError("--option needs --scorer")
+    kept = golden_scoring(args.folder)
+    if kept is None or args.score_tolerance is None:
+        return kept
+    return GoldenScoring(kept.scorer, kept.options, args.score_tolerance)
+
+
 def _fixtures(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if args.action == "record":
-        count = record_fixtures(args.folder, settings)
-        print(f"tlmscore: recorded {count} transcripts in {args.folder}", file=sys.stderr)
+        scoring = _golden_scoring(args)
+        count = record_fixtures(args.folder, settings, scoring=scoring)
+        scored = f", scored with {scoring.scorer} (tolerance {scoring.tolerance:g})" if scoring else ""
+        print(f"tlmscore: recorded {count} transcripts in {args.folder}{scored}", file=sys.stderr)
         return EXIT_OK
-    report = check_fixtures(args.folder, settings, update=args.update)
+    if args.scorer is not None or args.option:
+        raise ConfigError("fixtures check scores with the folder's golden/scoring.json; --scorer is for record")
+    report = check_fixtures(args.folder, settings, update=args.update, score_tolerance=args.score_tolerance)
     for diff in report.diffs:
         sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
     if report.ok:
