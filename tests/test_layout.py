@@ -21,6 +21,7 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.scoring",),
     ("tlmscore.output",),
     ("tlmscore.compare",),
+    ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
     ("tlmscore.engines", "tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),

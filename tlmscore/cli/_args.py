@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
 from tlmscore.cli._compare import add_compare_parser
 from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "state kept in OUT.judge-batch/ so a rerun resumes")
     score.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
+    add_annotate_flags(score)
     calibrate = sub.add_parser("calibrate", help="fit a map from a scorer's score to P(correct) on labelled rows")
     calibrate.add_argument("scored", type=Path, metavar="SCORED",
                            help="a `tlmscore score` output (.jsonl, .csv, .parquet)")
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="how far a score may move from its golden score (record: kept; check: this run)")
     _add_common(fixtures)
     add_compare_parser(sub)
+    add_annotate_parser(sub)
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
 from tlmscore.cli._args import build_parser, settings_from_args
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
@@ -104,7 +105,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     if args.engine == "ray":
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
-                                                ("--calibration", getattr(args, "calibration", None))) if given]
+                                                ("--calibration", getattr(args, "calibration", None)),
+                                                ("--annotate", getattr(args, "annotate", None))) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
         _check_inputs([p for p in args.inputs if "://" not in str(p)])
@@ -112,6 +114,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
                        _scorer_options(args) if scoring else {})
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
+    if scoring:
+        check_targets(args.annotate)
     options = _judge_batch(args, _scorer_options(args)) if scoring else {}
     settings = settings_from_args(args)
     scorer = get_scorer(args.scorer, options) if scoring else None
@@ -147,6 +151,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     if checkpoint.done:
         print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
               file=sys.stderr)
+    if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
+        annotate_file(args.output, args.annotate, threshold=args.annotate_threshold)
     return EXIT_OK
 
 
@@ -257,16 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")
-        if args.command == "fixtures":
-            return _fixtures(args)
-        if args.command == "calibrate":
-            return _calibrate(args)
-        if args.command == "compare":
-            return run_compare(args)
-        return _cache(args)
+        return commands.get(args.command, _cache)(args)
     except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
