@@ -5,6 +5,7 @@
     write_side_file(Path("scored.jsonl.annotate-failed.jsonl"), outcome.failed_rows)
 
 - `_values`: a scored row → an `Annotation` (name `tlmscore.<scorer>`, score, label, explanation, ids).
+- `_phoenix`: annotations → Phoenix span annotations (`arize-phoenix-client`), updated in place on a re-run.
 - `_otlp`: annotations → OpenTelemetry `gen_ai.evaluation.result` events (OTLP/JSON, OTLP/HTTP protobuf).
 - `_send`: targets, batches, retries; the side file of rows whose annotation failed.
 """

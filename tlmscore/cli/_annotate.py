@@ -23,8 +23,8 @@ SIDE_SUFFIX = ".annotate-failed.jsonl"
 def add_annotate_flags(parser: argparse.ArgumentParser) -> None:
     """`score`'s `--annotate` flags."""
     parser.add_argument("--annotate", action="append", default=[], metavar="TARGET",
-                        help="after writing OUT, annotate its rows: otlp:URL, otlp (OTEL_EXPORTER_OTLP_ENDPOINT) "
-                             "or otlp-json:FILE (repeatable)")
+                        help="after writing OUT, annotate its rows: phoenix://HOST:PORT, otlp:URL, otlp "
+                             "(OTEL_EXPORTER_OTLP_ENDPOINT) or otlp-json:FILE (repeatable)")
     parser.add_argument("--annotate-threshold", type=float, default=0.5, metavar="T",
                         help="annotation label: supported at or above T, unsupported below (default 0.5)")
 
@@ -35,7 +35,8 @@ def add_annotate_parser(sub: Any) -> None:
     annotate.add_argument("scored", type=Path, metavar="SCORED",
                           help="a `tlmscore score` output, or a side file of annotations that failed")
     annotate.add_argument("--to", required=True, action="append", metavar="TARGET",
-                          help="otlp:URL, otlp (OTEL_EXPORTER_OTLP_ENDPOINT) or otlp-json:FILE (repeatable)")
+                          help="phoenix://HOST:PORT, otlp:URL, otlp (OTEL_EXPORTER_OTLP_ENDPOINT) or otlp-json:FILE "
+                               "(repeatable)")
     annotate.add_argument("--threshold", type=float, default=0.5,
                           help="label: supported at or above it, unsupported below (default 0.5)")
     annotate.add_argument("--failed", type=Path, metavar="FILE",
@@ -62,7 +63,9 @@ def annotate_file(scored: Path, targets: list[str], *, threshold: float, failed:
     failures: dict[str, dict[str, Any]] = {}
     for text, target in zip(targets, parsed, strict=True):
         outcome = deliver(rows, target, threshold=threshold, env=os.environ)
-        print(f"tlmscore: annotations to {_shown(text)}: {outcome.written} of {len(rows)} written", file=sys.stderr)
+        skipped = f" ({outcome.skipped} rows have no span to annotate)" if outcome.skipped else ""
+        print(f"tlmscore: annotations to {_shown(text)}: {outcome.written} of {len(rows)} written{skipped}",
+              file=sys.stderr)
         for error in outcome.errors:
             print(f"tlmscore: warning: annotations to {_shown(text)} failed: {error}", file=sys.stderr)
         for row in outcome.failed_rows:
