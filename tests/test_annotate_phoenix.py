@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from phoenix.client import Client
 
@@ -46,14 +47,23 @@ def scored(phoenix: PhoenixServer, tmp_path_factory: pytest.TempPathFactory) -> 
         row |= {"origin": "phoenix", "trace_id": trace, "span_id": span}
     rows[2] |= {"score": None, "error": "response failed: server_error"}
     send_spans(phoenix, [(*_ids(i), f"llm-{i}") for i in range(ROWS)])
-    client = Client(base_url=phoenix.url)
-    deadline = time.monotonic() + 60
-    while len(client.spans.get_spans(project_identifier=PROJECT)) < ROWS:
+    deadline = time.monotonic() + 120
+    while _ingested(phoenix) < ROWS:
         assert time.monotonic() < deadline, "Phoenix did not ingest the spans"
         time.sleep(0.5)
     traced = folder / "scored.jsonl"
     traced.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return traced
+
+
+def _ingested(phoenix: PhoenixServer) -> int:
+    """Spans in the project so far (ingestion is asynchronous; the project exists once its first span is in)."""
+    try:
+        return len(Client(base_url=phoenix.url).spans.get_spans(project_identifier=PROJECT))
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code == 404:
+            return 0
+        raise
 
 
 def _annotations(phoenix: PhoenixServer) -> list[Any]:

@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tlmscore.cli import main
-from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, read_scored
+from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, read_scored, render_report
 from tlmscore.errors import ConfigError
 from tlmscore.output import RowWriter
 
@@ -201,3 +201,16 @@ def test_an_unknown_report_suffix_is_a_usage_error(scored: Path, tmp_path: Path)
     assert main(["compare", str(scored), str(scored), "--report", str(tmp_path / "r.txt")]) == 2
     with pytest.raises(ConfigError, match="no 'name' column"):
         compare_rows(read_scored(scored), read_scored(scored), key="name")
+
+
+def test_the_scatter_of_a_big_run_keeps_every_moved_row_and_a_sample_of_the_rest() -> None:
+    base = [{"id": f"r{i}", "score": (i % 100) / 100, "error": None} for i in range(12_000)]
+    new = [r | {"score": r["score"] / 2} if i % 500 == 7 else r for i, r in enumerate(base)]
+    comparison = compare_rows(base, new)
+    page = render_report(".html", comparison, Gates(), [], ("a", "b"))
+    scatter = page.split('<svg id="scatter"')[1]
+    moved = [r.key for r in comparison.rows if r.delta != 0]
+    assert len(moved) == 24
+    assert all(f"<title>{key}:" in scatter for key in moved)
+    assert 4000 < scatter.count("<circle") <= 5000
+    assert f"of {len(base)})" in scatter

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+_BLOCK = 4_000_000
+"""Row indices drawn at once (32 MB)."""
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -30,8 +33,9 @@ def paired_bootstrap(deltas: Sequence[float], *, seed: int = 0, resamples: int =
         return Interval(math.nan, math.nan, math.nan, confidence)
     values = np.asarray(deltas, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    means = values[picks].mean(axis=1)
+    block = max(1, _BLOCK // len(values))  # resamples drawn together: memory stays bounded for big runs
+    means = np.concatenate([values[rng.integers(0, len(values), size=(min(block, resamples - start), len(values)))]
+                            .mean(axis=1) for start in range(0, resamples, block)])
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return Interval(float(values.mean()), float(low), float(high), confidence)

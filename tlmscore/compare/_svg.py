@@ -19,6 +19,8 @@ SAME_COLOUR = "#7f7f7f"
 SIZE = 360
 MARGIN = 44
 BINS = 20
+MAX_POINTS = 5000
+"""Scatter points drawn at most: every row that moved, then an even sample of the rest (keeps the page small)."""
 
 
 def _x(value: float) -> float:
@@ -73,18 +75,30 @@ def distributions_svg(base: Sequence[float], new: Sequence[float]) -> str:
 
 def scatter_svg(rows: Sequence[RowChange], threshold: float) -> str:
     """Base score (x) against new score (y) per row scored on both sides; the diagonal is "unchanged"."""
-    parts = _frame("Base vs new, per row", "base score", "new score", 1.0)
+    paired = [r for r in rows if not math.isnan(r.delta)]
+    shown = _points(paired)
+    title = "Base vs new, per row" + (f" ({len(shown)} of {len(paired)})" if len(shown) < len(paired) else "")
+    parts = _frame(title, "base score", "new score", 1.0)
     parts.append(f'<line x1="{_x(0)}" y1="{_y(0)}" x2="{_x(1)}" y2="{_y(1)}" stroke="#bbbbbb" '
                  'stroke-dasharray="4 3"/>')
     parts.append(f'<line x1="{_x(0)}" y1="{_y(threshold)}" x2="{_x(1)}" y2="{_y(threshold)}" stroke="#dddddd"/>')
-    for row in rows:
-        if math.isnan(row.delta):
-            continue
+    for row in shown:
         colour = DROPPED_COLOUR if row.delta < 0 else ROSE_COLOUR if row.delta > 0 else SAME_COLOUR
         parts.append(f'<circle cx="{_x(row.base):.2f}" cy="{_y(row.new):.2f}" r="5" fill="{colour}">'
                      f'<title>{escape(row.key)}: {row.base:.3f} → {row.new:.3f}</title></circle>')
     parts += _legend([(DROPPED_COLOUR, "dropped"), (ROSE_COLOUR, "rose"), (SAME_COLOUR, "unchanged")])
     return _svg("scatter", parts)
+
+
+def _points(rows: Sequence[RowChange]) -> list[RowChange]:
+    """The rows the scatter draws: all of them up to `MAX_POINTS`, else the moved ones and a sample of the rest."""
+    if len(rows) <= MAX_POINTS:
+        return list(rows)
+    moved = [r for r in rows if r.delta != 0][:MAX_POINTS]
+    same = [r for r in rows if r.delta == 0]
+    room = MAX_POINTS - len(moved)
+    step = max(1, math.ceil(len(same) / room)) if room > 0 else 0
+    return moved + (same[::step][:room] if step else [])
 
 
 def _legend(entries: Sequence[tuple[str, str]]) -> list[str]:
