@@ -146,8 +146,9 @@ def test_targets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest
     assert parse_target("otlp:http://collector:4318", {}).location == "http://collector:4318/v1/logs"
     assert parse_target("otlp", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}).location == "http://c:4318/v1/logs"
     assert parse_target("otlp", {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c/logs"}).location == "http://c/logs"
-    with pytest.raises(ConfigError, match="expected otlp:URL"):
-        parse_target("phoenix-ish://x", {})
+    assert parse_target("phoenix://127.0.0.1:6006", {}).location == "http://127.0.0.1:6006"
+    with pytest.raises(ConfigError, match="expected phoenix://HOST:PORT, otlp:URL"):
+        parse_target("langfuse://x", {})
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", raising=False)
     assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(tmp_path / "x.jsonl"), "--offline",
