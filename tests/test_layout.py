@@ -20,6 +20,8 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.rendering",),
     ("tlmscore.scoring",),
     ("tlmscore.output",),
+    ("tlmscore.compare",),
+    ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
     ("tlmscore.engines", "tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),

@@ -13,6 +13,14 @@ run, so a chain split across files resolves.
 
 `check` renders again with pages only from `pages/` (no cache, no network) and reports every
 difference as a unified diff.
+
+Recorded with a scorer (`record_fixtures(..., scoring=GoldenScoring("grounding"))`, or
+`tlmscore fixtures record DIR --scorer grounding`), a folder also guards how its answers score:
+
+    golden/scoring.json                        the scorer, its options and the score tolerance
+
+and each record's `.json` holds its score. `check` then scores again and reports a score that
+moved by more than the tolerance (the rest of the `.json` must still match exactly).
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +42,19 @@ from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
 from tlmscore.pipeline._run import aiter_chunks, run_sync
+from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 
-__all__ = ["BATCH_INPUT_SUFFIX", "FixtureReport", "RecordingPages", "check_fixtures", "golden_name", "record_fixtures"]
+__all__ = [
+    "BATCH_INPUT_SUFFIX",
+    "FixtureReport",
+    "GoldenScoring",
+    "RecordingPages",
+    "check_fixtures",
+    "golden_name",
+    "golden_scoring",
+    "record_fixtures",
+]
 
 BATCH_INPUT_SUFFIX = "batch_input.jsonl"
 GOLDEN = "golden"
@@ -43,6 +62,36 @@ PAGES = "pages"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_NAME = 80
 _META_KEYS = ("warnings", "error", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
+SCORING = "scoring.json"
+
+
+@dataclass(frozen=True)
+class GoldenScoring:
+    """How a fixture folder's answers are scored, and how far a score may move before `check` reports it.
+
+    Options are the scorer's own (never a key: scorers read keys from the environment).
+    """
+
+    scorer: str
+    options: dict[str, Any] = field(default_factory=dict)
+    tolerance: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.tolerance <= 1.0:
+            raise ConfigError(f"score tolerance {self.tolerance}: expected a number between 0 and 1")
+
+
+def golden_scoring(folder: Path) -> GoldenScoring | None:
+    """The folder's `golden/scoring.json`, or None when it was recorded without a scorer."""
+    path = folder / GOLDEN / SCORING
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+        return GoldenScoring(scorer=str(value["scorer"]), options=dict(value.get("options") or {}),
+                             tolerance=float(value.get("tolerance", 0.0)))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a scoring file: {exc}") from None
 
 
 class RecordingPages(PageSource):
@@ -102,7 +151,8 @@ def _golden_files(folder: Path, row: dict[str, Any]) -> dict[Path, str]:
     meta = {k: row.get(k) for k in _META_KEYS}
     for key in ("score", "scorer"):
         if key in row:
-            meta[key] = row[key]
+            value = row[key]
+            meta[key] = None if isinstance(value, float) and math.isnan(value) else value
     return {
         base.with_name(base.name + ".prompt.txt"): (row.get("prompt") or "") + "\n",
         base.with_name(base.name + ".response.txt"): (row.get("response") or "") + "\n",
@@ -120,12 +170,13 @@ def _saved_pages(folder: Path) -> MemoryPages:
     return MemoryPages(load_page_records(pages_dir) if pages_dir.is_dir() else [])
 
 
-async def _render(folder: Path, settings: Settings, pages: PageSource) -> list[dict[str, Any]]:
-    """Every transcript of the folder in one run, so chains across its files resolve."""
+async def _render(folder: Path, settings: Settings, pages: PageSource,
+                  scorer: Scorer | None = None) -> list[dict[str, Any]]:
+    """Every transcript of the folder in one run (scored when `scorer`), so chains across its files resolve."""
     transcripts, batch = _inputs(folder)
     settings = settings.model_copy(update={"batch_inputs": (*settings.batch_inputs, *batch)})
     rows: list[dict[str, Any]] = []
-    async for chunk in aiter_chunks(transcripts, settings, pages=pages):
+    async for chunk in aiter_chunks(transcripts, settings, pages=pages, scorer=scorer):
         rows.extend(_portable(row, folder) for row in chunk)
     return rows
 
@@ -140,25 +191,31 @@ def _portable(row: dict[str, Any], folder: Path) -> dict[str, Any]:
     return row
 
 
-async def _record(folder: Path, settings: Settings, pages: PageSource | None) -> tuple[list[dict[str, Any]],
-                                                                                        list[Page]]:
+async def _record(folder: Path, settings: Settings, pages: PageSource | None,
+                  scorer: Scorer | None) -> tuple[list[dict[str, Any]], list[Page]]:
     async with AsyncExitStack() as stack:
         inner = pages if pages is not None else await stack.enter_async_context(open_page_source(settings))
         recorder = RecordingPages(LayeredPages(_saved_pages(folder), inner))
-        rows = await _render(folder, settings, recorder)
+        rows = await _render(folder, settings, recorder, scorer)
     return rows, list(recorder.seen.values())
 
 
 def record_fixtures(folder: Path, settings: Settings | None = None,
-                    pages: PageSource | None = None) -> int:
+                    pages: PageSource | None = None, *, scoring: GoldenScoring | None = None) -> int:
     """Render every transcript in `folder` and write its golden files and the pages it used.
 
     Pages already saved in the folder are used first; the rest come from `pages` (default: the
-    cache, then the network unless `settings.offline`). Returns the number of transcripts.
+    cache, then the network unless `settings.offline`). With `scoring` (or a folder recorded with
+    one before), every answer is scored too and its score kept. Returns the number of transcripts.
     """
     settings = settings or Settings()
-    rows, used = run_sync(lambda: _record(folder, settings, pages))
+    scoring = scoring or golden_scoring(folder)
+    scorer = get_scorer(scoring.scorer, scoring.options) if scoring else None
+    rows, used = run_sync(lambda: _record(folder, settings, pages, scorer))
     _write(folder, rows, used)
+    if scoring is not None:
+        (folder / GOLDEN / SCORING).write_text(json.dumps(asdict(scoring), indent=2, sort_keys=True) + "\n",
+                                               encoding="utf-8")
     return len(rows)
 
 
@@ -173,25 +230,59 @@ def _write(folder: Path, rows: list[dict[str, Any]], pages: Iterable[Page]) -> N
             path.write_text(text, encoding="utf-8")
 
 
-def check_fixtures(folder: Path, settings: Settings | None = None, *, update: bool = False) -> FixtureReport:
+def _json_change(old: str, new: str, tolerance: float) -> str | None:
+    """How two golden `.json` texts differ: None when only `score` moved, by at most `tolerance`."""
+    try:
+        before, after = json.loads(old), json.loads(new)
+    except json.JSONDecodeError:
+        return ""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return ""
+    was, now = before.pop("score", None), after.pop("score", None)
+    if before != after:
+        return ""
+    if was is None or now is None:
+        return None if was is now else f"score {was} → {now}\n"
+    moved = abs(float(now) - float(was))
+    return f"score moved by {moved:.4f}, beyond the tolerance {tolerance:g}\n" if moved > tolerance + 1e-12 else None
+
+
+def _change(path: Path, old: str, text: str, scoring: GoldenScoring | None) -> str | None:
+    """None when the golden file still holds; else a note to put before its diff ("" for none)."""
+    if old == text:
+        return None
+    if scoring is None or path.suffix != ".json":
+        return ""
+    return _json_change(old, text, scoring.tolerance)
+
+
+def check_fixtures(folder: Path, settings: Settings | None = None, *, update: bool = False,
+                   score_tolerance: float | None = None) -> FixtureReport:
     """Render `folder` offline from its saved pages and compare with its golden files.
 
-    With `update`, changed golden files are rewritten (and the report still lists them).
+    A folder recorded with a scorer is scored again; a score further than the tolerance (the
+    folder's, or `score_tolerance`) from its golden score is a change. With `update`, changed golden
+    files are rewritten (and the report still lists them).
     """
     settings = (settings or Settings()).model_copy(update={"offline": True})
     saved = _saved_pages(folder)
-    rows = run_sync(lambda: _render(folder, settings, saved))
+    scoring = golden_scoring(folder)
+    if scoring is not None and score_tolerance is not None:
+        scoring = GoldenScoring(scoring.scorer, scoring.options, score_tolerance)
+    scorer = get_scorer(scoring.scorer, scoring.options) if scoring else None
+    rows = run_sync(lambda: _render(folder, settings, saved, scorer))
     report = FixtureReport(checked=len(rows))
     for row in rows:
         for path, text in _golden_files(folder, row).items():
             old = path.read_text(encoding="utf-8") if path.exists() else ""
-            if old == text:
+            note = _change(path, old, text, scoring)
+            if note is None:
                 continue
             label = f"{Path(str(row['source'])).name}:{row['line']} ({row['id']})"
             if label not in report.changed:
                 report.changed.append(label)
             rel = path.relative_to(folder)
-            report.diffs.append("".join(difflib.unified_diff(
+            report.diffs.append((f"{rel}: {note}" if note else "") + "".join(difflib.unified_diff(
                 old.splitlines(keepends=True), text.splitlines(keepends=True),
                 fromfile=f"a/{rel}", tofile=f"b/{rel}")))
             if update:

@@ -3,6 +3,8 @@
     def test_prompts_did_not_change(tlmscore_snapshot):
         tlmscore_snapshot.check("tests/tlm_fixtures")
 
+A folder recorded with `tlmscore fixtures record DIR --scorer NAME` guards scores too
+(`check(folder, score_tolerance=0.02)` overrides the folder's tolerance).
 A change fails the test with a unified diff per transcript; `pytest --tlmscore-update` rewrites
 the golden files instead (and records a folder that has none yet).
 
@@ -30,8 +32,13 @@ class Snapshot:
         self.update = update
         self.settings = settings
 
-    def check(self, folder: str | Path, settings: Settings | None = None) -> None:
-        """Fail the calling test with a diff when any golden file of `folder` would change."""
+    def check(self, folder: str | Path, settings: Settings | None = None, *,
+              score_tolerance: float | None = None) -> None:
+        """Fail the calling test with a diff when any golden file of `folder` would change.
+
+        A folder recorded with a scorer is scored too: a score further than its tolerance (the
+        folder's, or `score_tolerance`) from the golden score fails the test.
+        """
         from tlmscore.fixtures import GOLDEN, check_fixtures, record_fixtures  # noqa: PLC0415  (see module doc)
         from tlmscore.settings import Settings  # noqa: PLC0415
 
@@ -43,7 +50,7 @@ class Snapshot:
                             "or pytest with --tlmscore-update", pytrace=False)
             record_fixtures(path, settings)
             return
-        report = check_fixtures(path, settings, update=self.update)
+        report = check_fixtures(path, settings, update=self.update, score_tolerance=score_tolerance)
         if not report.ok and not self.update:
             pytest.fail(f"{len(report.changed)} transcripts changed: {', '.join(report.changed)}\n\n"
                         + "\n".join(report.diffs), pytrace=False)

@@ -1,8 +1,9 @@
 """The command line: arguments → `Settings` → one library call; progress bars; the run summary.
 
-`_commands` parses arguments and runs `prepare`, `score`, `calibrate`, `cache` and `fixtures`;
+`_commands` parses arguments and runs `prepare`, `score`, `calibrate`, `compare`, `annotate`, `cache` and `fixtures`;
 `_progress` draws progress bars on a terminal; `_summary` is the end-of-run summary on stderr;
-`_calibrate` reads a scored file and its labels for `tlmscore calibrate`.
+`_calibrate` reads a scored file and its labels for `tlmscore calibrate`; `_compare` is `tlmscore compare`;
+`_annotate` is `tlmscore annotate` and `score --annotate`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
+from tlmscore.cli._compare import add_compare_parser
 from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "state kept in OUT.judge-batch/ so a rerun resumes")
     score.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
+    add_annotate_flags(score)
     calibrate = sub.add_parser("calibrate", help="fit a map from a scorer's score to P(correct) on labelled rows")
     calibrate.add_argument("scored", type=Path, metavar="SCORED",
                            help="a `tlmscore score` output (.jsonl, .csv, .parquet)")
@@ -113,7 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("action", choices=("record", "check"))
     fixtures.add_argument("folder", type=Path, metavar="DIR")
     fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
+    fixtures.add_argument("--scorer", choices=scorer_names(),
+                          help="with record: score every answer too and keep the scores (golden/scoring.json)")
+    fixtures.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --scorer: a scorer option")
+    fixtures.add_argument("--score-tolerance", type=float, metavar="T",
+                          help="how far a score may move from its golden score (record: kept; check: this run)")
     _add_common(fixtures)
+    add_compare_parser(sub)
+    add_annotate_parser(sub)
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)

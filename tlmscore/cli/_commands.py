@@ -15,13 +15,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
 from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
 from tlmscore.engines._command import run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
-from tlmscore.fixtures import check_fixtures, record_fixtures
+from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
 from tlmscore.ingest._logfile import check_readable
 from tlmscore.output._checkpoint import Checkpoint
 from tlmscore.output._encoding import output_format
@@ -103,7 +105,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     if args.engine == "ray":
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
-                                                ("--calibration", getattr(args, "calibration", None))) if given]
+                                                ("--calibration", getattr(args, "calibration", None)),
+                                                ("--annotate", getattr(args, "annotate", None))) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
         _check_inputs([p for p in args.inputs if "://" not in str(p)])
@@ -111,6 +114,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
                        _scorer_options(args) if scoring else {})
     output_format(args.output)
     _check_inputs([*args.inputs, *args.batch_input])
+    if scoring:
+        check_targets(args.annotate)
     options = _judge_batch(args, _scorer_options(args)) if scoring else {}
     settings = settings_from_args(args)
     scorer = get_scorer(args.scorer, options) if scoring else None
@@ -146,6 +151,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     if checkpoint.done:
         print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
               file=sys.stderr)
+    if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
+        annotate_file(args.output, args.annotate, threshold=args.annotate_threshold)
     return EXIT_OK
 
 
@@ -200,13 +207,29 @@ def _cache(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _golden_scoring(args: argparse.Namespace) -> GoldenScoring | None:
+    """`fixtures record`'s scoring: --scorer's, else the folder's own; --score-tolerance replaces its tolerance."""
+    if args.scorer is not None:
+        return GoldenScoring(args.scorer, _scorer_options(args), args.score_tolerance or 0.0)
+    if args.option:
+        raise ConfigError("--option needs --scorer")
+    kept = golden_scoring(args.folder)
+    if kept is None or args.score_tolerance is None:
+        return kept
+    return GoldenScoring(kept.scorer, kept.options, args.score_tolerance)
+
+
 def _fixtures(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if args.action == "record":
-        count = record_fixtures(args.folder, settings)
-        print(f"tlmscore: recorded {count} transcripts in {args.folder}", file=sys.stderr)
+        scoring = _golden_scoring(args)
+        count = record_fixtures(args.folder, settings, scoring=scoring)
+        scored = f", scored with {scoring.scorer} (tolerance {scoring.tolerance:g})" if scoring else ""
+        print(f"tlmscore: recorded {count} transcripts in {args.folder}{scored}", file=sys.stderr)
         return EXIT_OK
-    report = check_fixtures(args.folder, settings, update=args.update)
+    if args.scorer is not None or args.option:
+        raise ConfigError("fixtures check scores with the folder's golden/scoring.json; --scorer is for record")
+    report = check_fixtures(args.folder, settings, update=args.update, score_tolerance=args.score_tolerance)
     for diff in report.diffs:
         sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
     if report.ok:
@@ -240,14 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")
-        if args.command == "fixtures":
-            return _fixtures(args)
-        if args.command == "calibrate":
-            return _calibrate(args)
-        return _cache(args)
+        return commands.get(args.command, _cache)(args)
     except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,216 @@
+"""`tlmscore compare`: two real scored runs of the labelled fixtures, the gates, every report format."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tlmscore.cli import main
+from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, read_scored, render_report
+from tlmscore.errors import ConfigError
+from tlmscore.output import RowWriter
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+DROPPED = ("oresund-faithful-1", "python-3.12-faithful-1", "nimbus-pricing-faithful-2",
+           "expenses-faithful-1", "flight-faithful-2")
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real `tlmscore score` run of the labelled fixtures, offline, with their saved pages."""
+    folder = tmp_path_factory.mktemp("compare")
+    out = folder / "base.jsonl"
+    assert main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
+                 "--pages", str(FIXTURES / "pages"), "--cache-dir", str(folder / "cache")]) == 0
+    return out
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    else:
+        with RowWriter(path) as writer:
+            writer.write(rows)
+    return path
+
+
+def _dropped(scored: Path, target: Path, keys: tuple[str, ...] = DROPPED, by: float = 0.4) -> Path:
+    rows = _rows(scored)
+    for row in rows:
+        if row["id"] in keys:
+            row["score"] = round(row["score"] - by, 6)
+            row["explanation"] = "changed prompt: " + row["explanation"]
+    return _write(target, rows)
+
+
+def test_unchanged_run_passes(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    again = _write(tmp_path / "new.jsonl", _rows(scored))
+    report = tmp_path / "report.md"
+    assert main(["compare", str(scored), str(again), "--max-drop", "0.05", "--report", str(report)]) == 0
+    assert "all gates hold" in report.read_text(encoding="utf-8")
+    assert "gate max-drop: pass" in capsys.readouterr().err
+
+
+def test_five_rows_dropped_fail_max_drop_and_the_report_names_them(scored: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    new = _dropped(scored, tmp_path / "new.jsonl")
+    report = tmp_path / "report.md"
+    assert main(["compare", str(scored), str(new), "--max-drop", "0.05", "--report", str(report)]) == 1
+    text = report.read_text(encoding="utf-8")
+    assert "gate failed**: max-drop" in text
+    assert "5 rows dropped more than 0.05" in text
+    base = {r["id"]: r for r in _rows(scored)}
+    dropped_section = text.split("### Dropped (5)")[1].split("###")[0]
+    for key in DROPPED:
+        line = next(line for line in dropped_section.splitlines() if f"`{key}`" in line)
+        assert f"| {base[key]['score']:.3f} | {base[key]['score'] - 0.4:.3f} | -0.400 | changed prompt: " in line
+    assert "gate max-drop: FAIL" in capsys.readouterr().err
+
+
+def test_summary_appends_markdown_to_a_file_of_any_name(scored: Path, tmp_path: Path) -> None:
+    summary = tmp_path / "step_summary_1234"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    new = _dropped(scored, tmp_path / "new.jsonl")
+    assert main(["compare", str(scored), str(new), "--max-drop", "0.05", "--summary", str(summary)]) == 1
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("earlier step\n## tlmscore compare")
+    assert all(f"`{key}`" in text for key in DROPPED)
+
+
+def test_a_drop_within_the_limit_passes(scored: Path, tmp_path: Path) -> None:
+    new = _dropped(scored, tmp_path / "new.jsonl", by=0.04)
+    assert main(["compare", str(scored), str(new), "--max-drop", "0.05"]) == 0
+    assert main(["compare", str(scored), str(new), "--max-drop", "0.03"]) == 1
+
+
+def test_a_missing_input_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.jsonl"
+    assert main(["compare", str(scored), str(missing), "--max-drop", "0.05"]) == 2
+    assert capsys.readouterr().err.strip() == f"tlmscore: error: {missing}: no such file"
+
+
+def test_no_common_rows_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = _write(tmp_path / "other.jsonl", [{**r, "id": "x-" + r["id"]} for r in _rows(scored)])
+    assert main(["compare", str(scored), str(other)]) == 2
+    assert "share no 'id'" in capsys.readouterr().err
+
+
+def test_a_bad_line_names_file_and_line(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(scored.read_text(encoding="utf-8") + '{"id": "cut off', encoding="utf-8")
+    assert main(["compare", str(scored), str(broken)]) == 2
+    assert f"tlmscore: error: {broken}:26: not a JSON row" in capsys.readouterr().err
+
+
+def test_a_duplicate_key_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _rows(scored)
+    twice = _write(tmp_path / "twice.jsonl", [*rows, rows[3]])
+    assert main(["compare", str(scored), str(twice)]) == 2
+    assert f"id '{rows[3]['id']}' appears more than once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_any_output_format_compares_equal_to_jsonl(scored: Path, tmp_path: Path, suffix: str) -> None:
+    table = _write(tmp_path / f"base{suffix}", _rows(scored))
+    comparison = compare_rows(read_scored(table), read_scored(scored))
+    assert comparison.summary.paired == 25
+    assert comparison.dropped() == comparison.rose() == []
+    assert comparison.summary.mean_delta.mean == pytest.approx(0.0, abs=1e-9)
+
+
+def test_errors_one_side_rows_and_threshold_crossings(scored: Path) -> None:
+    base = read_scored(scored)
+    new = [dict(r) for r in base[:-2]]  # the last two records are only in the base run
+    new[0] |= {"score": math.nan, "error": "request failed"}  # scored before, an error now
+    new[1] |= {"score": 0.2}  # oresund-faithful-2 crossed 0.5 downwards
+    broken = [dict(r) for r in base]
+    broken[2] |= {"score": math.nan, "error": "timeout"}  # an error before, scored now
+    extra = {**base[0], "id": "only-new"}
+    comparison = compare_rows(broken, [*new, extra])
+    assert [r.key for r in comparison.new_errors()] == [base[0]["id"]]
+    assert [r.key for r in comparison.fixed_errors()] == [base[2]["id"]]
+    assert [r.key for r in comparison.newly_flagged()] == [base[1]["id"]]
+    assert comparison.only_base == (base[-2]["id"], base[-1]["id"])
+    assert comparison.only_new == ("only-new",)
+    gate = check_gates(comparison, Gates(max_drop=0.5))[0]
+    assert not gate.ok
+    assert set(gate.keys) == {base[0]["id"], base[1]["id"]}
+    assert "1 rows became not scorable" in gate.reason
+
+
+def test_aggregate_gates(scored: Path) -> None:
+    base = read_scored(scored)
+    new = [dict(r) | {"score": min(1.0, r["score"] + 0.1)} for r in base]
+    comparison = compare_rows(base, new)
+    mean = comparison.summary.new_mean
+    results = check_gates(comparison, Gates(fail_under=round(mean, 3) - 0.001, max_flagged_rate=1.0,
+                                            min_delta=0.05))
+    assert [(r.name, r.ok) for r in results] == [("fail-under", True), ("max-flagged-rate", True),
+                                                 ("min-delta", True)]
+    flagged = sum(r["score"] < 0.5 for r in new) / len(new)
+    results = check_gates(comparison, Gates(fail_under=round(mean, 3) + 0.01, max_flagged_rate=flagged - 0.01,
+                                            min_delta=0.2))
+    assert [(r.name, r.ok) for r in results] == [("fail-under", False), ("max-flagged-rate", False),
+                                                 ("min-delta", False)]
+    assert "lies below +0.2" in results[2].reason
+
+
+def test_the_bootstrap_is_seeded_and_brackets_the_mean() -> None:
+    deltas = [(-1) ** i * (i % 7) / 20 - 0.01 for i in range(60)]
+    first = paired_bootstrap(deltas, seed=3)
+    assert first == paired_bootstrap(deltas, seed=3)
+    assert first != paired_bootstrap(deltas, seed=4)
+    assert first.low < first.mean < first.high
+    assert first.mean == pytest.approx(sum(deltas) / 60)
+    constant = paired_bootstrap([-0.4] * 5 + [0.0] * 20)
+    assert constant.mean == pytest.approx(-0.08)
+    assert constant.high < 0 < constant.high + 0.08
+    assert math.isnan(paired_bootstrap([]).mean)
+
+
+def test_by_groups_and_the_json_and_junit_reports(scored: Path, tmp_path: Path) -> None:
+    new = _dropped(scored, tmp_path / "new.jsonl")
+    json_report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    assert main(["compare", str(scored), str(new), "--by", "model", "--max-drop", "0.05",
+                 "--report", str(json_report), "--report", str(junit)]) == 1
+    data = json.loads(json_report.read_text(encoding="utf-8"))
+    assert data["ok"] is False
+    assert set(data["gates"][0]["keys"]) == set(DROPPED)
+    models = {r["model"]: r["id"] for r in _rows(scored)}
+    assert set(data["groups"]) == set(models)
+    assert sum(g["dropped"] for g in data["groups"].values()) == 5
+    assert sum(g["rows"] for g in data["groups"].values()) == 25
+    suites = {s.get("name"): s for s in ET.parse(junit).getroot()}  # noqa: S314 -- our own report
+    rows = suites["tlmscore.compare.rows"]
+    assert (rows.get("tests"), rows.get("failures")) == ("25", "5")
+    failed = {case.get("name") for case in rows if case.find("failure") is not None}
+    assert failed == set(DROPPED)
+    assert [c.get("name") for c in suites["tlmscore.compare.gates"]] == ["max-drop"]
+
+
+def test_an_unknown_report_suffix_is_a_usage_error(scored: Path, tmp_path: Path) -> None:
+    assert main(["compare", str(scored), str(scored), "--report", str(tmp_path / "r.txt")]) == 2
+    with pytest.raises(ConfigError, match="no 'name' column"):
+        compare_rows(read_scored(scored), read_scored(scored), key="name")
+
+
+def test_the_scatter_of_a_big_run_keeps_every_moved_row_and_a_sample_of_the_rest() -> None:
+    base = [{"id": f"r{i}", "score": (i % 100) / 100, "error": None} for i in range(12_000)]
+    new = [r | {"score": r["score"] / 2} if i % 500 == 7 else r for i, r in enumerate(base)]
+    comparison = compare_rows(base, new)
+    page = render_report(".html", comparison, Gates(), [], ("a", "b"))
+    scatter = page.split('<svg id="scatter"')[1]
+    moved = [r.key for r in comparison.rows if r.delta != 0]
+    assert len(moved) == 24
+    assert all(f"<title>{key}:" in scatter for key in moved)
+    assert 4000 < scatter.count("<circle") <= 5000
+    assert f"of {len(base)})" in scatter

@@ -1,0 +1,39 @@
+"""Compare two scored runs and gate on the difference: what `tlmscore compare BASE NEW` runs.
+
+    base = read_scored(Path("base.jsonl"))
+    new = read_scored(Path("new.jsonl"))
+    comparison = compare_rows(base, new, key="id", threshold=0.5, by="model")
+    results = check_gates(comparison, Gates(max_drop=0.05))
+    Path("report.md").write_text(render_report(".md", comparison, Gates(max_drop=0.05), results, ("base", "new")))
+
+- `_read`: scored files (JSONL, JSON, CSV, Parquet) back into rows.
+- `_diff`: the join on a key, rows that moved, per-group figures (pure).
+- `_stats`: the mean difference with a seeded paired bootstrap interval.
+- `_gates`: `--max-drop`, `--fail-under`, `--max-flagged-rate`, `--min-delta`.
+- `_report`, `_markdown`, `_html`, `_svg`: Markdown, JUnit XML, JSON and an offline HTML page with two plots.
+"""
+
+from __future__ import annotations
+
+from tlmscore.compare._diff import Comparison, RowChange, Summary, compare_rows
+from tlmscore.compare._gates import GateResult, Gates, check_gates
+from tlmscore.compare._read import read_scored
+from tlmscore.compare._report import REPORT_SUFFIXES, as_json, render_report, report_kind
+from tlmscore.compare._stats import Interval, paired_bootstrap
+
+__all__ = [
+    "REPORT_SUFFIXES",
+    "Comparison",
+    "GateResult",
+    "Gates",
+    "Interval",
+    "RowChange",
+    "Summary",
+    "as_json",
+    "check_gates",
+    "compare_rows",
+    "paired_bootstrap",
+    "read_scored",
+    "render_report",
+    "report_kind",
+]
