@@ -10,10 +10,25 @@ from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
+from tlmscore.sources._phoenix import with_window
+from tlmscore.sources.registry import is_live, readers
+
+
+def _input(value: str) -> str | Path:
+    """An input as given: a live source's address (`phoenix://…`) stays text, anything else is a path."""
+    return value if is_live(value) else Path(value)
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="transcript files (.jsonl, .json)")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input,
+                        help="transcript files, span exports (.jsonl, .json, .parquet, .csv) or a live source "
+                             "(phoenix://HOST:PORT/PROJECT)")
+    parser.add_argument("--format", default=None, metavar="NAME", dest="input_format",
+                        help="read every input with this source reader (records, " +
+                             ", ".join(sorted(readers())) + "; default: by content)")
+    parser.add_argument("--since", default=None, metavar="TIME", help="live source: spans started at or after TIME")
+    parser.add_argument("--until", default=None, metavar="TIME", help="live source: spans started before TIME")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="live source: at most N spans")
     parser.add_argument("-o", "--output", required=True, type=Path, help="OUT.jsonl, OUT.csv or OUT.parquet")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run: skip records already in OUT's checkpoint")
@@ -120,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_inputs(args: argparse.Namespace) -> list[str | Path]:
+    """The inputs of `prepare`/`score`, a live source's address with `--since`, `--until`, `--limit` in it."""
+    window = (args.since, args.until, args.limit)
+    if any(v is not None for v in window) and not any(isinstance(i, str) for i in args.inputs):
+        raise ConfigError("--since, --until and --limit apply to a live source (phoenix://HOST:PORT/PROJECT)")
+    return [with_window(i, *window) if isinstance(i, str) else i for i in args.inputs]
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The one Settings object a command runs with."""
     values: dict[str, Any] = {"offline": args.offline, "urls": args.urls, "allow_hosts": args.allow_host,
@@ -138,6 +161,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             values[flag] = getattr(args, flag)
     if args.quiet:
         values["progress"] = False
+    if getattr(args, "input_format", None) is not None:
+        values["input_format"] = args.input_format
     if getattr(args, "think", "remove") != "remove":
         values["think"] = args.think
     values.update(_network_values(args))

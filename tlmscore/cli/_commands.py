@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
 from tlmscore.engines._command import run_ray
@@ -35,8 +35,11 @@ EXIT_CHANGED = 1
 EXIT_USAGE = 2
 
 
-def _check_inputs(paths: Sequence[Path]) -> None:
-    for path in paths:
+def _check_inputs(paths: Sequence[str | Path]) -> None:
+    for given in paths:
+        if isinstance(given, str):
+            continue  # a live source: read when the run starts
+        path = Path(given)
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
         check_readable(path)
@@ -101,7 +104,10 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    args.inputs = run_inputs(args)
     if args.engine == "ray":
+        if any(isinstance(i, str) for i in args.inputs) or getattr(args, "input_format", None):
+            raise ConfigError("live sources and --format: not available with --engine ray yet")
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
                                                 ("--calibration", getattr(args, "calibration", None))) if given]
         if unsupported:

@@ -43,6 +43,7 @@ from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transc
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
+from tlmscore.sources.registry import is_live
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
+    "origin", "trace_id", "span_id",
 )
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 Progress = Callable[[str, int, int | None], None]
@@ -83,7 +85,7 @@ def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | No
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
     if transcript.error is not None:
         return _Converted(transcript, None, transcript.error, status=status)
-    extra = (status.warning,) if status is not None and status.warning else ()
+    extra = (*transcript.warnings, *((status.warning,) if status is not None and status.warning else ()))
     try:
         if chains is None:
             conv = convert_transcript(transcript, settings, converters=converters)
@@ -107,7 +109,8 @@ def _count_calls(conv: Conversation) -> int:
 
 def _base_row(t: Transcript) -> dict[str, Any]:
     return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
-            "response_id": t.response.get("id") if t.response else None}
+            "response_id": t.response.get("id") if t.response else None,
+            "origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
 
 
 def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
@@ -226,10 +229,11 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
         joined = batch if batch is not None else ()
         if batch is not None:
             stack.callback(batch.close)
-        chains = await asyncio.to_thread(_chain_index, source, joined)
+        chains = await asyncio.to_thread(_chain_index, source, joined, settings.input_format)
         if chains is not None:
             stack.callback(chains.close)
-        records = (t for t in read_transcripts(source, batch_inputs=joined) if (t.source, t.line) not in skip)
+        records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
+                   if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         empty: list[Transcript] = []
         while chunk := await asyncio.to_thread(next, chunks, empty):
@@ -257,10 +261,17 @@ async def aiter_rows(source: Source, settings: Settings | None = None, *,
                 yield row
 
 
-def _chain_index(source: Source, batch: BatchInputs | tuple[()]) -> ChainIndex | None:
-    """The chain index of a source that can be read twice (paths, records, lists); else None."""
+def _chain_index(source: Source, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
+    """The chain index of a source that can be read twice (paths, records, lists); else None.
+
+    A live source (a trace store's address) is not read again for it: its follow-up calls are
+    scored with the history the store holds in each span.
+    """
+    items = source if isinstance(source, (list, tuple)) else [source]
+    if any(isinstance(item, str) and is_live(item) for item in items):
+        return None
     if isinstance(source, (str, Path, dict, list, tuple)) or hasattr(source, "model_dump"):
-        return ChainIndex.build(source, batch_inputs=batch)
+        return ChainIndex.build(source, batch_inputs=batch, fmt=fmt)
     return None
 
 
