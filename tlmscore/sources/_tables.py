@@ -53,7 +53,7 @@ def table_kind(path: Path) -> str | None:
         suffixes = suffixes[:-1]
     last = suffixes[-1] if suffixes else ""
     kinds = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
-             ".csv": "csv"}
+             ".csv": "csv", ".pb": "protobuf", ".binpb": "protobuf"}
     return kinds.get(last) or _parquet_by_magic(path)
 
 
@@ -144,6 +144,8 @@ def peek(address: str) -> Peek | None:
     kind = table_kind(path)
     if kind is None or not path.is_file():
         return None
+    if kind == "protobuf":
+        return Peek(path, kind, {})
     try:
         for _, row in rows(path, kind):
             return Peek(path, kind, row) if isinstance(row, dict) else None
