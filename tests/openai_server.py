@@ -3,8 +3,8 @@
 `POST /v1/responses` and `POST /v1/chat/completions` answer with the recorded response named by
 the request's `model` (a file stem of the responses folder given); `GET /v1/responses/{id}` and
 `GET /v1/responses/{id}/input_items` serve stored responses and their input items (paginated by
-`after` and `limit`), with a 404 for an id never stored and a 429 with `Retry-After` once for the
-ids listed in `throttle`.
+`after` and `limit`, at most `page_size` items a page), with a 404 for an id never stored and a
+429 with `Retry-After` once for the ids listed in `throttle`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ class OpenAIServer(LoopbackServer):
     """The server; `url` is the API root to give the `openai` client as `base_url`."""
 
     def __init__(self, responses: Path, *, stored: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
-                 | None = None, throttle: set[str] | None = None) -> None:
+                 | None = None, throttle: set[str] | None = None, page_size: int = 2) -> None:
         self.responses = responses
+        self.page_size = page_size
         self.stored = stored or {}
         self.throttle = set(throttle or ())
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
@@ -52,7 +53,7 @@ class OpenAIServer(LoopbackServer):
         if len(parts) == 3:
             return 200, response, {}
         after = (query.get("after") or [None])[0]
-        limit = int((query.get("limit") or ["2"])[0])
+        limit = min(int((query.get("limit") or ["20"])[0]), self.page_size)
         ids = [i.get("id") for i in items]
         start = ids.index(after) + 1 if after in ids else 0
         page = items[start:start + limit]

@@ -129,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("folder", type=Path, metavar="DIR")
     fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
     _add_common(fixtures)
+    pull = sub.add_parser("pull", help="fetch stored responses by id (GET /v1/responses/{id}) as transcript records")
+    pull.add_argument("ids", nargs="+", metavar="IDS",
+                      help="a file of response ids (one a line), a table (.csv, .parquet, .jsonl) with an id column, "
+                           "or ids themselves")
+    pull.add_argument("-o", "--output", required=True, type=Path, metavar="OUT.jsonl")
+    pull.add_argument("--column", default="response_id", help="the id column of a table (default response_id)")
+    pull.add_argument("--concurrency", type=int, default=8, help="responses fetched at once (default 8)")
+    pull.add_argument("--resume", action="store_true", help="skip ids already in OUT and append the rest")
+    pull.add_argument("--base-url", default=None,
+                      help="the API root (default $OPENAI_BASE_URL or OpenAI's); the key is $OPENAI_API_KEY")
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)

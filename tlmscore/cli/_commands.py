@@ -194,6 +194,32 @@ def _fmt(value: float | None) -> str:
     return "   -" if value is None else f"{value:4.2f}"
 
 
+def _pull(args: argparse.Namespace) -> int:
+    """Stored responses by id into transcript records; an id that cannot be pulled is an error record."""
+    import asyncio  # noqa: PLC0415  (only this command runs a loop of its own here)
+
+    import openai  # noqa: PLC0415
+
+    from tlmscore.sources._pull import pull_to_file, read_ids  # noqa: PLC0415
+
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    ids = [rid for given in args.ids for rid in read_ids(given, args.column)]
+    try:
+        client = openai.AsyncOpenAI(base_url=args.base_url)
+    except openai.OpenAIError:
+        raise ConfigError("pull needs an API key in OPENAI_API_KEY") from None
+
+    async def pull() -> tuple[int, int]:
+        async with client:
+            return await pull_to_file(client, ids, args.output, concurrency=args.concurrency, resume=args.resume)
+
+    written, errors = asyncio.run(pull())
+    print(f"tlmscore: pulled {written - errors} stored responses into {args.output}"
+          f"{f'; {errors} could not be pulled (error records)' if errors else ''}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cache(args: argparse.Namespace) -> int:
     directory: Path = args.cache_dir or default_cache_dir()
     if args.action == "clear":
@@ -253,6 +279,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _fixtures(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "pull":
+            return _pull(args)
         return _cache(args)
     except (TlmscoreError, ValidationError) as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
