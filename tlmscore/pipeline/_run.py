@@ -109,8 +109,12 @@ def _count_calls(conv: Conversation) -> int:
 
 def _base_row(t: Transcript) -> dict[str, Any]:
     return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
-            "response_id": t.response.get("id") if t.response else None,
-            "origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
+            "response_id": t.response.get("id") if t.response else None}
+
+
+def _origin(t: Transcript) -> dict[str, Any]:
+    """The row's last contract columns: where a source found the record."""
+    return {"origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
 
 
 def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
@@ -122,19 +126,20 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
                              "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
                              "response_status": status}
     conv = item.conversation
+    origin = _origin(item.transcript)
     if conv is None:
-        return row | empty, None
+        return row | empty | origin, None
     try:
         scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
-                                       f"{type(exc).__name__}: {exc}"}, None
+                                       f"{type(exc).__name__}: {exc}"} | origin, None
     keys = {url_key(u): u for u in conv.urls}
     ok = sum(1 for u in keys.values() if find_page(pages, u).ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete, "response_status": status}, scoring
+                  "history_complete": item.history_complete, "response_status": status} | origin, scoring
 
 
 async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
