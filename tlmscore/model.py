@@ -28,7 +28,9 @@ class Transcript:
     """One logged call: the request kwargs, the Response as a dict, and where it came from.
 
     `raw` keeps the record exactly as read, unknown fields included. A record that could not be
-    read has `error` set and an empty response; it still becomes one output row.
+    read has `error` set and an empty response; it still becomes one output row. `origin`,
+    `trace_id` and `span_id` say where a source found it (the kind of source, the trace store's
+    ids); `warnings` say what the source could not hold of the call.
     """
 
     id: str
@@ -40,6 +42,10 @@ class Transcript:
     raw: Any = None
     error: str | None = None
     fmt: Literal["responses", "chat"] = "responses"
+    origin: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def model(self) -> str | None:

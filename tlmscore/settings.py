@@ -39,6 +39,8 @@ class Settings(BaseModel):
         default=(), description="JSONL files of page records served before the cache and the network")
     batch_inputs: tuple[Path, ...] = Field(
         default=(), description="OpenAI Batch API input files joined to output lines by custom_id")
+    input_format: str | None = Field(
+        default=None, description="the source reader of every input (see tlmscore.sources); None: by content")
 
     concurrency: int = Field(default=32, ge=1, le=1024)
     per_host: int = Field(default=6, ge=1, le=256)

@@ -12,10 +12,25 @@ from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
+from tlmscore.sources._phoenix import with_window
+from tlmscore.sources.registry import is_live, readers
+
+
+def _input(value: str) -> str | Path:
+    """An input as given: a live source's address (`phoenix://…`) stays text, anything else is a path."""
+    return value if is_live(value) else Path(value)
 
 
 def _add_io(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=Path, help="transcript files (.jsonl, .json)")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input,
+                        help="transcript files, span exports (.jsonl, .json, .parquet, .csv) or a live source "
+                             "(phoenix://HOST:PORT/PROJECT)")
+    parser.add_argument("--format", default=None, metavar="NAME", dest="input_format",
+                        help="read every input with this source reader (records, " +
+                             ", ".join(sorted(readers())) + "; default: by content)")
+    parser.add_argument("--since", default=None, metavar="TIME", help="live source: spans started at or after TIME")
+    parser.add_argument("--until", default=None, metavar="TIME", help="live source: spans started before TIME")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="live source: at most N spans")
     parser.add_argument("-o", "--output", required=True, type=Path, help="OUT.jsonl, OUT.csv or OUT.parquet")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run: skip records already in OUT's checkpoint")
@@ -124,10 +139,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(fixtures)
     add_compare_parser(sub)
     add_annotate_parser(sub)
+    pull = sub.add_parser("pull", help="fetch stored responses by id (GET /v1/responses/{id}) as transcript records")
+    pull.add_argument("ids", nargs="+", metavar="IDS",
+                      help="a file of response ids (one a line), a table (.csv, .parquet, .jsonl) with an id column, "
+                           "or ids themselves")
+    pull.add_argument("-o", "--output", required=True, type=Path, metavar="OUT.jsonl")
+    pull.add_argument("--column", default="response_id", help="the id column of a table (default response_id)")
+    pull.add_argument("--concurrency", type=int, default=8, help="responses fetched at once (default 8)")
+    pull.add_argument("--resume", action="store_true", help="skip ids already in OUT and append the rest")
+    pull.add_argument("--base-url", default=None,
+                      help="the API root (default $OPENAI_BASE_URL or OpenAI's); the key is $OPENAI_API_KEY")
     cache = sub.add_parser("cache", help="inspect or clear the page cache")
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None)
     return parser
+
+
+def run_inputs(args: argparse.Namespace) -> list[str | Path]:
+    """The inputs of `prepare`/`score`, a live source's address with `--since`, `--until`, `--limit` in it."""
+    window = (args.since, args.until, args.limit)
+    if any(v is not None for v in window) and not any(isinstance(i, str) for i in args.inputs):
+        raise ConfigError("--since, --until and --limit apply to a live source (phoenix://HOST:PORT/PROJECT)")
+    return [with_window(i, *window) if isinstance(i, str) else i for i in args.inputs]
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -148,6 +181,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             values[flag] = getattr(args, flag)
     if args.quiet:
         values["progress"] = False
+    if getattr(args, "input_format", None) is not None:
+        values["input_format"] = args.input_format
     if getattr(args, "think", "remove") != "remove":
         values["think"] = args.think
     values.update(_network_values(args))

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
-from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
@@ -37,8 +37,11 @@ EXIT_CHANGED = 1
 EXIT_USAGE = 2
 
 
-def _check_inputs(paths: Sequence[Path]) -> None:
-    for path in paths:
+def _check_inputs(paths: Sequence[str | Path]) -> None:
+    for given in paths:
+        if isinstance(given, str):
+            continue  # a live source: read when the run starts
+        path = Path(given)
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
         check_readable(path)
@@ -103,7 +106,10 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
 
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    args.inputs = run_inputs(args)
     if args.engine == "ray":
+        if any(isinstance(i, str) for i in args.inputs) or getattr(args, "input_format", None):
+            raise ConfigError("live sources and --format: not available with --engine ray yet")
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
                                                 ("--calibration", getattr(args, "calibration", None)),
                                                 ("--annotate", getattr(args, "annotate", None))) if given]
@@ -195,6 +201,32 @@ def _fmt(value: float | None) -> str:
     return "   -" if value is None else f"{value:4.2f}"
 
 
+def _pull(args: argparse.Namespace) -> int:
+    """Stored responses by id into transcript records; an id that cannot be pulled is an error record."""
+    import asyncio  # noqa: PLC0415  (only this command runs a loop of its own here)
+
+    import openai  # noqa: PLC0415
+
+    from tlmscore.sources._pull import pull_to_file, read_ids  # noqa: PLC0415
+
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    ids = [rid for given in args.ids for rid in read_ids(given, args.column)]
+    try:
+        client = openai.AsyncOpenAI(base_url=args.base_url)
+    except openai.OpenAIError:
+        raise ConfigError("pull needs an API key in OPENAI_API_KEY") from None
+
+    async def pull() -> tuple[int, int]:
+        async with client:
+            return await pull_to_file(client, ids, args.output, concurrency=args.concurrency, resume=args.resume)
+
+    written, errors = asyncio.run(pull())
+    print(f"tlmscore: pulled {written - errors} stored responses into {args.output}"
+          f"{f'; {errors} could not be pulled (error records)' if errors else ''}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cache(args: argparse.Namespace) -> int:
     directory: Path = args.cache_dir or default_cache_dir()
     if args.action == "clear":
@@ -264,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate}
+        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate,
+        "pull": _pull}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")

@@ -109,18 +109,21 @@ class ChainIndex:
 
     @classmethod
     def build(cls, source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
-              cache_size: int = 256) -> ChainIndex:
-        """Index `source` (paths, records, or a list of those; it is read twice, so not a generator)."""
+              cache_size: int = 256, fmt: str | None = None) -> ChainIndex:
+        """Index `source` (paths, records, or a list of those; it is read twice, so not a generator).
+
+        `fmt` forces the source reader of every file, as for `read_transcripts`.
+        """
         batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
             BatchInputs(batch_inputs) if batch_inputs else None)
         wanted = _Wanted()
-        for order, (location, t) in enumerate(_records(source, batch, _needs_first_look)):
+        for order, (location, t) in enumerate(_records(source, batch, _needs_first_look, fmt)):
             wanted.note(t, location, order)
         responses: dict[str, Location] = {}
         items: dict[str, Location] = {}
         if wanted.responses or wanted.items:
             look = _mentions(wanted.responses | wanted.items)
-            for location, t in _records(source, batch, look):
+            for location, t in _records(source, batch, look, fmt):
                 _place(t, location, wanted, responses, items)
         conversations = {conv: [loc for _, _, loc in sorted(calls, key=lambda c: (c[0], c[1]))]
                          for conv, calls in wanted.conversations.items() if len(calls) > 1}
@@ -229,8 +232,9 @@ def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[s
             items.setdefault(item_id, location)
 
 
-def _records(source: Source, batch: BatchInputs | None, look: Look) -> Iterator[tuple[Location, Transcript]]:
+def _records(source: Source, batch: BatchInputs | None, look: Look,
+             fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every usable record of `source` whose raw line passes `look` (records in memory always do)."""
-    for location, t in scan(source, batch, look):
+    for location, t in scan(source, batch, look, fmt):
         if t.error is None:
             yield location, t

@@ -27,6 +27,7 @@ from tlmscore.ingest._logfile import (
 )
 from tlmscore.ingest._streams import is_sse_line, is_stream_line, stream_records
 from tlmscore.model import Transcript
+from tlmscore.sources.registry import SourceReader, find_reader, is_live
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
 _STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".sse")
@@ -117,6 +118,20 @@ def _unwrap(record: dict[str, Any],
     return {}, record, {}
 
 
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def _origin(record: dict[str, Any]) -> dict[str, Any]:
+    """The origin fields a source put on a record (`origin`, `trace_id`, `span_id`, `warnings`)."""
+    if not any(key in record for key in ("origin", "trace_id", "span_id", "warnings")):
+        return {}
+    notes = record.get("warnings")
+    warnings = tuple(str(w) for w in notes) if isinstance(notes, list) else ()
+    return {"origin": _text(record.get("origin")), "trace_id": _text(record.get("trace_id")),
+            "span_id": _text(record.get("span_id")), "warnings": warnings}
+
+
 def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
     """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
     rid = f"{source}:{line}"
@@ -130,18 +145,19 @@ def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | N
                           error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
     if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
         rid = str(record["id"])
+    origin = _origin(record)
     try:
         request, response, metadata = _unwrap(record, batch)
         kind = _response_kind(response)
         _check_response(response, kind)
     except TranscriptError as exc:
         error = f"{source}:{line}: {exc.reason}"
-        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
     except Exception as exc:  # noqa: BLE001  (a record of a shape nobody foresaw is its own error row)
         error = f"{source}:{line}: unreadable record: {type(exc).__name__}: {exc}"
-        return Transcript(id=rid, source=source, line=line, raw=record, error=error)
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
     return Transcript(id=rid, source=source, line=line, request=request, response=response,
-                      metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses")
+                      metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses", **origin)
 
 
 def _failed(source: str, line: int, message: str) -> Transcript:
@@ -248,11 +264,40 @@ def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, T
                                                         "of the file is not read")
 
 
-def _file(given: str | Path, batch: BatchInputs | None, look: Look | None) -> Iterator[tuple[Location, Transcript]]:
-    """The records of one file, named as given (so locations and transcripts agree)."""
+def _from_source(reader: SourceReader, name: str, batch: BatchInputs | None) -> Iterator[tuple[Location, Transcript]]:
+    """The records a source reader finds, held in their locations (so `load_at` reads them from memory)."""
+    try:
+        for found in reader.read(name):
+            if found.record is None:
+                yield Location(name, found.line), _failed(name, found.line, found.error or "unreadable record")
+            else:
+                yield (Location(name, found.line, record=found.record),
+                       normalize_record(found.record, source=name, line=found.line, batch=batch))
+    except TranscriptError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise TranscriptError(f"{name}: unreadable as {reader.name}: {type(exc).__name__}: {exc}") from None
+
+
+def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
+          fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+    """The records of one file (or live source), named as given (so locations and transcripts agree).
+
+    A file whose content a source reader recognises (or the reader `fmt` names) is read by it; an
+    event stream gives one record per streamed response; any other file is read as transcript records.
+    """
+    if isinstance(given, str) and is_live(given):
+        reader = find_reader(given, fmt)
+        if reader is not None:
+            yield from _from_source(reader, given, batch)
+            return
     path = Path(given)
     if not path.is_file():
         raise TranscriptError(f"{path}: no such file")
+    reader = find_reader(str(path), fmt)
+    if reader is not None:
+        yield from _from_source(reader, str(given), batch)
+        return
     sse = _stream_kind(path)
     if sse is not None:
         yield from _stream_file(path, str(given), sse)
@@ -262,21 +307,23 @@ def _file(given: str | Path, batch: BatchInputs | None, look: Look | None) -> It
         yield from _json_records(path, str(given), batch)
 
 
-def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None) -> Iterator[tuple[Location,
-                                                                                                    Transcript]]:
+def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None,
+         fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every record of `source` with its location, in order; bad records carry `error`.
 
     With `look`, a JSONL line is parsed only when `look(raw)` is true (others are passed over
-    without a row): the chain index uses it to find the few records it needs quickly.
+    without a row): the chain index uses it to find the few records it needs quickly. `fmt`
+    names the source reader of every file (see `tlmscore.sources`); by default each file's
+    content decides.
     """
     if isinstance(source, (str, Path)):
-        yield from _file(source, batch, look)
+        yield from _file(source, batch, look, fmt)
         return
     if isinstance(source, dict) or hasattr(source, "model_dump"):
         source = [source]
     for number, item in enumerate(source, start=1):
         if isinstance(item, (str, Path)):
-            yield from _file(item, batch, look)
+            yield from _file(item, batch, look, fmt)
         else:
             yield (Location("<records>", number, record=item),
                    normalize_record(item, source="<records>", line=number, batch=batch))
@@ -302,15 +349,17 @@ def read_path(path: str | Path, batch: BatchInputs | None = None) -> Iterator[Tr
         yield transcript
 
 
-def read_transcripts(source: Source, *,
-                     batch_inputs: Sequence[str | Path] | BatchInputs = ()) -> Iterator[Transcript]:
+def read_transcripts(source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+                     fmt: str | None = None) -> Iterator[Transcript]:
     """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
 
-    `source` is a path, a list of paths, a record dict, an SDK `Response`, or an iterable of those.
+    `source` is a path, a live source's address (`phoenix://HOST:PORT/PROJECT`), a list of those,
+    a record dict, an SDK `Response`, or an iterable of those. A span export or trace store yields
+    one record per LLM span (see `tlmscore.sources`); `fmt` forces a source reader by name.
     `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
     line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`.
     """
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
-    for _, transcript in scan(source, batch):
+    for _, transcript in scan(source, batch, fmt=fmt):
         yield transcript

@@ -43,8 +43,11 @@ def manifest_path(output: Path) -> Path:
 def describe_file(name: str | Path) -> dict[str, Any]:
     """A file as the manifest records it: given name, resolved path, size and BLAKE2b of its bytes.
 
-    A folder (of page files) is described by the relative names and bytes of the files in it.
+    A folder (of page files) is described by the relative names and bytes of the files in it; a
+    live source (given as text with `://`) by its address alone: its spans are not a file to hash.
     """
+    if isinstance(name, str) and "://" in name:
+        return {"name": name, "path": name, "size": None, "blake2b": None}
     path = Path(name)
     digest = hashlib.blake2b(digest_size=20)
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]

@@ -43,6 +43,7 @@ from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transc
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
+from tlmscore.sources.registry import is_live
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
+    "origin", "trace_id", "span_id",
 )
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 Progress = Callable[[str, int, int | None], None]
@@ -83,7 +85,7 @@ def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | No
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
     if transcript.error is not None:
         return _Converted(transcript, None, transcript.error, status=status)
-    extra = (status.warning,) if status is not None and status.warning else ()
+    extra = (*transcript.warnings, *((status.warning,) if status is not None and status.warning else ()))
     try:
         if chains is None:
             conv = convert_transcript(transcript, settings, converters=converters)
@@ -112,6 +114,11 @@ def _base_row(t: Transcript) -> dict[str, Any]:
             "response_id": t.response.get("id") if t.response else None}
 
 
+def _origin(t: Transcript) -> dict[str, Any]:
+    """The row's last contract columns: where a source found the record."""
+    return {"origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
+
+
 def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
                                                                                 ScoringInput | None]:
     """The row of one record, and what a scorer needs of it (None for an error row)."""
@@ -121,19 +128,20 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
                              "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
                              "response_status": status}
     conv = item.conversation
+    origin = _origin(item.transcript)
     if conv is None:
-        return row | empty, None
+        return row | empty | origin, None
     try:
         scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
-                                       f"{type(exc).__name__}: {exc}"}, None
+                                       f"{type(exc).__name__}: {exc}"} | origin, None
     keys = {url_key(u): u for u in conv.urls}
     ok = sum(1 for u in keys.values() if find_page(pages, u).ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete, "response_status": status}, scoring
+                  "history_complete": item.history_complete, "response_status": status} | origin, scoring
 
 
 async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
@@ -228,10 +236,11 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
         joined = batch if batch is not None else ()
         if batch is not None:
             stack.callback(batch.close)
-        chains = await asyncio.to_thread(_chain_index, source, joined)
+        chains = await asyncio.to_thread(_chain_index, source, joined, settings.input_format)
         if chains is not None:
             stack.callback(chains.close)
-        records = (t for t in read_transcripts(source, batch_inputs=joined) if (t.source, t.line) not in skip)
+        records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
+                   if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         empty: list[Transcript] = []
         while chunk := await asyncio.to_thread(next, chunks, empty):
@@ -259,10 +268,17 @@ async def aiter_rows(source: Source, settings: Settings | None = None, *,
                 yield row
 
 
-def _chain_index(source: Source, batch: BatchInputs | tuple[()]) -> ChainIndex | None:
-    """The chain index of a source that can be read twice (paths, records, lists); else None."""
+def _chain_index(source: Source, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
+    """The chain index of a source that can be read twice (paths, records, lists); else None.
+
+    A live source (a trace store's address) is not read again for it: its follow-up calls are
+    scored with the history the store holds in each span.
+    """
+    items = source if isinstance(source, (list, tuple)) else [source]
+    if any(isinstance(item, str) and is_live(item) for item in items):
+        return None
     if isinstance(source, (str, Path, dict, list, tuple)) or hasattr(source, "model_dump"):
-        return ChainIndex.build(source, batch_inputs=batch)
+        return ChainIndex.build(source, batch_inputs=batch, fmt=fmt)
     return None
 
 

@@ -1,0 +1,16 @@
+"""Sources: where logs are read from, each kind by a reader that yields transcript records.
+
+- `registry`: `SourceReader`, the built-in readers (`REGISTRY`), the `tlmscore.sources` entry
+  points, and `find_reader`, which picks a file's reader by its content (or by name).
+- `_tables`: span and observation exports as rows (JSON lines, JSON, Parquet, CSV), streamed.
+- `_openinference`: OpenInference / Phoenix spans; `_phoenix`: a live Phoenix server.
+
+A reader's records are ingest's to normalise, so a call renders the same prompt whichever
+place it was read from.
+"""
+
+from __future__ import annotations
+
+from tlmscore.sources.registry import REGISTRY, Peek, Read, SourceReader, find_reader, is_live, readers
+
+__all__ = ["REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live", "readers"]

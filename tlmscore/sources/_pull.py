@@ -1,0 +1,137 @@
+"""Stored responses by id: `GET /v1/responses/{id}` and its `/input_items`, as transcript records.
+
+Through `AsyncOpenAI` (its key from `OPENAI_API_KEY`, its retries honour `Retry-After` on 429s):
+each response is fetched with every evidence `include` (web search sources and results, file
+search results, code interpreter outputs; no logprobs), its input items page by page, and the
+request rebuilt from both: `input` from the items, `instructions`, `tools`, `previous_response_id`
+and the other request fields the Response echoes. An id that expired or was never stored is an
+error record that says so, so it still becomes one row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tlmscore.sources._tables import rows, table_kind
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+ORIGIN = "openai"
+INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
+           "code_interpreter_call.outputs")
+_ECHOED = ("instructions", "tools", "tool_choice", "text", "previous_response_id", "reasoning", "temperature",
+           "top_p", "max_output_tokens", "parallel_tool_calls", "truncation", "prompt", "conversation")
+_PAGE = 100
+_NOT_FOUND = 404
+
+
+def read_ids(given: str, column: str = "response_id") -> Iterator[str]:
+    """Response ids from `given`: a file of ids (one a line), a table's `column`, or one id itself."""
+    path = Path(given)
+    if not path.is_file():
+        yield given
+        return
+    kind = table_kind(path)
+    if kind in ("parquet", "csv", "json") or (kind == "jsonl" and _first_is_object(path)):
+        for _, row in rows(path, kind):
+            value = row.get(column) if isinstance(row, dict) else None
+            if isinstance(value, str) and value.strip():
+                yield value.strip()
+        return
+    with path.open(encoding="utf-8") as handle:
+        yield from (line.strip() for line in handle if line.strip() and not line.startswith("#"))
+
+
+def _first_is_object(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.readline().lstrip().startswith(b"{")
+
+
+def _request(response: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    request = {"model": response.get("model"), "input": items, "include": list(INCLUDE)}
+    request.update({k: response[k] for k in _ECHOED if response.get(k) is not None})
+    return request
+
+
+def _missing(rid: str, status: int, message: str) -> dict[str, Any]:
+    why = ("it expired or was never stored (store=false)" if status == _NOT_FOUND else f"the API answered {status}")
+    return {"id": rid, "origin": ORIGIN, "error": {"message": f"stored response {rid} could not be pulled: "
+                                                              f"{why}: {message}", "status": status}}
+
+
+async def pull_one(client: AsyncOpenAI, rid: str) -> dict[str, Any]:
+    """The record of one stored response, or an error record saying why there is none."""
+    import openai  # noqa: PLC0415  (the SDK's errors, loaded with the client)
+
+    try:
+        response = await client.responses.retrieve(rid, include=list(INCLUDE))  # type: ignore[arg-type]
+        items = [item.model_dump(mode="json", exclude_unset=True, warnings=False)
+                 async for item in client.responses.input_items.list(rid, order="asc", limit=_PAGE)]
+    except openai.APIStatusError as exc:
+        return _missing(rid, exc.status_code, str(exc.message))
+    except openai.APIConnectionError as exc:
+        return _missing(rid, 0, f"{type(exc).__name__}: {exc}")
+    # The SDK parses provider variants into its nearest types; dumping them back warns, and need not.
+    body = response.model_dump(mode="json", exclude_unset=True, warnings=False)
+    return {"id": rid, "request": _request(body, items), "response": body, "origin": ORIGIN,
+            "metadata": {"pulled": "responses.retrieve"}}
+
+
+async def pull_records(client: AsyncOpenAI, ids: Iterable[str], concurrency: int = 8) -> AsyncIterator[dict[str, Any]]:
+    """The records of `ids`, in their order, fetched `concurrency` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(rid: str) -> dict[str, Any]:
+        async with gate:
+            return await pull_one(client, rid)
+
+    window: list[asyncio.Task[dict[str, Any]]] = []
+    for rid in ids:
+        window.append(asyncio.ensure_future(one(rid)))
+        if len(window) >= concurrency * 4:
+            yield await window.pop(0)
+    for task in window:
+        yield await task
+
+
+def done_ids(path: Path) -> set[str]:
+    """The ids an earlier, interrupted pull already wrote to `path` (for `--resume`)."""
+    if not path.is_file():
+        return set()
+    return {str(row["id"]) for _, row in rows(path, "jsonl") if isinstance(row, dict) and row.get("id")}
+
+
+def pending(ids: Sequence[str], done: set[str]) -> list[str]:
+    """`ids` not yet done, each once, in order."""
+    seen: set[str] = set(done)
+    out: list[str] = []
+    for rid in ids:
+        if rid not in seen:
+            seen.add(rid)
+            out.append(rid)
+    return out
+
+
+async def pull_to_file(client: AsyncOpenAI, ids: Sequence[str], output: Path, *, concurrency: int = 8,
+                       resume: bool = False) -> tuple[int, int]:
+    """Write the records of `ids` to `output` (JSON lines, in order, each line as it is ready).
+
+    With `resume`, ids already in `output` are skipped and new lines appended. Returns the lines
+    written and how many of them are error records.
+    """
+    import orjson  # noqa: PLC0415  (kept beside its one use)
+
+    todo = pending(ids, done_ids(output) if resume else set())
+    written = errors = 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("ab" if resume else "wb") as handle:
+        async for record in pull_records(client, todo, concurrency):
+            handle.write(orjson.dumps(record) + b"\n")
+            handle.flush()
+            written += 1
+            errors += "error" in record
+    return written, errors
