@@ -16,15 +16,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.cli._args import build_parser, settings_from_args
+from tlmscore.cli._checks import check_files, check_output, check_scorer
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
 from tlmscore.engines._command import run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import check_fixtures, record_fixtures
-from tlmscore.ingest._logfile import check_readable
 from tlmscore.output._checkpoint import Checkpoint
-from tlmscore.output._encoding import output_format
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
 from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, run_batch
 from tlmscore.scoring.base import get_scorer
@@ -32,14 +31,8 @@ from tlmscore.settings import Settings, default_cache_dir
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
+EXIT_NO_ROWS = 1
 EXIT_USAGE = 2
-
-
-def _check_inputs(paths: Sequence[Path]) -> None:
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file")
-        check_readable(path)
 
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -99,19 +92,30 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
+    """Every path and option of a run checked before work starts; returns the scorer's options."""
+    ray = args.engine == "ray"
+    check_files([p for p in args.inputs if not (ray and "://" in str(p))], what="input")
+    check_files(args.batch_input, what="--batch-input")
+    check_files(args.pages, what="--pages", folders=True)
+    check_output(args.output, folder=ray)
+    if not scoring:
+        return {}
+    options = _scorer_options(args)
+    check_scorer(args.scorer, options)
+    return options
+
+
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    options = _check_run(args, scoring=scoring)
     if args.engine == "ray":
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
                                                 ("--calibration", getattr(args, "calibration", None))) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
-        _check_inputs([p for p in args.inputs if "://" not in str(p)])
-        return run_ray(args, settings_from_args(args), args.scorer if scoring else None,
-                       _scorer_options(args) if scoring else {})
-    output_format(args.output)
-    _check_inputs([*args.inputs, *args.batch_input])
-    options = _judge_batch(args, _scorer_options(args)) if scoring else {}
+        return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)
+    options = _judge_batch(args, options) if scoring else {}
     settings = settings_from_args(args)
     scorer = get_scorer(args.scorer, options) if scoring else None
     calibration = _calibration(args) if scoring else None
@@ -142,12 +146,25 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     scored = (*SCORE_COLUMNS, *(("calibrated_score",) if calibration else ())) if scoring else ()
     columns = (*ROW_COLUMNS, *scored)
     total = checkpoint.finish(settings.chunk_size, columns)
+    _warn_empty(args.inputs, summary, resumed=bool(checkpoint.done))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if checkpoint.done:
         print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
               file=sys.stderr)
+    if summary.rows and summary.errors == summary.rows and not checkpoint.done:
+        print(f"tlmscore: error: no record produced a usable row: all {summary.rows} rows have an error "
+              f"(the 'error' column of {args.output} says why)", file=sys.stderr)
+        return EXIT_NO_ROWS
     return EXIT_OK
 
+
+def _warn_empty(inputs: Sequence[Path], summary: Summary, *, resumed: bool) -> None:
+    """A warning for each input that held no record (a run of them writes an output without rows)."""
+    if resumed:
+        return
+    for path in inputs:
+        if summary.sources.get(str(path), 0) == 0:
+            print(f"tlmscore: warning: {path}: no records in this input", file=sys.stderr)
 
 def _calibration(args: argparse.Namespace) -> Callable[[list[dict[str, Any]]], None] | None:
     """With --calibration: what adds `calibrated_score` to rows, after checking the file fits the scorer."""
