@@ -6,7 +6,7 @@ Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = n
   and pooled. Each element becomes a transcript record whose evidence is the document — the output
   of a `read_document` function call — and whose answer is the summary, scored through the real
   pipeline (`tlmscore.score`). No weight was fitted to it, but some changes were kept or dropped
-  on its figures (the README's validity section lists which), so it is not a clean held-out set.
+  on its figures (the validity section of docs/benchmarks.md lists which), so it is not a clean held-out set.
 - The project's labelled fixtures (`fixtures/labelled`): web search and tool answers, faithful or
   contradicted, with their saved pages.
 - Corpus edits (`benchmarks/corpus_edits.py`): extractive summaries of the corpus's public articles,

@@ -23,7 +23,8 @@ WEB_SEARCH = "web_search"
 NOT_APPLICABLE: dict[str, tuple[str, tuple[type[BaseException], ...]]] = {
     "test_form_prompt_string_responses_web_search": (
         "fetches the cited page live (only `trafilatura.extract` is mocked); compat never fetches: a page "
-        "not given in `pages=` is shown as not retrieved, which the README lists as a deviation", (AssertionError,)),
+        "not given in `pages=` is shown as not retrieved, which docs/cleanlab-differences.md lists as a "
+        "deviation", (AssertionError,)),
     "test_form_response_string_chat_completions_uses_api_function": (
         "patches cleanlab_tlm.utils.chat itself to check which of its functions calls which",
         (AssertionError, ImportError)),
@@ -38,7 +39,7 @@ def _formatter(case_id: str) -> bool:
 
 
 def test_selection_is_the_reference_formatter_suite() -> None:
-    """The counts the README states: 87 tests, 37 formatter tests outside web search, 2 web-search ones."""
+    """The counts docs/cleanlab-differences.md states: 87 tests, 37 formatter tests outside web search, 2 on it."""
     assert len(CASES) == 87
     assert sum(_formatter(c) for c in CASES) == 37
     assert sorted(c for c in CASES if c.startswith(FORMATTERS) and WEB_SEARCH in c) == [

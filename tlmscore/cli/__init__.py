@@ -2,8 +2,9 @@
 
 `_args` holds the flags, grouped, with defaults from `Settings`; `_checks` refuses a bad path or
 option before work starts (one line, exit 2); `_commands` parses arguments and runs `prepare`,
-`score`, `calibrate`, `cache` and `fixtures`; `_progress` draws progress bars on a terminal; `_summary` is the end-of-run summary on stderr;
-`_calibrate` reads a scored file and its labels for `tlmscore calibrate`.
+`score`, `calibrate`, `cache` and `fixtures`; `_progress` draws progress bars on a terminal;
+`_summary` is the end-of-run summary on stderr; `_calibrate` reads a scored file and its labels
+for `tlmscore calibrate`.
 """
 
 from __future__ import annotations
