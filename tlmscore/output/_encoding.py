@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tlmscore.errors import ConfigError
-from tlmscore.ingest._logfile import safe_text
+from tlmscore.ingest import safe_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
