@@ -1,15 +1,21 @@
-"""The documents name what the code has: every import in the README's examples, every dotted name."""
+"""The documents name what the code has: every import in the examples of the README and of every page under
+docs/, every dotted name; the site lists every page; the README stays a short page whose links resolve."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", ROOT / "docs" / "architecture.md"]
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+DOCS = [ROOT / "README.md", *PAGES]
+README_MAX_LINES = 250
 ENTRY_POINT_GROUPS = {"tlmscore.converters", "tlmscore.scorers"}  # names of groups, not of modules
 OPTIONAL = {"tlmscore.ray"}  # needs the `ray` extra
 
@@ -63,3 +69,41 @@ def test_every_dotted_name_in_the_documents_exists(name: str) -> None:
 def test_a_name_that_does_not_exist_is_caught() -> None:
     with pytest.raises((AttributeError, ModuleNotFoundError)):
         resolve("tlmscore.evidence.no_such_module.Thing")
+
+
+def test_the_site_lists_every_page() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    listed = re.findall(r"^\s+- [^:]+: (\S+\.md)$", config, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(page.name for page in PAGES)
+    assert "strict: true" in config
+
+
+def test_the_readme_is_a_short_page_whose_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES
+    local = [target for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if "://" not in target]
+    assert len(local) >= 10
+    missing = [target for target in local if not (ROOT / target).exists()]
+    assert not missing
+
+
+def test_the_readme_says_what_a_score_means() -> None:
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "Grounding, not truth." in text and "NaN means nothing to check against." in text
+    assert "The default scorer is not Cleanlab TLM." in text
+
+
+def test_the_readme_quickstart_summary_is_what_the_command_prints(tmp_path: Path) -> None:
+    """The summary block under the quickstart, printed by the quickstart's first command."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"&& (tlmscore score fixtures/\S.*)$", text, flags=re.MULTILINE)
+    block = re.search(r"prints a summary:\n\n```\n(.*?)```", text, flags=re.DOTALL)
+    assert command is not None and block is not None
+    args = command.group(1).split()[1:]
+    out = tmp_path / "scores.parquet"
+    args[args.index("-o") + 1] = str(out)
+    env = {**os.environ, "TLMSCORE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "tlmscore", *args, "--quiet"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.replace(str(out), "scores.parquet") == block.group(1)

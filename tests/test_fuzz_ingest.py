@@ -101,6 +101,11 @@ def structure_mutation(draw: st.DrawFn) -> bytes:
     return json.dumps(value, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
 
 
+def run_code(rows: list[dict[str, Any]]) -> int:
+    """The exit code of a run with these rows: 1 when every row is an error row, else 0."""
+    return 1 if rows and all(isinstance(row["error"], str) for row in rows) else 0
+
+
 def read_rows(out: Path) -> list[dict[str, Any]]:
     if out.suffix == ".jsonl":
         return [json.loads(line) for line in out.read_bytes().split(b"\n") if line]  # not splitlines: U+2028 is text
@@ -119,8 +124,8 @@ def test_any_line_in_gives_exactly_one_row_out(lines: list[bytes], suffix: str) 
         expected = [n for n, raw in enumerate(log.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
         out = root / f"out{suffix}"
         code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
-        assert code == 0
         rows = read_rows(out)
+        assert code == run_code(rows)
         assert [int(row["line"]) for row in rows] == expected
         for row in rows:
             assert isinstance(row["prompt"], str) or isinstance(row["error"], str)
@@ -135,8 +140,10 @@ def read_rows_of(lines: list[bytes], root: Path) -> list[dict[str, Any]]:
     log = root / "plain.jsonl"
     log.write_bytes(b"".join(lines))
     out = root / "plain-out.jsonl"
-    assert main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "c2")]) == 0
-    return [{"id": row["id"].replace("plain.jsonl", "cut.jsonl.gz")} for row in read_rows(out)]
+    code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "c2")])
+    rows = read_rows(out)
+    assert code == run_code(rows)
+    return [{"id": row["id"].replace("plain.jsonl", "cut.jsonl.gz")} for row in rows]
 GZ_DATA = gzip.compress(b"".join(GZ_LINES), mtime=0)
 
 
@@ -171,8 +178,8 @@ def test_a_gzip_cut_anywhere_keeps_what_it_could_read(cut: int, tail: bytes) -> 
             assert not out.exists()
             assert b"\n" not in readable(GZ_DATA[:cut] + tail)
             return
-        assert code == 0
         rows = read_rows(out)
+        assert code == run_code(rows)
         if not rows:  # nothing but gzip's zero padding: an empty log
             assert (GZ_DATA[:cut] + tail).strip(b"\0") == b""
             return
@@ -193,8 +200,8 @@ def test_any_element_of_a_json_array_gives_exactly_one_row(elements: list[bytes]
         log.write_bytes(elements[0] if single else b"[" + b",\n".join(elements) + b"]")
         out = root / "out.parquet"
         code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
-        assert code == 0
         rows = read_rows(out)
+        assert code == run_code(rows)
         try:
             value = json.loads(log.read_bytes().decode("utf-8"))
             expected = len(value) if isinstance(value, list) else 1  # a lone element may itself be an array

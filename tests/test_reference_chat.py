@@ -45,7 +45,7 @@ def _formatter(case_id: str) -> bool:
 
 
 def test_selection_is_the_reference_formatter_suite() -> None:
-    """The counts the README states: 87 tests, 37 formatter tests outside web search, 2 web-search ones."""
+    """The counts docs/cleanlab-differences.md states: 87 tests, 37 formatter tests outside web search, 2 on it."""
     assert len(CASES) == 87
     assert sum(_formatter(c) for c in CASES) == 37
     assert sorted(c for c in CASES if c.startswith(FORMATTERS) and WEB_SEARCH in c) == [

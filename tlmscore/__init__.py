@@ -14,7 +14,7 @@ if _typing.TYPE_CHECKING:
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
     from tlmscore.ingest import read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
-    from tlmscore.pipeline import aiter_rows, aprepare, ascore, prepare, score
+    from tlmscore.pipeline import RunResult, aiter_rows, aprepare, ascore, prepare, run, score
     from tlmscore.rendering import render
     from tlmscore.settings import Settings
 
@@ -25,6 +25,7 @@ __all__ = [
     "MemoryPages",
     "Page",
     "PageSource",
+    "RunResult",
     "ScorerError",
     "ScoringInput",
     "Settings",
@@ -38,6 +39,7 @@ __all__ = [
     "prepare",
     "read_transcripts",
     "render",
+    "run",
     "score",
 ]
 
@@ -49,6 +51,8 @@ _HOMES = {
     "ascore": "tlmscore.pipeline",
     "prepare": "tlmscore.pipeline",
     "score": "tlmscore.pipeline",
+    "run": "tlmscore.pipeline",
+    "RunResult": "tlmscore.pipeline",
     "ConfigError": "tlmscore.errors",
     "FetchError": "tlmscore.errors",
     "ScorerError": "tlmscore.errors",

@@ -22,7 +22,7 @@ from tlmscore.convert._citations import cited_sentence
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.evidence.sources import open_page_source
-from tlmscore.ingest._records import read_transcripts
+from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.pipeline._run import run_sync
 from tlmscore.rendering._shown import unavailable_text

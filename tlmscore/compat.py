@@ -3,7 +3,7 @@
 For input without web search these return exactly what cleanlab-tlm 1.1.39 returns, warn where it
 warns (a prompt that ends with a tool call or an assistant message, tool calls it cannot read) and
 raise where its own tests expect it to (a message without `content`); cleanlab-tlm's own formatter
-tests run against this module. The README lists where they deliberately differ (web evidence,
+tests run against this module. docs/cleanlab-differences.md lists where they deliberately differ (web evidence,
 content parts the reference drops, and other inputs on which the reference raises).
 """
 

@@ -1,4 +1,7 @@
-"""Argument parsing: the flags of every command, and the frozen `Settings` they build."""
+"""Argument parsing: the flags of every command, grouped, and the frozen `Settings` they build.
+
+The help texts show each default from `Settings` itself, so `--help` and a run never disagree.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tlmscore import __version__
 from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
 from tlmscore.cli._compare import add_compare_parser
-from tlmscore.engines._command import add_engine_flags
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
-from tlmscore.sources._phoenix import with_window
+from tlmscore.sources import with_window
 from tlmscore.sources.registry import is_live, readers
 
 
@@ -20,66 +23,158 @@ def _input(value: str) -> str | Path:
     """An input as given: a live source's address (`phoenix://…`) stays text, anything else is a path."""
     return value if is_live(value) else Path(value)
 
+DESCRIPTION = """\
+Score logged LLM answers for trustworthiness, against the evidence they cite.
 
-def _add_io(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input,
-                        help="transcript files, span exports (.jsonl, .json, .parquet, .csv) or a live source "
-                             "(phoenix://HOST:PORT/PROJECT)")
-    parser.add_argument("--format", default=None, metavar="NAME", dest="input_format",
-                        help="read every input with this source reader (records, " +
-                             ", ".join(sorted(readers())) + "; default: by content)")
-    parser.add_argument("--since", default=None, metavar="TIME", help="live source: spans started at or after TIME")
-    parser.add_argument("--until", default=None, metavar="TIME", help="live source: spans started before TIME")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="live source: at most N spans")
-    parser.add_argument("-o", "--output", required=True, type=Path, help="OUT.jsonl, OUT.csv or OUT.parquet")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run: skip records already in OUT's checkpoint")
-    parser.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
-                        help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
-    add_engine_flags(parser)
-    _add_common(parser)
+tlmscore reads logged API calls (OpenAI Responses, Chat Completions, Batch API output), fetches
+the web pages the answers cite, rebuilds each call as the prompt and response a trust scorer sees,
+and scores how well the answer is supported by that evidence: one output row per input record.
+A score measures grounding in the evidence, not truth; NaN means there was nothing to check."""
 
+_EXAMPLES = """\
+examples:
+  tlmscore {command} logs.jsonl -o {out} --offline --pages pages.jsonl
+  tlmscore {command} logs/*.jsonl.gz -o {out}{extra}"""
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="page cache (default: $TLMSCORE_CACHE_DIR or the user cache dir)")
-    parser.add_argument("--offline", action="store_true", help="never touch the network; use cached pages only")
-    parser.add_argument("--urls", choices=("cited", "sources", "all"), default="cited",
-                        help="which web pages to fetch as evidence (default: cited)")
-    parser.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                        help="allow fetching from HOST even if it is a private or loopback address")
-    parser.add_argument("--pages", action="append", default=[], type=Path, metavar="FILE",
-                        help="page records (JSONL) to use before the cache and the network")
-    parser.add_argument("--concurrency", type=int, default=None, help="parallel fetches (default 32)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per fetch (default 20)")
-    parser.add_argument("--extract-timeout", type=float, default=None, metavar="SECONDS",
-                        help="CPU seconds one page's text extraction may take (default 30)")
-    parser.add_argument("--archive", choices=("off", "fallback", "prefer"), default=None,
-                        help="read pages from a web archive as of the answer: off (default), fallback "
-                             "(when the live page fails) or prefer (archive first); sends cited URLs to the archive")
-    parser.add_argument("--archive-url", default=None, metavar="URL",
-                        help="a Wayback-compatible archive (default https://web.archive.org)")
-    parser.add_argument("--chunk-size", type=int, default=None,
-                        help="records handled (fetched, scored, written) together (default 1000)")
-    parser.add_argument("--reasoning", choices=("skip", "summary"), default="skip",
-                        help="show reasoning summaries in the prompt (default: skip, as cleanlab-tlm)")
-    parser.add_argument("--think", choices=("remove", "keep"), default="remove",
-                        help="<think> reasoning in answer text: remove it, with a warning (default), or keep it")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_network(parser)
+_TOP_EPILOG = """\
+examples:
+  tlmscore score logs.jsonl -o scores.parquet        score with the offline grounding scorer
+  tlmscore score --help                              every option of a run, grouped
+docs: see docs/ in the source tree (docs/cli.md lists every flag)"""
 
 
-def _add_network(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--per-host", type=int, default=None,
-                        help="parallel fetches per host (default 6); with --engine ray, across the cluster")
-    parser.add_argument("--proxy", metavar="URL", default=None,
-                        help="send every fetch through this http(s) proxy (the address guard then sees less)")
-    parser.add_argument("--trust-env", action="store_true",
-                        help="use HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY from the environment")
-    parser.add_argument("--ca-bundle", type=Path, default=None, metavar="FILE",
-                        help="trust only the certificate authorities in this PEM file")
-    parser.add_argument("--trust-store", choices=("system", "certifi"), default=None,
-                        help="certificate authorities to trust: the operating system's (default) or certifi's")
+def _default(name: str) -> Any:
+    """The default of a `Settings` field, as the help texts show it."""
+    return Settings.model_fields[name].get_default(call_default_factory=False)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def _add_input(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("input")
+    group.add_argument("inputs", nargs="+", metavar="INPUT", type=_input,
+                       help="transcript files (.jsonl, .json, optionally .gz: records, Batch API output, Chat, "
+                            "event streams), span exports (.jsonl, .json, .parquet, .csv, OTLP) or a live source "
+                            "(phoenix://HOST:PORT/PROJECT)")
+    group.add_argument("--format", default=None, metavar="NAME", dest="input_format",
+                       help="read every input with this source reader (records, " +
+                            ", ".join(sorted(readers())) + "; default: by content)")
+    group.add_argument("--since", default=None, metavar="TIME", help="live source: spans started at or after TIME")
+    group.add_argument("--until", default=None, metavar="TIME", help="live source: spans started before TIME")
+    group.add_argument("--limit", type=int, default=None, metavar="N", help="live source: at most N spans")
+    group.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
+                       help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
+    group.add_argument("--reasoning", choices=("skip", "summary"), default=_default("reasoning"),
+                       help="show reasoning summaries in the prompt (default: %(default)s, as cleanlab-tlm)")
+    group.add_argument("--think", choices=("remove", "keep"), default=_default("think"),
+                       help="<think> reasoning in answer text: remove it with a warning, or keep it "
+                            "(default: %(default)s)")
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
+                       help="OUT.jsonl, OUT.csv or OUT.parquet (with --engine ray: a folder)")
+    group.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run: skip records already in OUT's checkpoint")
+    group.add_argument("--chunk-size", type=int, default=None, metavar="N",
+                       help=f"records handled (fetched, scored, written) together (default {_default('chunk_size')})")
+    group.add_argument("--quiet", action="store_true", help="no progress bars (drawn only on a terminal anyway)")
+
+
+def _add_evidence(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("evidence (web pages the answers cite)")
+    group.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                       help="page cache (default: $TLMSCORE_CACHE_DIR, else ~/.cache/tlmscore)")
+    group.add_argument("--offline", action="store_true",
+                       help="never touch the network, nor write the cache: cached and --pages pages only")
+    group.add_argument("--pages", action="append", default=[], type=Path, metavar="PATH",
+                       help="page records (a JSONL file, or a folder of .json records) to use before the cache and "
+                            "the network (repeatable)")
+    group.add_argument("--urls", choices=("cited", "sources", "all"), default=_default("urls"),
+                       help="which web pages become evidence (default: %(default)s)")
+    group.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="allow fetching from HOST even if it is a private or loopback address (repeatable)")
+    group.add_argument("--concurrency", type=int, default=None, metavar="N",
+                       help=f"parallel fetches (default {_default('concurrency')})")
+    group.add_argument("--per-host", type=int, default=None, metavar="N",
+                       help=f"parallel fetches per host (default {_default('per_host')}); "
+                            "with --engine ray, across the cluster")
+    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help=f"seconds per page, retries and redirects included (default {_default('timeout'):g})")
+    group.add_argument("--extract-timeout", type=float, default=None, metavar="SECONDS",
+                       help="CPU seconds one page's text extraction may take "
+                            f"(default {_default('extract_timeout'):g})")
+    group.add_argument("--archive", choices=("off", "fallback", "prefer"), default=None,
+                       help="pages as of the answer from a web archive: off, fallback (when the live page "
+                            f"fails) or prefer (default: {_default('archive')}); sends cited URLs to the archive")
+    group.add_argument("--archive-url", default=None, metavar="URL",
+                       help=f"a Wayback-compatible archive (default {_default('archive_url')})")
+    group.add_argument("--proxy", metavar="URL", default=None,
+                       help="send every fetch through this http(s) proxy (the address guard then sees less)")
+    group.add_argument("--trust-env", action="store_true",
+                       help="use HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY from the environment")
+    group.add_argument("--ca-bundle", type=Path, default=None, metavar="FILE",
+                       help="trust only the certificate authorities in this PEM file")
+    group.add_argument("--trust-store", choices=("system", "certifi"), default=None,
+                       help="certificate authorities to trust: the operating system's or certifi's "
+                            f"(default: {_default('trust_store')})")
+
+
+def _add_scoring(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scoring")
+    group.add_argument("--scorer", default="grounding", choices=scorer_names(),
+                       help="grounding (offline, no model or key; default), judge (an OpenAI-compatible model) "
+                            "or tlm (Cleanlab TLM, needs a key)")
+    group.add_argument("--model", help="judge: the model name at the endpoint (required with --scorer judge)")
+    group.add_argument("--base-url", help="judge: the OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1")
+    group.add_argument("--api-key-env", metavar="VAR", help="judge/tlm: environment variable holding the API key")
+    group.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
+    group.add_argument("--option", action="append", metavar="KEY=VALUE",
+                       help="any other scorer option (VALUE is JSON when it parses as JSON; repeatable)")
+    group.add_argument("--judge-batch", action="store_true",
+                       help="judge: send requests through the OpenAI Batch API (half price, results within "
+                            "24 h); state kept in OUT.judge-batch/ so a rerun resumes")
+    group.add_argument("--calibration", type=Path, metavar="CALIB.json",
+                       help="add a calibrated_score column with this `tlmscore calibrate` file")
+
+
+def _add_engine(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("engine (where the run happens)")
+    group.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local (default) or ray: run on a Ray cluster; OUT is then a folder")
+    group.add_argument("--address", default=None,
+                       help="ray: the cluster (auto, HOST:PORT or ray://HOST:PORT; default: a local one)")
+    group.add_argument("--page-store", default=None, metavar="PATH",
+                       help="ray: Parquet page store read before the network and added to (any pyarrow path)")
+    group.add_argument("--fetchers", type=int, default=2, metavar="N", help="ray: page fetch actors (default 2)")
+    group.add_argument("--scorer-concurrency", type=int, default=2, metavar="N",
+                       help="ray: scorer actors (default 2)")
+
+
+def _add_run(parser: argparse.ArgumentParser, *, scoring: bool) -> None:
+    """The flags of `prepare` and `score`, in the order a newcomer needs them."""
+    _add_input(parser)
+    _add_output(parser)
+    if scoring:
+        _add_scoring(parser)
+    _add_evidence(parser)
+    _add_engine(parser)
+
+
+def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
+    """What `fixtures` renders with: the input and evidence flags of a run, without its inputs and output."""
+    group = parser.add_argument_group("rendering")
+    group.add_argument("--reasoning", choices=("skip", "summary"), default=_default("reasoning"),
+                       help="show reasoning summaries in the prompt (default: %(default)s)")
+    group.add_argument("--think", choices=("remove", "keep"), default=_default("think"),
+                       help="<think> reasoning in answer text (default: %(default)s)")
+    group.add_argument("--chunk-size", type=int, default=None, metavar="N",
+                       help=f"records rendered together (default {_default('chunk_size')})")
+    group.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_evidence(parser)
 
 
 def _network_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -94,29 +189,20 @@ def _network_values(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="tlmscore", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    prepare = sub.add_parser("prepare", help="render prompt and response strings for every record")
-    _add_io(prepare)
-    score = sub.add_parser("score", help="prepare, then score every answer")
-    _add_io(score)
-    score.add_argument("--scorer", default="grounding", choices=scorer_names(),
-                       help="grounding (offline, default), tlm (Cleanlab TLM) or judge (an OpenAI-compatible model)")
-    score.add_argument("--base-url", help="judge: the OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1")
-    score.add_argument("--model", help="judge: the model name at the endpoint")
-    score.add_argument("--api-key-env", help="judge/tlm: environment variable holding the API key")
-    score.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
-    score.add_argument("--option", action="append", metavar="KEY=VALUE",
-                       help="any other scorer option (VALUE is JSON when it parses as JSON)")
-    score.add_argument("--judge-batch", action="store_true",
-                       help="judge: send requests through the OpenAI Batch API (half price, results within 24 h); "
-                            "state kept in OUT.judge-batch/ so a rerun resumes")
-    score.add_argument("--calibration", type=Path, metavar="CALIB.json",
-                       help="add a calibrated_score column with this `tlmscore calibrate` file")
-    add_annotate_flags(score)
-    calibrate = sub.add_parser("calibrate", help="fit a map from a scorer's score to P(correct) on labelled rows")
+def _run_parser(sub: Any, command: str, *, scoring: bool, help_text: str) -> None:
+    extra = " --scorer judge --base-url http://127.0.0.1:8080/v1 --model qwen2.5" if scoring else ""
+    out = "scores.parquet" if scoring else "rows.parquet"
+    parser = sub.add_parser(command, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+                            epilog=_EXAMPLES.format(command=command, out=out, extra=extra),
+                            formatter_class=_formatter)
+    _add_run(parser, scoring=scoring)
+    if scoring:
+        add_annotate_flags(parser)
+
+
+def _add_calibrate(sub: Any) -> None:
+    calibrate = sub.add_parser("calibrate", help="fit a map from a scorer's score to P(correct) on labelled rows",
+                               formatter_class=_formatter)
     calibrate.add_argument("scored", type=Path, metavar="SCORED",
                            help="a `tlmscore score` output (.jsonl, .csv, .parquet)")
     calibrate.add_argument("--labels", required=True, metavar="COL", help="the label column (true = correct)")
@@ -124,10 +210,23 @@ def build_parser() -> argparse.ArgumentParser:
                            help="take COL from this file (its columns or metadata), joined on id")
     calibrate.add_argument("--positive", action="append", metavar="VALUE",
                            help="label value meaning correct, for labels not true/false or 0/1 (repeatable)")
-    calibrate.add_argument("--method", choices=("isotonic", "platt"), default="isotonic")
+    calibrate.add_argument("--method", choices=("isotonic", "platt"), default="isotonic",
+                           help="isotonic (default) or platt")
     calibrate.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     calibrate.add_argument("-o", "--output", required=True, type=Path, metavar="CALIB.json")
-    fixtures = sub.add_parser("fixtures", help="record or check golden prompts of a fixture folder")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="tlmscore", description=DESCRIPTION, epilog=_TOP_EPILOG,
+                                     formatter_class=_formatter)
+    parser.add_argument("--version", action="version", version=f"tlmscore {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _run_parser(sub, "score", scoring=True, help_text="prepare, then score every answer (the usual command)")
+    _run_parser(sub, "prepare", scoring=False, help_text="render prompt and response strings for every record")
+    _add_calibrate(sub)
+    fixtures = sub.add_parser("fixtures", help="record or check golden prompts of a fixture folder",
+                              formatter_class=_formatter)
     fixtures.add_argument("action", choices=("record", "check"))
     fixtures.add_argument("folder", type=Path, metavar="DIR")
     fixtures.add_argument("--update", action="store_true", help="with check: rewrite what changed")
@@ -136,10 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("--option", action="append", metavar="KEY=VALUE", help="with --scorer: a scorer option")
     fixtures.add_argument("--score-tolerance", type=float, metavar="T",
                           help="how far a score may move from its golden score (record: kept; check: this run)")
-    _add_common(fixtures)
+    _add_fixture_flags(fixtures)
     add_compare_parser(sub)
     add_annotate_parser(sub)
-    pull = sub.add_parser("pull", help="fetch stored responses by id (GET /v1/responses/{id}) as transcript records")
+    _add_pull(sub)
+    cache = sub.add_parser("cache", help="inspect or clear the page cache", formatter_class=_formatter)
+    cache.add_argument("action", choices=("stats", "clear"))
+    cache.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                       help="page cache (default: $TLMSCORE_CACHE_DIR, else ~/.cache/tlmscore)")
+    return parser
+
+
+def _add_pull(sub: Any) -> None:
+    pull = sub.add_parser("pull", help="fetch stored responses by id (GET /v1/responses/{id}) as transcript records",
+                          formatter_class=_formatter)
     pull.add_argument("ids", nargs="+", metavar="IDS",
                       help="a file of response ids (one a line), a table (.csv, .parquet, .jsonl) with an id column, "
                            "or ids themselves")
@@ -149,10 +258,6 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("--resume", action="store_true", help="skip ids already in OUT and append the rest")
     pull.add_argument("--base-url", default=None,
                       help="the API root (default $OPENAI_BASE_URL or OpenAI's); the key is $OPENAI_API_KEY")
-    cache = sub.add_parser("cache", help="inspect or clear the page cache")
-    cache.add_argument("action", choices=("stats", "clear"))
-    cache.add_argument("--cache-dir", type=Path, default=None)
-    return parser
 
 
 def run_inputs(args: argparse.Namespace) -> list[str | Path]:
@@ -167,6 +272,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """The one Settings object a command runs with."""
     values: dict[str, Any] = {"offline": args.offline, "urls": args.urls, "allow_hosts": args.allow_host,
                               "page_files": tuple(args.pages), "reasoning": args.reasoning,
+                              "think": args.think,
                               "batch_inputs": tuple(getattr(args, "batch_input", ()))}
     if args.cache_dir is not None:
         values["cache_dir"] = args.cache_dir
@@ -183,7 +289,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["progress"] = False
     if getattr(args, "input_format", None) is not None:
         values["input_format"] = args.input_format
-    if getattr(args, "think", "remove") != "remove":
-        values["think"] = args.think
     values.update(_network_values(args))
     return Settings(**values)

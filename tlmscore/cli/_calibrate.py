@@ -3,20 +3,20 @@
 `labelled_scores` reads a file written by `tlmscore score` (JSONL, CSV or Parquet) and the labels,
 either a column of that file or of another table joined on `id` (a transcript file's `metadata`
 counts as columns, so labels kept with the transcripts need no copying). `calibrate_file` fits and
-cross-validates a `Calibration` from them; `add_calibrated` adds `calibrated_score` to rows.
+cross-validates a `Calibration` from them (`tlmscore.run` adds the `calibrated_score` column).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tlmscore.errors import ConfigError
-from tlmscore.scoring.calibration import Calibration, Method, apply, cross_validate, fit
+from tlmscore.scoring.calibration import Calibration, Method, cross_validate, fit
 
 
 @dataclass(frozen=True)
@@ -104,17 +104,3 @@ def calibrate_file(data: LabelledScores, *, method: Method = "isotonic", folds: 
     calibration = fit(data.scores, data.labels, scorer=data.scorer, method=method)
     check = cross_validate(data.scores, data.labels, method=method, folds=folds, bins=bins)
     return replace(calibration, validation={**check.as_dict(), "skipped_rows": data.skipped})
-
-
-def add_calibrated(rows: Iterable[dict[str, Any]], calibration: Calibration) -> None:
-    """Add `calibrated_score` to scored rows in place (NaN where `score` is NaN)."""
-    rows = list(rows)
-    for scorer in {str(r["scorer"]) for r in rows if r.get("scorer") is not None}:
-        apply(calibration, [], scorer=scorer)  # refuses a calibration fitted for another scorer
-    values = apply(calibration, [_number(r.get("score")) for r in rows])
-    for row, value in zip(rows, values.tolist(), strict=True):
-        row["calibrated_score"] = value
-
-
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) else math.nan

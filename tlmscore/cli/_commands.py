@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,34 +17,21 @@ from pydantic import ValidationError
 
 from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
 from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
+from tlmscore.cli._checks import check_files, check_output, check_scorer
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._summary import Summary
-from tlmscore.engines._command import run_ray
+from tlmscore.engines import run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
-from tlmscore.ingest._logfile import check_readable
-from tlmscore.output._checkpoint import Checkpoint
-from tlmscore.output._encoding import output_format
-from tlmscore.output._manifest import build_manifest, describe_file, start_run
-from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, run_batch
-from tlmscore.scoring.base import get_scorer
-from tlmscore.settings import Settings, default_cache_dir
+from tlmscore.pipeline import run
+from tlmscore.settings import default_cache_dir
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
+EXIT_NO_ROWS = 1
 EXIT_USAGE = 2
-
-
-def _check_inputs(paths: Sequence[str | Path]) -> None:
-    for given in paths:
-        if isinstance(given, str):
-            continue  # a live source: read when the run starts
-        path = Path(given)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file")
-        check_readable(path)
 
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -73,18 +60,6 @@ def _judge_batch(args: argparse.Namespace, options: dict[str, Any]) -> dict[str,
     return {"batch_dir": str(args.output) + ".judge-batch", **options, "batch": True}
 
 
-def _submit_ahead(args: argparse.Namespace, settings: Settings, options: dict[str, Any],
-                  skip: Container[tuple[str, int]]) -> None:
-    """--judge-batch, first pass: every chunk's requests are submitted before any chunk waits for its batches.
-
-    The second pass renders the same prompts (same input and cache), so it finds the same
-    custom_ids in the batches submitted here and only polls and collects them.
-    """
-    print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any", file=sys.stderr)
-    submitter = get_scorer(args.scorer, {**options, "batch_submit_only": True})
-    run_batch(list(args.inputs), settings, lambda rows: None, scorer=submitter, skip=skip)
-
-
 @contextlib.contextmanager
 def _scorer_log(enabled: bool) -> Iterator[None]:
     """Scorers' INFO messages (the judge's request count and token estimate) as `tlmscore:` lines on stderr."""
@@ -104,74 +79,70 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
+    """Every path and option of a run checked before work starts; returns the scorer's options."""
+    ray = args.engine == "ray"
+    args.inputs = run_inputs(args)
+    if ray and (any(isinstance(i, str) for i in args.inputs) or args.input_format):
+        raise ConfigError("live sources and --format: not available with --engine ray yet")
+    check_files([p for p in args.inputs if isinstance(p, Path)], what="input")
+    check_files(args.batch_input, what="--batch-input")
+    check_files(args.pages, what="--pages", folders=True)
+    check_output(args.output, folder=ray)
+    if not scoring:
+        return {}
+    options = _scorer_options(args)
+    check_scorer(args.scorer, options)
+    check_targets(args.annotate)
+    return options
+
+
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
-    args.inputs = run_inputs(args)
+    options = _check_run(args, scoring=scoring)
     if args.engine == "ray":
-        if any(isinstance(i, str) for i in args.inputs) or getattr(args, "input_format", None):
-            raise ConfigError("live sources and --format: not available with --engine ray yet")
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
                                                 ("--calibration", getattr(args, "calibration", None)),
                                                 ("--annotate", getattr(args, "annotate", None))) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
-        _check_inputs([p for p in args.inputs if "://" not in str(p)])
-        return run_ray(args, settings_from_args(args), args.scorer if scoring else None,
-                       _scorer_options(args) if scoring else {})
-    output_format(args.output)
-    _check_inputs([*args.inputs, *args.batch_input])
-    if scoring:
-        check_targets(args.annotate)
-    options = _judge_batch(args, _scorer_options(args)) if scoring else {}
+        return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)
+    options = _judge_batch(args, options) if scoring else {}
     settings = settings_from_args(args)
-    scorer = get_scorer(args.scorer, options) if scoring else None
-    calibration = _calibration(args) if scoring else None
-    row_options = {**options, "calibration": describe_file(args.calibration)} if calibration else options
-    manifest = build_manifest(args.command, args.inputs, settings, scorer=args.scorer if scoring else None,
-                              scorer_options=row_options)
-    names = start_run(args.output, manifest, resume=args.resume)
-    checkpoint = Checkpoint(args.output, resume=args.resume)
-    skip = {(names.get(source, source), line) for source, line in checkpoint.done}
     summary = Summary()
-    if checkpoint.done:
-        print(f"tlmscore: resuming: {len(checkpoint.done)} records already done", file=sys.stderr)
 
-    with ProgressBars(enabled=settings.progress) as bars:
-        def sink(rows: list[dict[str, Any]]) -> None:
-            if calibration is not None:
-                calibration(rows)
-            checkpoint.write(rows)
-            summary.add(rows)
+    def started(earlier: int) -> None:
+        if earlier:
+            print(f"tlmscore: resuming: {earlier} records already done", file=sys.stderr)
+        if options.get("batch"):
+            print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
+                  file=sys.stderr)
 
-        def progress(stage: str, done: int, total: int | None) -> None:
-            bars.update(stage, done, total)
-
-        with _scorer_log(scoring):
-            if options.get("batch") and not options.get("batch_submit_only"):
-                _submit_ahead(args, settings, options, skip)
-            run_batch(list(args.inputs), settings, sink, progress=progress, scorer=scorer, skip=skip)
-    scored = (*SCORE_COLUMNS, *(("calibrated_score",) if calibration else ())) if scoring else ()
-    columns = (*ROW_COLUMNS, *scored)
-    total = checkpoint.finish(settings.chunk_size, columns)
+    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring):
+        result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
+                     settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
+                     on_rows=summary.add, progress=bars.update, on_start=started, command=args.command)
+    _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
-    if checkpoint.done:
-        print(f"tlmscore: {total} rows in {args.output} ({len(checkpoint.done)} from the earlier run)",
-              file=sys.stderr)
     if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
         annotate_file(args.output, args.annotate, threshold=args.annotate_threshold)
+    if result.earlier:
+        print(f"tlmscore: {result.total} rows in {args.output} ({result.earlier} from the earlier run)",
+              file=sys.stderr)
+    if summary.rows and summary.errors == summary.rows and not result.earlier:
+        print(f"tlmscore: error: no record produced a usable row: all {summary.rows} rows have an error "
+              f"(the 'error' column of {args.output} says why)", file=sys.stderr)
+        return EXIT_NO_ROWS
     return EXIT_OK
 
 
-def _calibration(args: argparse.Namespace) -> Callable[[list[dict[str, Any]]], None] | None:
-    """With --calibration: what adds `calibrated_score` to rows, after checking the file fits the scorer."""
-    if args.calibration is None:
-        return None
-    from tlmscore.cli._calibrate import add_calibrated  # noqa: PLC0415  (numpy only when calibrating)
-    from tlmscore.scoring import calibration  # noqa: PLC0415
-
-    fitted = calibration.load(args.calibration)
-    calibration.apply(fitted, [], scorer=args.scorer)
-    return lambda rows: add_calibrated(rows, fitted)
+def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool) -> None:
+    """A warning for each input that held no record (a run of them writes an output without rows)."""
+    if resumed:
+        return
+    for path in inputs:
+        if summary.sources.get(str(path), 0) == 0:
+            print(f"tlmscore: warning: {path}: no records in this input", file=sys.stderr)
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tlmscore.ingest._logfile import safe_text
+from tlmscore.ingest import safe_text
 
 _ERRORS_SHOWN = 10
 
@@ -29,11 +30,13 @@ class Summary:
     scores: list[float] = field(default_factory=list)
     lowest: list[tuple[float, str]] = field(default_factory=list)
     first_errors: list[str] = field(default_factory=list)
+    sources: Counter[str] = field(default_factory=Counter)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Count a chunk of rows."""
         for row in rows:
             self.rows += 1
+            self.sources[str(row.get("source"))] += 1
             self.warned += bool(row.get("warnings"))
             self.urls += int(row.get("n_urls") or 0)
             self.urls_failed += int(row.get("n_urls_failed") or 0)

@@ -12,20 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tlmscore.errors import ConfigError
 from tlmscore.settings import Settings
-
-
-def add_engine_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of the Ray engine (ignored by the single-machine run); `--per-host` then holds across the cluster."""
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local (default) or ray: run on a Ray cluster; OUT is then a folder")
-    parser.add_argument("--address", default=None,
-                        help="ray: the cluster (auto, HOST:PORT or ray://HOST:PORT; default: a local one)")
-    parser.add_argument("--page-store", default=None, metavar="PATH",
-                        help="ray: Parquet page store read before the network and added to (any pyarrow path)")
-    parser.add_argument("--fetchers", type=int, default=2, help="ray: page fetch actors (default 2)")
-    parser.add_argument("--scorer-concurrency", type=int, default=2, help="ray: scorer actors (default 2)")
 
 
 def _uri(text: str) -> str:
@@ -49,8 +36,6 @@ def run_ray(args: argparse.Namespace, settings: Settings, scorer: str | None, op
     ray = engine.connect(args.address)
     ray.data.DataContext.get_current().enable_progress_bars = bool(settings.progress)
     inputs = [_uri(str(p)) for p in args.inputs]
-    if not args.resume and args.output.is_file():
-        raise ConfigError(f"{args.output}: with --engine ray, OUT is a folder")
     try:
         done = engine.run(inputs, args.output, settings, scorer=scorer, options=options, resume=args.resume,
                           engine=engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency,

@@ -24,7 +24,8 @@ Keeping the body means a new extractor version re-extracts cached pages without 
 again. Pages with content (`ok`, `empty`, `unsupported_type`) stay fresh for `cache_max_age`;
 failures (`http_error`, `timeout`, ...) are remembered for `failure_ttl` only, then expire. Guard
 decisions (`blocked`) and `offline_miss` are never stored: they depend on the settings of the run.
-An offline run serves whatever the cache holds, however old, which keeps offline runs repeatable.
+An offline run serves whatever the cache holds, however old, which keeps offline runs repeatable,
+and writes nothing: no page, no note, and no cache folder where there was none.
 
 Disk access runs on one worker thread, so the event loop never waits on SQLite or compression,
 and a page is passed on as soon as it is fetched: its write is queued, and closing the cache
@@ -171,8 +172,11 @@ class PageCache:
                           f"{self._settings.cache_dir} ({unsaved[0]}); a later run fetches them again",
                           RuntimeWarning, stacklevel=2)
 
-    def _open(self) -> diskcache.Cache:
+    def _open(self) -> diskcache.Cache | None:
+        """The cache files, opened once; None offline when there is no cache (an offline run creates none)."""
         if self._cache is None:
+            if self._settings.offline and not self._settings.cache_dir.is_dir():
+                return None
             self._settings.cache_dir.mkdir(parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self._settings.cache_dir), disk_min_file_size=_IN_DATABASE_BELOW)
         return self._cache
@@ -197,7 +201,7 @@ class PageCache:
             if problem is not None:
                 error = f"the cached page is not served: {problem}"
                 return CachedPage(Page(url=hit.page.url, status="blocked", error=error))
-        if hit.allowed_hops is None and hit.page.status in CONTENT_STATUSES:
+        if hit.allowed_hops is None and hit.page.status in CONTENT_STATUSES and not self._settings.offline:
             self._queue(self._note_hops, hit.page)  # an older record: checked once, not every run
         return hit
 
@@ -211,6 +215,8 @@ class PageCache:
         """Add `allowed_hops` to an older record that has just passed the guard (a failure costs nothing)."""
         try:
             cache = self._open()
+            if cache is None:
+                return
             record = cache.get(cache_key(page.url))
             if isinstance(record, dict) and "allowed_hops" not in record:
                 cache.set(cache_key(page.url), record | {"allowed_hops": self._allowed_hops(page)})
@@ -243,6 +249,8 @@ class PageCache:
         cache = self._open()
         now = time.time()
         found: dict[str, CachedPage] = {}
+        if cache is None:
+            return found
         for url in urls:
             record = cache.get(cache_key(url))
             if not isinstance(record, dict) or not _fresh(record, self._settings, now):
@@ -270,7 +278,7 @@ class PageCache:
         Returns at once; the write happens on the IO thread. Lookups through this cache see it,
         and `flush` or closing the cache waits for it.
         """
-        if page.status in _NEVER_STORED or (
+        if self._settings.offline or page.status in _NEVER_STORED or (
             page.status not in CONTENT_STATUSES and self._settings.failure_ttl <= 0
         ):
             return
@@ -293,6 +301,8 @@ class PageCache:
             packed = [(page, None if body is None else compressor.compress(body), content_type)
                       for page, body, content_type in pending]
             cache = self._open()
+            if cache is None:
+                return
             with cache.transact():
                 for page, body, content_type in packed:
                     self._write(cache, page, body, content_type)

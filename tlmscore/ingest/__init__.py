@@ -14,6 +14,8 @@ from __future__ import annotations
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._chains import ChainIndex
 from tlmscore.ingest._history import History, with_history
+from tlmscore.ingest._logfile import check_readable, load_line, safe_text
 from tlmscore.ingest._records import read_transcripts
 
-__all__ = ["BatchInputs", "ChainIndex", "History", "read_transcripts", "with_history"]
+__all__ = ["BatchInputs", "ChainIndex", "History", "check_readable", "load_line", "read_transcripts", "safe_text",
+           "with_history"]

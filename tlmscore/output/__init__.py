@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+from tlmscore.output._checkpoint import Checkpoint
 from tlmscore.output._encoding import FORMATS, output_format
+from tlmscore.output._manifest import build_manifest, describe_file, start_run
 from tlmscore.output._writers import RowWriter
 
-__all__ = ["FORMATS", "RowWriter", "output_format"]
+__all__ = ["FORMATS", "Checkpoint", "RowWriter", "build_manifest", "describe_file", "output_format", "start_run"]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tlmscore.ingest._logfile import load_line
+from tlmscore.ingest import load_line
 from tlmscore.output import _encoding as encoding
 from tlmscore.output._encoding import arrow_table, json_line
 from tlmscore.output._writers import RowWriter

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tlmscore.errors import ConfigError
-from tlmscore.ingest._logfile import safe_text
+from tlmscore.ingest import safe_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,7 +92,7 @@ def parquet_options() -> dict[str, Any]:
 
     Prompts of one batch repeat the same pages. zstd at level 3 (Arrow's default is 1), over a
     table in one piece (see `arrow_table`), finds those repeats: the file is several times smaller
-    and faster to write (the README's benchmark section has the figures).
+    and faster to write (docs/benchmarks.md has the figures).
     """
     return {"compression": "zstd", "compression_level": 3, "use_dictionary": _DICTIONARY}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore.errors import ConfigError
-from tlmscore.ingest._logfile import safe_text
+from tlmscore.ingest import safe_text
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.settings import Settings
 

@@ -3,7 +3,8 @@
 - `registry`: `SourceReader`, the built-in readers (`REGISTRY`), the `tlmscore.sources` entry
   points, and `find_reader`, which picks a file's reader by its content (or by name).
 - `_tables`: span and observation exports as rows (JSON lines, JSON, Parquet, CSV), streamed.
-- `_openinference`: OpenInference / Phoenix spans; `_phoenix`: a live Phoenix server.
+- `_openinference`: OpenInference / Phoenix spans; `_phoenix`: a live Phoenix server (`with_window`
+  puts the command line's `--since`, `--until`, `--limit` into its address).
 
 A reader's records are ingest's to normalise, so a call renders the same prompt whichever
 place it was read from.
@@ -11,6 +12,7 @@ place it was read from.
 
 from __future__ import annotations
 
+from tlmscore.sources._phoenix import with_window
 from tlmscore.sources.registry import REGISTRY, Peek, Read, SourceReader, find_reader, is_live, readers
 
-__all__ = ["REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live", "readers"]
+__all__ = ["REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live", "readers", "with_window"]
