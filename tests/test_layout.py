@@ -168,8 +168,6 @@ KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.ray", "tlmscore.engines._read"),
     ("tlmscore.ray", "tlmscore.engines._rows"),
     ("tlmscore.ray", "tlmscore.engines._tables"),
-    ("tlmscore.rendering._shown", "tlmscore.convert._files"),
-    ("tlmscore.rendering._shown", "tlmscore.convert._outputs"),
     ("tlmscore.scoring.grounding._evidence", "tlmscore.convert._files"),
     ("tlmscore.scoring.grounding._evidence", "tlmscore.rendering._prompt"),
 }

@@ -178,7 +178,7 @@ def _pull(args: argparse.Namespace) -> int:
 
     import openai  # noqa: PLC0415
 
-    from tlmscore.sources._pull import pull_to_file, read_ids  # noqa: PLC0415
+    from tlmscore.sources.pull import pull_to_file, read_ids  # noqa: PLC0415
 
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")

@@ -7,13 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from tlmscore.convert._content import content_text
+from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.convert._functions import parse_arguments
 from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
 from tlmscore.convert._messages import message_text
+from tlmscore.convert._outputs import NOT_LOGGED
 from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
@@ -23,8 +26,12 @@ from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcri
 from tlmscore.settings import Settings
 
 __all__ = [
+    "FILE_SEARCH_NOT_LOGGED",
+    "NOT_LOGGED",
     "NO_REQUEST",
     "REGISTRY",
+    "SEARCH_NOT_LOGGED",
+    "UNCITED",
     "convert_chat",
     "convert_items",
     "convert_transcript",

@@ -15,9 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tlmscore._urls import url_key
-from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
-from tlmscore.convert._outputs import NOT_LOGGED
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.convert import FILE_SEARCH_NOT_LOGGED, NOT_LOGGED, SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.model import Evidence, FileResult, ToolResult, Turn, WebRef, WebResult
 from tlmscore.rendering._excerpt import allocate, excerpt

@@ -20,6 +20,8 @@ from tlmscore.sources._tables import rows, table_kind
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+__all__ = ["done_ids", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids"]
+
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
            "code_interpreter_call.outputs")
