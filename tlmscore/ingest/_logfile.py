@@ -11,7 +11,6 @@ many lines were read before, so a reader can keep them and report where reading 
 from __future__ import annotations
 
 import codecs
-import gzip
 import json
 import re
 import shutil
@@ -25,6 +24,7 @@ from typing import IO, Any
 import orjson
 
 from tlmscore.errors import TranscriptError
+from tlmscore.ingest._gzip import open_gzip
 
 READ_ERRORS = (OSError, EOFError, zlib.error)
 """What reading a damaged file raises: `gzip.BadGzipFile` is an `OSError`, a truncated stream `EOFError`."""
@@ -45,7 +45,7 @@ class ReadStoppedError(TranscriptError):
 def open_log(path: Path) -> IO[bytes]:
     """A log file opened for binary reading, gzip-decompressed when it ends in `.gz`."""
     if path.suffix == ".gz":
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
+        return open_gzip(path)
     return path.open("rb")
 
 
@@ -229,7 +229,7 @@ class RandomAccess:
             return path.open("rb")
         copy = tempfile.TemporaryFile()  # noqa: SIM115  (kept open until `close`)
         try:
-            with gzip.GzipFile(path, "rb") as source:
+            with open_gzip(path) as source:
                 shutil.copyfileobj(source, copy)
         except READ_ERRORS:
             pass  # the readable part is copied; offsets past it read as the end of the file
