@@ -1,13 +1,19 @@
 """Options and commands the README documents, held by what they change: the grounding scorer's
 `min_words`, `max_listed` and `messages`, what the judge sends for `sample_temperature` and
 `extra_body`, and the command line's `--batch-input`, `--api-key-env`, `--quality-preset`,
-`calibrate --folds` and `cache stats` / `cache clear`."""
+`calibrate --folds` and `cache stats` / `cache clear`; and what the tlm scorer sends to a fake
+Cleanlab API (cleanlab-tlm reads its address, `CLEANLAB_API_BASE_URL`, when imported: a process
+of its own)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import os
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,7 @@ from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score, get_scorer
 
 from .conftest import FIXTURES
-from .judge_server import ChatReply, ChatServer, completion
+from .judge_server import ChatReply, ChatServer, LoopbackServer, completion
 
 TOOL = Evidence("tool", "The museum opens on Sundays.", call_id="c1", tool="lookup")
 USER_SAYS = "The ferry leaves the harbour at nine every morning."
@@ -202,3 +208,68 @@ def test_cache_stats_and_clear_through_the_command_line(tmp_path: Path, capsys: 
     assert f"removed 2 cached pages from {cache}" in capsys.readouterr().err
     after = stats()
     assert (after["entries"], after["ok"], after["failed"]) == ("0", "0", "0")
+
+
+# ---------------------------------------------------------------- what the tlm scorer sends Cleanlab
+
+
+class CleanlabServer(LoopbackServer):
+    """A fake Cleanlab API: records each request's path, headers and body; every answer scores 0.75."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        seen = self.seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
+                """Keep test output quiet."""
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                data = json.dumps({"confidence_score": 0.75, "log": {"explanation": "looks right"}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        super().__init__(Handler)
+
+
+def score_with_tlm(tmp_path: Path, server: CleanlabServer, *flags: str) -> list[dict[str, Any]]:
+    """`tlmscore score --scorer tlm FLAGS` in a process of its own, its Cleanlab API at `server`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANLAB_")}
+    env |= {"CLEANLAB_API_BASE_URL": server.url.removesuffix("/v1") + "/api", "MY_TLM_KEY": "tlm-surface-key-42",
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "tlmscore", "score", str(BATCH_OUT), "--batch-input", str(BATCH_IN),
+                           "-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path / "c"),
+                           "--scorer", "tlm", "--api-key-env", "MY_TLM_KEY", *flags],
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "tlm-surface-key-42" not in out.read_text(encoding="utf-8") + proc.stdout + proc.stderr
+    return rows(out)
+
+
+def test_tlm_sends_the_preset_the_key_and_the_options_with_explanations(tmp_path: Path) -> None:
+    with CleanlabServer() as server:
+        scored = score_with_tlm(tmp_path, server, "--quality-preset", "high", "--option", 'options={"max_tokens": 256}')
+    assert [r["score"] for r in scored[1:]] == [0.75, 0.75]  # row 0 is a failed batch request, not scored
+    assert scored[1]["explanation"] == "looks right"
+    assert len(server.seen) == 2
+    for path, headers, body in server.seen:
+        assert path.endswith("/trustworthy_llm/get_confidence_score")
+        assert headers["authorization"] == "bearer tlm-surface-key-42"
+        assert body["quality"] == "high"
+        assert body["options"]["max_tokens"] == 256 and "explanation" in body["options"]["log"]
+    assert sorted(body["prompt"] for _, _, body in server.seen) == [
+        "Name one prime above 100.",
+        "System: Answer in one sentence.\n\nUser: What is the capital of Portugal?\n\nAssistant:"]
+
+
+def test_tlm_preset_that_cannot_log_explanations_is_sent_without_them(tmp_path: Path) -> None:
+    with CleanlabServer() as server:
+        score_with_tlm(tmp_path, server, "--quality-preset", "low")
+    assert server.seen and all(body["quality"] == "low" and "explanation" not in body["options"].get("log", [])
+                               for _, _, body in server.seen)
