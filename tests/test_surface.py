@@ -151,15 +151,6 @@ def test_api_key_env_naming_an_unset_variable_is_a_usage_error(tmp_path: Path, m
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_quality_preset_not_known_to_tlm_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("CLEANLAB_API_KEY", "test-key")
-    code = main(["score", str(BATCH_OUT), "-o", str(tmp_path / "out.jsonl"), "--offline", "--quiet",
-                 "--cache-dir", str(tmp_path / "c"), "--scorer", "tlm", "--quality-preset", "ultra"])
-    assert code == 2
-    assert "quality_preset" in capsys.readouterr().err
-
-
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("folds")
@@ -237,17 +228,22 @@ class CleanlabServer(LoopbackServer):
         super().__init__(Handler)
 
 
-def score_with_tlm(tmp_path: Path, server: CleanlabServer, *flags: str) -> list[dict[str, Any]]:
-    """`tlmscore score --scorer tlm FLAGS` in a process of its own, its Cleanlab API at `server`."""
+def run_tlm(tmp_path: Path, server: CleanlabServer, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`tlmscore score --scorer tlm FLAGS` in a process of its own, its Cleanlab API at `server` (never the
+    internet, even when an option stops being checked)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANLAB_")}
     env |= {"CLEANLAB_API_BASE_URL": server.url.removesuffix("/v1") + "/api", "MY_TLM_KEY": "tlm-surface-key-42",
             "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    out = tmp_path / "out.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "tlmscore", "score", str(BATCH_OUT), "--batch-input", str(BATCH_IN),
-                           "-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path / "c"),
-                           "--scorer", "tlm", "--api-key-env", "MY_TLM_KEY", *flags],
+    return subprocess.run([sys.executable, "-m", "tlmscore", "score", str(BATCH_OUT), "--batch-input", str(BATCH_IN),
+                           "-o", str(tmp_path / "out.jsonl"), "--offline", "--quiet", "--cache-dir",
+                           str(tmp_path / "c"), "--scorer", "tlm", "--api-key-env", "MY_TLM_KEY", *flags],
                           capture_output=True, text=True, timeout=300, check=False, env=env)
+
+
+def score_with_tlm(tmp_path: Path, server: CleanlabServer, *flags: str) -> list[dict[str, Any]]:
+    proc = run_tlm(tmp_path, server, *flags)
     assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out.jsonl"
     assert "tlm-surface-key-42" not in out.read_text(encoding="utf-8") + proc.stdout + proc.stderr
     return rows(out)
 
@@ -273,3 +269,10 @@ def test_tlm_preset_that_cannot_log_explanations_is_sent_without_them(tmp_path: 
         score_with_tlm(tmp_path, server, "--quality-preset", "low")
     assert server.seen and all(body["quality"] == "low" and "explanation" not in body["options"].get("log", [])
                                for _, _, body in server.seen)
+
+
+def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp_path: Path) -> None:
+    with CleanlabServer() as server:
+        proc = run_tlm(tmp_path, server, "--quality-preset", "ultra")
+    assert proc.returncode == 2 and "quality_preset" in proc.stderr
+    assert not server.seen and not (tmp_path / "out.jsonl").exists()
