@@ -1,9 +1,9 @@
 """Options and commands the README documents, held by what they change: the grounding scorer's
 `min_words`, `max_listed` and `messages`, what the judge sends for `sample_temperature` and
 `extra_body`, and the command line's `--batch-input`, `--api-key-env`, `--quality-preset`,
-`calibrate --folds` and `cache stats` / `cache clear`; and what the tlm scorer sends to a fake
-Cleanlab API (cleanlab-tlm reads its address, `CLEANLAB_API_BASE_URL`, when imported: a process
-of its own)."""
+`calibrate --folds`, `cache stats` / `cache clear` and `--engine ray`'s refusals (before Ray
+starts); and what the tlm scorer sends to a fake Cleanlab API (cleanlab-tlm reads its address,
+`CLEANLAB_API_BASE_URL`, when imported: a process of its own)."""
 
 from __future__ import annotations
 
@@ -276,3 +276,22 @@ def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp
         proc = run_tlm(tmp_path, server, "--quality-preset", "ultra")
     assert proc.returncode == 2 and "quality_preset" in proc.stderr
     assert not server.seen and not (tmp_path / "out.jsonl").exists()
+
+
+# ---------------------------------------------------------------- Ray's refusals, before Ray starts
+
+
+@pytest.mark.parametrize(("flags", "refused"), [
+    (["--scorer", "judge", "--model", "m", "--judge-batch"], "--judge-batch: not available with --engine ray yet"),
+    (["--calibration", str(BATCH_IN)], "--calibration: not available with --engine ray yet"),
+    (["--annotate", "otlp-json:{tmp}/spans.json"], "--annotate: not available with --engine ray yet"),
+    (["--format", "records"], "live sources and --format: not available with --engine ray yet"),
+])
+def test_ray_refuses_what_it_cannot_do_yet_before_any_work(tmp_path: Path, flags: list[str], refused: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["score", str(BATCH_OUT), "-o", str(out), "--engine", "ray", "--offline", "--quiet",
+                 "--cache-dir", str(tmp_path / "c"), *(f.format(tmp=tmp_path) for f in flags)])
+    assert code == 2
+    assert refused in capsys.readouterr().err
+    assert not out.exists()
