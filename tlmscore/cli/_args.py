@@ -137,6 +137,14 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-batch", action="store_true",
                        help="judge: send requests through the OpenAI Batch API (half price, results within "
                             "24 h); state kept in OUT.judge-batch/ so a rerun resumes")
+    group.add_argument("--no-judge-cache", action="store_true",
+                       help="judge: send every request, even those whose verdict is in CACHE_DIR/judge/")
+    group.add_argument("--price-in", type=float, metavar="USD",
+                       help="judge: dollars per million input tokens, for the cost estimate (models not in "
+                            "the price table)")
+    group.add_argument("--price-out", type=float, metavar="USD", help="judge: dollars per million output tokens")
+    group.add_argument("--max-cost", type=float, metavar="USD",
+                       help="judge: refuse to start (exit 2) when the estimated cost is above this")
     group.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
 

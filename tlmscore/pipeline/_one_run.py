@@ -99,6 +99,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     target = Path(output) if output is not None else None
     if target is not None:
         output_format(target)
+    if scorer == "judge" and "cache_dir" not in options:  # the verdict cache beside the page cache
+        options["cache_dir"] = str(settings.cache_dir / "judge")
     the_scorer = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
     checkpoint, skip = _start(inputs, target, settings, name, recorded, resume=resume,
                               command=command or ("score" if scorer is not None else "prepare"))
