@@ -181,6 +181,11 @@ def test_the_command_line_prints_the_cost_and_max_cost_exits_2_in_one_line(
         code = main([*base, "-o", str(tmp_path / "o.jsonl"), "--max-cost", "5"])
         err = capsys.readouterr().err
         assert code == 0 and server.calls > 0
+        # the refused run resumes with a higher limit: spending options are not the run's options
+        code = main([*base, "-o", str(tmp_path / "refused.jsonl"), "--max-cost", "5", "--resume"])
+        capsys.readouterr()
+        assert code == 0
+        assert (tmp_path / "refused.jsonl").read_text() == (tmp_path / "o.jsonl").read_text()
         assert "at most about $0.0" in err and SECRET not in err
         sent = server.calls
         code = main([*base, "-o", str(tmp_path / "again.jsonl")])
