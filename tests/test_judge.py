@@ -78,8 +78,8 @@ def test_reflection_prompts_are_differently_worded() -> None:
 
 
 def test_every_rating_prompt_allows_any_language_and_keeps_the_evidence_as_written() -> None:
-    item = ScoringInput(prompt="User: Wie hoch ist der Turm?\n\nTool: 東京タワーの高さは333メートルです。\n\nAssistant:",
-                        response="Der Turm ist 333 Meter hoch.")
+    item = ScoringInput(prompt="User: Wie hoch ist der Turm?\n\nTool: 東京タワーの高さは333メートルです。"
+                               "\n\nAssistant:", response="Der Turm ist 333 Meter hoch.")
     with ChatServer(confident) as server:
         scores = run(judge(server, reflections=3, samples=1), [item])
     assert scores[0].score is not None and not math.isnan(scores[0].score)

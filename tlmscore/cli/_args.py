@@ -87,7 +87,8 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 def _add_evidence(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("evidence (web pages the answers cite)")
     group.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                       help="page cache (default: $TLMSCORE_CACHE_DIR, else ~/.cache/tlmscore)")
+                       help="page cache, and the judge's verdicts in DIR/judge (default: $TLMSCORE_CACHE_DIR, "
+                            "else ~/.cache/tlmscore)")
     group.add_argument("--offline", action="store_true",
                        help="never touch the network, nor write the cache: cached and --pages pages only")
     group.add_argument("--pages", action="append", default=[], type=Path, metavar="PATH",
@@ -138,7 +139,8 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
                        help="judge: send requests through the OpenAI Batch API (half price, results within "
                             "24 h); state kept in OUT.judge-batch/ so a rerun resumes")
     group.add_argument("--no-judge-cache", action="store_true",
-                       help="judge: send every request, even those whose verdict is in CACHE_DIR/judge/")
+                       help="judge: send every request and keep no verdict (default: verdicts are kept in "
+                            "the cache folder's judge/ and a rerun sends nothing twice)")
     group.add_argument("--price-in", type=float, metavar="USD",
                        help="judge: dollars per million input tokens, for the cost estimate (models not in "
                             "the price table)")

@@ -43,3 +43,10 @@ def cost_of(input_tokens: int, output_tokens: int, price: tuple[float, float], *
     """Dollars for those tokens at `price` (per million), halved through the Batch API."""
     dollars = (input_tokens * price[0] + output_tokens * price[1]) / _MILLION
     return dollars * BATCH_DISCOUNT if batch else dollars
+
+
+def dollars(amount: float) -> str:
+    """An amount for a person: cents, or three significant digits below a cent (`$0.000412`)."""
+    if amount == 0 or amount >= 0.01:  # noqa: PLR2004  (a cent)
+        return f"${amount:,.2f}"
+    return f"${amount:.3g}"

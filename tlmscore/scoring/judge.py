@@ -52,7 +52,7 @@ from tlmscore.errors import ConfigError, ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring._chat import ChatClient, open_client
 from tlmscore.scoring._judge_cache import CachedChat
-from tlmscore.scoring._judge_cost import cost_of, price_of
+from tlmscore.scoring._judge_cost import cost_of, dollars, price_of
 from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
@@ -171,7 +171,7 @@ class JudgePlan:
     def describe(self) -> str:
         """One line for a person about to spend them."""
         how = " through the Batch API" if self.batch else ""
-        money = (f", at most about ${self.cost:,.2f}" if self.cost is not None
+        money = (f", at most about {dollars(self.cost)}" if self.cost is not None
                  else " (no price known for this model: give price_in/price_out for a cost estimate)")
         return (f"judge: {self.requests:,} requests{how} for {self.rows:,} rows, about {self.input_tokens:,} "
                 f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
@@ -280,8 +280,8 @@ class JudgeScorer:
                               "give price_in and price_out (dollars per million tokens)")
         total = self._planned + plan.cost
         if total > limit:
-            sent = f" after ${self._planned:,.2f} already planned" if self._planned else ""
-            raise ConfigError(f"judge: estimated cost ${total:,.2f}{sent} is above max_cost ${limit:,.2f}; "
+            sent = f" after {dollars(self._planned)} already planned" if self._planned else ""
+            raise ConfigError(f"judge: estimated cost {dollars(total)}{sent} is above max_cost {dollars(limit)}; "
                               f"no request of these {plan.rows:,} rows was sent")
         self._planned = total
 
