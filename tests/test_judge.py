@@ -77,6 +77,20 @@ def test_reflection_prompts_are_differently_worded() -> None:
     assert JudgeOptions(model="m").reflections >= 2
 
 
+def test_every_rating_prompt_allows_any_language_and_keeps_the_evidence_as_written() -> None:
+    item = ScoringInput(prompt="User: Wie hoch ist der Turm?\n\nTool: 東京タワーの高さは333メートルです。"
+                               "\n\nAssistant:", response="Der Turm ist 333 Meter hoch.")
+    with ChatServer(confident) as server:
+        scores = run(judge(server, reflections=3, samples=1), [item])
+    assert scores[0].score is not None and not math.isnan(scores[0].score)
+    rating_requests = [b for b in server.bodies if not is_sampling(b)]
+    assert len(rating_requests) == 4  # three reflections, one agreement
+    for body in rating_requests:
+        text = body["messages"][1]["content"]
+        assert "may be in any language" in text and "keep the evidence in its language" in text
+        assert "東京タワーの高さは333メートルです。" in text and "Der Turm ist 333 Meter hoch." in text
+
+
 # ---------------------------------------------------------------- options and keys
 
 

@@ -87,7 +87,8 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 def _add_evidence(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("evidence (web pages the answers cite)")
     group.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                       help="page cache (default: $TLMSCORE_CACHE_DIR, else ~/.cache/tlmscore)")
+                       help="page cache, and the judge's verdicts in DIR/judge (default: $TLMSCORE_CACHE_DIR, "
+                            "else ~/.cache/tlmscore)")
     group.add_argument("--offline", action="store_true",
                        help="never touch the network, nor write the cache: cached and --pages pages only")
     group.add_argument("--pages", action="append", default=[], type=Path, metavar="PATH",
@@ -137,6 +138,15 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-batch", action="store_true",
                        help="judge: send requests through the OpenAI Batch API (half price, results within "
                             "24 h); state kept in OUT.judge-batch/ so a rerun resumes")
+    group.add_argument("--no-judge-cache", action="store_true",
+                       help="judge: send every request and keep no verdict (default: verdicts are kept in "
+                            "the cache folder's judge/ and a rerun sends nothing twice)")
+    group.add_argument("--price-in", type=float, metavar="USD",
+                       help="judge: dollars per million input tokens, for the cost estimate (models not in "
+                            "the price table)")
+    group.add_argument("--price-out", type=float, metavar="USD", help="judge: dollars per million output tokens")
+    group.add_argument("--max-cost", type=float, metavar="USD",
+                       help="judge: refuse to start (exit 2) when the estimated cost is above this")
     group.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
 

@@ -40,6 +40,13 @@ def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("base_url", "model", "api_key_env", "quality_preset"):
         if getattr(args, flag, None) is not None:
             options[flag] = getattr(args, flag)
+    judge_flags = {"cache": False if getattr(args, "no_judge_cache", False) else None,
+                   "price_in": getattr(args, "price_in", None), "price_out": getattr(args, "price_out", None),
+                   "max_cost": getattr(args, "max_cost", None)}
+    given = {key: value for key, value in judge_flags.items() if value is not None}
+    if given and getattr(args, "scorer", None) != "judge":
+        raise ConfigError("--no-judge-cache, --price-in, --price-out and --max-cost need --scorer judge")
+    options |= given
     for item in args.option or []:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -54,6 +54,9 @@ def _load_calibration(path: str | Path) -> Calibration:
     return load(path)
 
 
+_SPENDING_OPTIONS = frozenset({"cache", "cache_dir", "price_in", "price_out", "max_cost"})
+
+
 def _scorer_name(scorer: str | Scorer | None) -> str | None:
     if scorer is None or isinstance(scorer, str):
         return scorer
@@ -88,7 +91,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     settings = settings or Settings()
     options = dict(options or {})
     name = _scorer_name(scorer)
-    recorded = dict(options)
+    # what only decides whether or what a judge pays, not its rows: a run may resume with a higher --max-cost
+    recorded = {k: v for k, v in options.items() if name != "judge" or k not in _SPENDING_OPTIONS}
     if isinstance(calibration, (str, Path)):
         recorded["calibration"] = describe_file(calibration)
         calibration = _load_calibration(calibration)
@@ -99,6 +103,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     target = Path(output) if output is not None else None
     if target is not None:
         output_format(target)
+    if scorer == "judge" and "cache_dir" not in options:  # the verdict cache beside the page cache
+        options["cache_dir"] = str(settings.cache_dir / "judge")
     the_scorer = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
     checkpoint, skip = _start(inputs, target, settings, name, recorded, resume=resume,
                               command=command or ("score" if scorer is not None else "prepare"))

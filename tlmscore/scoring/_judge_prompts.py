@@ -16,26 +16,36 @@ from tlmscore.scoring._chat import Completion
 
 LETTER_VALUES: Mapping[str, float] = MappingProxyType({"A": 1.0, "B": 0.0, "C": 0.5})
 LABELS: Mapping[str, str] = MappingProxyType({"A": "correct", "B": "incorrect", "C": "unsure"})
+LANGUAGE_NOTE = ("The request, its evidence and the answer may be in any language, not always the same one. "
+                 "Judge the answer in its own language and keep the evidence in its language: read it as written, "
+                 "without translating it; a different language alone is no error. Whatever the language, reply "
+                 "with the Latin letter A, B or C.\n\n")
+"""Told to the judge in every rating prompt, before the question."""
 REFLECTION_PROMPTS = (
     ("You are a careful fact checker.",
      "Below is a conversation with an AI assistant, then the assistant's proposed answer.\n\n"
      "<conversation>\n{prompt}\n</conversation>\n\n<proposed_answer>\n{response}\n</proposed_answer>\n\n"
-     "Is the proposed answer correct and supported by the conversation? Reply with one letter only:\n"
+     + LANGUAGE_NOTE
+     + "Is the proposed answer correct and supported by the conversation? Reply with one letter only:\n"
      "A) correct\nB) incorrect\nC) not sure"),
     ("You grade answers strictly.",
      "Question and context:\n{prompt}\n\nSomeone answered:\n{response}\n\n"
-     "How do you rate this answer? A: it is accurate. B: it contains an error or an unsupported claim. "
+     + LANGUAGE_NOTE
+     + "How do you rate this answer? A: it is accurate. B: it contains an error or an unsupported claim. "
      "C: I cannot tell.\nRespond with the single letter A, B or C."),
     ("You review the work of an assistant.",
      "Request:\n{prompt}\n\nResponse under review:\n{response}\n\n"
-     "Check every statement of the response against the request and its context. Does the response "
+     + LANGUAGE_NOTE
+     + "Check every statement of the response against the request and its context. Does the response "
      "contain a factual error?\nA) no error, the response is right\nB) yes, it has an error\n"
      "C) unsure\nAnswer with A, B or C only."),
 )
 AGREEMENT_PROMPT = (
     "You compare answers.",
     "Two answers to the same request follow.\n\nRequest:\n{prompt}\n\nAnswer 1:\n{response}\n\n"
-    "Answer 2:\n{other}\n\nDo the two answers state the same facts and reach the same conclusion? "
+    "Answer 2:\n{other}\n\n"
+    + LANGUAGE_NOTE
+    + "Do the two answers state the same facts and reach the same conclusion? "
     "Reply with one letter only:\nA) yes, they agree\nB) no, they contradict each other\nC) not sure",
 )
 REFLECTION_WORDS = (("B", r"\b(?:incorrect|not correct|wrong|inaccurate)\b"),

@@ -26,6 +26,9 @@ rates what was said knowing that the rest is missing; `details["response_status"
 
 Requests go through the openai SDK (`tlmscore.scoring._chat`), live with `concurrency` in flight, or,
 with `batch=True`, through the Batch API (`tlmscore.scoring._judge_batch`) at half the price.
+Live verdicts are kept on disk (`tlmscore.scoring._judge_cache`, in `cache_dir`, which a run sets to
+`Settings.cache_dir/judge`), keyed by a hash of the messages, model, endpoint and the options that
+change a reply: a rerun or a resumed run sends no request twice (`cache=False` turns it off).
 Before each set of rows is sent, the number of requests and an estimate of their tokens are
 logged (logger `tlmscore.scoring.judge`, level INFO; `plan` gives the same figures as a value).
 """
@@ -39,14 +42,17 @@ import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tlmscore.errors import ScorerError
+from tlmscore.errors import ConfigError, ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring._chat import ChatClient, open_client
+from tlmscore.scoring._judge_cache import CachedChat
+from tlmscore.scoring._judge_cost import cost_of, dollars, price_of
 from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
@@ -119,6 +125,14 @@ class JudgeOptions(BaseModel):
     batch_max_requests: int = Field(default=50_000, ge=1, le=50_000, description="batch mode: requests per batch")
     batch_submit_only: bool = Field(default=False, description="batch mode: submit the first round and return "
                                                                "unscored rows; a later run collects")
+    cache: bool = Field(default=True, description="keep verdicts in cache_dir and send no request twice")
+    cache_dir: str | None = Field(default=None, description="folder of the verdict cache (a run puts it in "
+                                                            "Settings.cache_dir/judge); None: no cache")
+    price_in: float | None = Field(default=None, ge=0, description="dollars per million input tokens "
+                                                                   "(default: the price table's, for known models)")
+    price_out: float | None = Field(default=None, ge=0, description="dollars per million output tokens")
+    max_cost: float | None = Field(default=None, ge=0, description="refuse to send requests estimated to cost "
+                                                                   "more dollars than this")
 
     @model_validator(mode="before")
     @classmethod
@@ -151,12 +165,16 @@ class JudgePlan:
     input_tokens: int
     max_output_tokens: int
     batch: bool = False
+    cost: float | None = None
+    """Estimated dollars (output tokens at their caps; Batch API at half price); None: no price known."""
 
     def describe(self) -> str:
         """One line for a person about to spend them."""
         how = " through the Batch API" if self.batch else ""
+        money = (f", at most about {dollars(self.cost)}" if self.cost is not None
+                 else " (no price known for this model: give price_in/price_out for a cost estimate)")
         return (f"judge: {self.requests:,} requests{how} for {self.rows:,} rows, about {self.input_tokens:,} "
-                f"input tokens and at most {self.max_output_tokens:,} output tokens")
+                f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
 
 
 def estimate_tokens(text: str) -> int:
@@ -226,6 +244,7 @@ class JudgeScorer:
         self.options = options
         self._key = None if client is not None else _api_key(options)
         self._client = client
+        self._planned = 0.0
 
     def judged(self, item: ScoringInput) -> Judged:
         """The fields the prompts are filled with: the prompt clipped, the response with its status note."""
@@ -247,14 +266,33 @@ class JudgeScorer:
                                           + sum(estimate_tokens(m["content"]) for m in agreement))
         output = len(inputs) * (opts.reflections * opts.max_tokens
                                 + opts.samples * (opts.sample_max_tokens + opts.max_tokens))
-        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch)
+        price = price_of(opts.model, opts.price_in, opts.price_out)
+        cost = cost_of(tokens, output, price, batch=opts.batch) if price is not None else None
+        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch, cost=cost)
+
+    def check_cost(self, plan: JudgePlan) -> None:
+        """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
+        limit = self.options.max_cost
+        if limit is None:
+            return
+        if plan.cost is None:
+            raise ConfigError(f"judge: max_cost is set but no price is known for model {self.options.model!r}: "
+                              "give price_in and price_out (dollars per million tokens)")
+        total = self._planned + plan.cost
+        if total > limit:
+            sent = f" after {dollars(self._planned)} already planned" if self._planned else ""
+            raise ConfigError(f"judge: estimated cost {dollars(total)}{sent} is above max_cost {dollars(limit)}; "
+                              f"no request of these {plan.rows:,} rows was sent")
+        self._planned = total
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""
         if not inputs:
             return []
         opts = self.options
-        _LOG.info("%s", self.plan(inputs).describe())
+        plan = self.plan(inputs)
+        _LOG.info("%s", plan.describe())
+        self.check_cost(plan)
         async with AsyncExitStack() as stack:
             client = self._client
             if client is None:
@@ -269,25 +307,42 @@ class JudgeScorer:
                     return await score_batch(self, chat, client, inputs)
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
-            return await score_rows(inputs, lambda item: self._score(chat, item), concurrency=opts.concurrency)
+            cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.top_logprobs,
+                                extra_body=opts.extra_body, directory=self.cache_directory)
+            try:
+                scores = await score_rows(inputs, lambda item: self._score(cached, item),
+                                          concurrency=opts.concurrency)
+            finally:
+                cached.close()
+            if cached.hits:
+                _LOG.info("judge: %s answers from the verdict cache, %s requests sent", f"{cached.hits:,}",
+                          f"{cached.sent:,}")
+            return scores
 
-    async def _ask(self, client: ChatClient, prompt: tuple[str, str], fields: Mapping[str, str],
+    @property
+    def cache_directory(self) -> Path | None:
+        """Where verdicts are kept (None when the cache is off or has no folder)."""
+        if not self.options.cache or self.options.cache_dir is None:
+            return None
+        return Path(self.options.cache_dir)
+
+    async def _ask(self, client: CachedChat, prompt: tuple[str, str], fields: Mapping[str, str],
                    words: Sequence[tuple[str, str]]) -> Rating:
         opts = self.options
         completion = await client.complete(messages_of(prompt, fields), temperature=opts.temperature,
                                            max_tokens=opts.max_tokens, logprobs=opts.logprobs)
         return rate(completion, words)
 
-    async def _consistency(self, client: ChatClient, fields: Mapping[str, str]) -> list[Rating]:
+    async def _consistency(self, client: CachedChat, fields: Mapping[str, str]) -> list[Rating]:
         opts = self.options
         answers = await asyncio.gather(*(
             client.complete([{"role": "user", "content": fields["prompt"]}], temperature=opts.sample_temperature,
-                            max_tokens=opts.sample_max_tokens) for _ in range(opts.samples)))
+                            max_tokens=opts.sample_max_tokens, number=i) for i in range(opts.samples)))
         return list(await asyncio.gather(*(
             self._ask(client, AGREEMENT_PROMPT, {**fields, "other": answer.text}, AGREEMENT_WORDS)
             for answer in answers)))
 
-    async def _score(self, client: ChatClient, item: ScoringInput) -> Score:
+    async def _score(self, client: CachedChat, item: ScoringInput) -> Score:
         judged = self.judged(item)
         reflections = list(await asyncio.gather(*(
             self._ask(client, REFLECTION_PROMPTS[i], judged.fields, REFLECTION_WORDS)
