@@ -132,12 +132,12 @@ class _Translated(httpcore.AsyncNetworkStream):
 
 def transport(
     allow: Sequence[str] = ("127.0.0.1",), resolver: Resolver | None = None, *,
-    backend: httpcore.AsyncNetworkBackend | None = None, trust: trustme.CA | None = None,
+    backend: httpcore.AsyncNetworkBackend | None = None, trust: trustme.CA | None = None, concurrency: int = 32,
 ) -> GuardedTransport:
     context = ssl.create_default_context()
     if trust is not None:
         trust.configure_trust(context)
-    settings = Settings(allow_hosts=frozenset(allow), cache_dir=Path("unused"))
+    settings = Settings(allow_hosts=frozenset(allow), cache_dir=Path("unused"), concurrency=concurrency)
     return GuardedTransport(settings, resolver or table_resolver({}), ssl_context=context, backend=backend)
 
 
@@ -174,6 +174,23 @@ def test_requests_on_one_connection_are_kept_alive() -> None:
         url = f"http://127.0.0.1:{server.port}/"
         assert [r.status_code for r in get([url] * 3, transport())] == [200, 200, 200]
     assert server.connections == 1
+
+
+def test_each_origin_keeps_its_connection_between_requests_to_other_origins() -> None:
+    with RawServer(ANSWER) as a, RawServer(ANSWER) as b, RawServer(ANSWER) as c:
+        urls = [f"http://127.0.0.1:{server.port}/" for server in (a, b, c)]
+        assert [r.status_code for r in get(urls * 3, transport())] == [200] * 9
+    assert [a.connections, b.connections, c.connections] == [1, 1, 1]
+
+
+def test_idle_origins_beyond_the_keep_are_closed_least_recently_used_first() -> None:
+    """Concurrency 1 keeps 2 idle connections: a fourth origin closes the first one's, and an
+    origin used again in between keeps its own."""
+    with RawServer(ANSWER) as a, RawServer(ANSWER) as b, RawServer(ANSWER) as c, RawServer(ANSWER) as d:
+        url = {server: f"http://127.0.0.1:{server.port}/" for server in (a, b, c, d)}
+        order = [url[a], url[b], url[c], url[d], url[c], url[a]]
+        assert [r.status_code for r in get(order, transport(concurrency=1))] == [200] * 6
+    assert [a.connections, b.connections, c.connections, d.connections] == [2, 1, 1, 1]
 
 
 def test_a_connection_the_server_closed_is_not_reused() -> None:

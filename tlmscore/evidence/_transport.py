@@ -11,6 +11,12 @@ keys it, TLS is verified for the host name, and connections are kept alive, http
 pooled connection only ever reached an address that was checked for that name, and a name whose
 DNS answer later turns private is refused the next time a connection is made for it.
 
+Each origin has a pool of its own (`_Origins`): httpcore's pool walks every connection it holds,
+several times over, each time a request starts or a response is closed, so one pool for a whole
+batch spanning dozens of servers spent more CPU on that bookkeeping than on TLS. A pool with nothing
+in flight is closed once it has been unused for the keep-alive time, and the least recently used
+are closed while the idle connections of all of them number more than the transport keeps.
+
 Behind a proxy the proxy makes the connection, so the guard cannot see where it goes: requests that
 go through a proxy use httpcore's backend as is, and the fetcher refuses what it can still see
 (see `Fetcher`). Proxies come from `Settings.proxy`, or from the environment (`HTTPS_PROXY`,
@@ -22,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Collection, Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 import certifi
@@ -137,10 +145,14 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
 
 class _ResponseStream(httpx.AsyncByteStream):
-    """httpcore's response body as an httpx stream, with its errors mapped."""
+    """httpcore's response body as an httpx stream, with its errors mapped.
 
-    def __init__(self, stream: AsyncIterable[bytes] | Iterable[bytes]) -> None:
+    `origin`, when given, is told once when the response is closed.
+    """
+
+    def __init__(self, stream: AsyncIterable[bytes] | Iterable[bytes], origin: _Origin | None = None) -> None:
         self._stream = stream
+        self._origin = origin
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         stream = self._stream
@@ -153,9 +165,80 @@ class _ResponseStream(httpx.AsyncByteStream):
                     yield part
 
     async def aclose(self) -> None:
-        closing = getattr(self._stream, "aclose", None)
-        if closing is not None:
-            await closing()
+        origin, self._origin = self._origin, None
+        try:
+            closing = getattr(self._stream, "aclose", None)
+            if closing is not None:
+                await closing()
+        finally:
+            if origin is not None:
+                origin.finished()
+
+
+@dataclass
+class _Origin:
+    """One origin's connection pool, its requests in flight and when it was last used (loop time)."""
+
+    pool: httpcore.AsyncConnectionPool
+    in_flight: int = 0
+    used: float = 0.0
+
+    def started(self) -> None:
+        self.in_flight += 1
+        self.used = asyncio.get_running_loop().time()
+
+    def finished(self) -> None:
+        self.in_flight -= 1
+        self.used = asyncio.get_running_loop().time()
+
+
+class _Origins:
+    """A connection pool per origin (scheme, host, port), made on first use.
+
+    Pools with nothing in flight are closed when unused for `_KEEPALIVE_EXPIRY`, and, least recently
+    used first, while their connections number more than `keep`; each pool keeps at most
+    `per_origin` idle connections (the requests in flight to one host are limited to that many).
+    """
+
+    def __init__(self, make: Callable[[int], httpcore.AsyncConnectionPool], keep: int, per_origin: int) -> None:
+        self._make = make
+        self._keep = keep
+        self._per_origin = per_origin
+        self._pools: OrderedDict[tuple[bytes, bytes, int | None], _Origin] = OrderedDict()
+
+    async def started(self, url: httpx.URL) -> _Origin:
+        """The origin of `url`, counted as having one more request in flight."""
+        key = (url.raw_scheme, url.raw_host, url.port)
+        origin = self._pools.get(key)
+        if origin is None:
+            origin = self._pools[key] = _Origin(self._make(self._per_origin))
+        self._pools.move_to_end(key)
+        origin.started()
+        await self._close(self._surplus())
+        return origin
+
+    def _surplus(self) -> list[httpcore.AsyncConnectionPool]:
+        """Remove and return the pools to close: expired, then least recently used beyond `keep`."""
+        now = asyncio.get_running_loop().time()
+        quiet = [(key, origin) for key, origin in self._pools.items() if origin.in_flight == 0]
+        kept = sum(len(origin.pool.connections) for _, origin in quiet)
+        surplus = []
+        for key, origin in quiet:  # least recently used first
+            if kept <= self._keep and now - origin.used < _KEEPALIVE_EXPIRY:
+                break
+            kept -= len(origin.pool.connections)
+            surplus.append(self._pools.pop(key).pool)
+        return surplus
+
+    @staticmethod
+    async def _close(pools: Iterable[httpcore.AsyncConnectionPool]) -> None:
+        for pool in pools:
+            await pool.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        pools, self._pools = list(self._pools.values()), OrderedDict()
+        await self._close(origin.pool for origin in pools)
 
 
 def _bypassed(host: str, no_proxy: str) -> bool:
@@ -187,10 +270,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         # enough to keep one per server when a batch spans more servers than requests in flight,
         # for as long as httpx keeps them by default.
         self._keep = 2 * settings.concurrency
-        self._direct = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context, max_connections=None, max_keepalive_connections=self._keep,
-            keepalive_expiry=_KEEPALIVE_EXPIRY,
-            network_backend=GuardedBackend(settings.allow_hosts, resolver, backend))
+        guarded = GuardedBackend(settings.allow_hosts, resolver, backend)
+        self._direct = _Origins(
+            lambda idle: httpcore.AsyncConnectionPool(
+                ssl_context=ssl_context, max_connections=None, max_keepalive_connections=idle,
+                keepalive_expiry=_KEEPALIVE_EXPIRY, network_backend=guarded),
+            keep=self._keep, per_origin=settings.per_host)
         self._proxies = proxies or {}
         self._proxy_pools = {
             url: self._proxy_pool(url, ssl_context)
@@ -220,7 +305,6 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` through the pool for its URL; the body is streamed, not read."""
         proxy = self.proxy_for(request.url)
-        pool = self._direct if proxy is None else self._proxy_pools[proxy]
         url = request.url
         core_request = httpcore.Request(
             method=request.method,
@@ -229,15 +313,27 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             content=request.stream,
             extensions=request.extensions,
         )
-        with _httpx_errors():
-            response = await pool.handle_async_request(core_request)
+        origin: _Origin | None = None
+        if proxy is None:
+            origin = await self._direct.started(url)
+            pool: httpcore.AsyncConnectionPool = origin.pool
+        else:
+            pool = self._proxy_pools[proxy]
+        try:
+            with _httpx_errors():
+                response = await pool.handle_async_request(core_request)
+        except BaseException:
+            if origin is not None:
+                origin.finished()
+            raise
         return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_ResponseStream(response.stream),
+                              stream=_ResponseStream(response.stream, origin),
                               extensions=response.extensions)
 
     async def aclose(self) -> None:
         """Close every pool and its connections."""
-        for pool in (self._direct, *self._proxy_pools.values()):
+        await self._direct.aclose()
+        for pool in self._proxy_pools.values():
             await pool.aclose()
 
 
