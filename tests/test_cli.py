@@ -119,6 +119,18 @@ def executable_state(tmp_path: Path, **env: str) -> str:
     return proc.stdout.splitlines()[-1]
 
 
+def test_the_executable_starts_without_numpy(tmp_path: Path) -> None:
+    """Only `compare` (its bootstrap interval) and scoring need numpy; a `prepare` or `cache` start-up does not."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('numpy' in sys.modules))\n"
+              "from tlmscore.__main__ import run\n"
+              "run()\n")
+    proc = subprocess.run([sys.executable, "-c", script, "cache", "stats", "--cache-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "False"
+
+
 def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) -> None:
     """httpx brings its own command line (click and more) along on import; tlmscore never runs it."""
     assert executable_state(tmp_path).startswith("True False")

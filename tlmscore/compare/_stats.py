@@ -6,8 +6,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 _BLOCK = 4_000_000
 """Row indices drawn at once (32 MB)."""
 
@@ -31,6 +29,8 @@ def paired_bootstrap(deltas: Sequence[float], *, seed: int = 0, resamples: int =
     """
     if not deltas:
         return Interval(math.nan, math.nan, math.nan, confidence)
+    import numpy as np  # noqa: PLC0415 -- only `compare` needs it; every command's start-up would load it
+
     values = np.asarray(deltas, dtype=np.float64)
     rng = np.random.default_rng(seed)
     block = max(1, _BLOCK // len(values))  # resamples drawn together: memory stays bounded for big runs
