@@ -117,6 +117,19 @@ def test_the_fetchers_trust_stores_refuse_an_unknown_authority(
     assert tls_server.count() == 0
 
 
+def test_the_system_store_trusts_what_the_system_bundle_lists(
+    tmp_path: Path, tls_server: EvidenceServer, ca_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The system store is OpenSSL's default bundle on Linux (`SSL_CERT_FILE` names it here):
+    the local authority in it is trusted, and every connection is verified for its name."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
+    urls = [tls_server.route(f"/{n}", Reply(body=PAGE)).replace("127.0.0.1", name)
+            for n, name in enumerate(("a.test", "b.test", "a.test"))]
+    pages = fetch(settings_for(tmp_path, "a.test", "b.test", trust_store="system"), urls)
+    assert [pages[url].status for url in urls] == ["ok", "ok", "ok"]
+    assert set(tls_server.server_names) == {"a.test", "b.test"}
+
+
 def test_a_callers_client_gets_an_https_connection_per_request_verified_for_its_name(
     tmp_path: Path, tls_server: EvidenceServer, authority: trustme.CA
 ) -> None:
