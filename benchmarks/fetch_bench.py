@@ -265,6 +265,19 @@ def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dic
     return wall, counter.value - before, done.stdout, children_cpu() - cpu_before
 
 
+def bytecode_env(work: Path) -> dict[str, str]:
+    """Compiled modules kept in the scratch folder, whatever the environment says, as an installed
+    package has them: without them every run compiles each tlmscore module from source again
+    (`PYTHONDONTWRITEBYTECODE`), which no install does."""
+    return {"PYTHONPYCACHEPREFIX": str(work / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+
+
+def compile_tree(source: Path, work: Path) -> None:
+    """Compile a source tree's modules once, before it is timed (see `bytecode_env`)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(source / "tlmscore")], check=True,
+                   env={**os.environ, **bytecode_env(work)}, stdout=subprocess.DEVNULL)
+
+
 def children_cpu() -> float:
     """CPU seconds of this process's reaped children and theirs (what `run_child` counts)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -465,6 +478,9 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     one = work / "one.jsonl"
     one.write_text(json.dumps(transcript(0, [smallest])) + "\n")
     accounts: dict[str, list[dict]] = {tree: [] for tree, how in trees.items() if "source" in how}
+    for how in trees.values():
+        if "source" in how:
+            compile_tree(how["source"], work)
     formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
     for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
         runs: dict[str, list[Measured]] = {}
@@ -497,7 +513,7 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
     trust = ["--ca-bundle", str(ca)] if ca else []
     argv = ["prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
             "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
-    env = {"PYTHONPATH": str(how.get("source", ROOT))}
+    env = {"PYTHONPATH": str(how.get("source", ROOT)), **bytecode_env(work)}
     if "source" in how:
         command = cpu_account.command(sys.executable, marks, argv)
     elif how["exe"] is not None:
