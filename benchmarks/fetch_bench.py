@@ -265,17 +265,19 @@ def run_child(args: list[str], counter, timeout: float = CHILD_TIMEOUT, env: dic
     return wall, counter.value - before, done.stdout, children_cpu() - cpu_before
 
 
-def bytecode_env(work: Path) -> dict[str, str]:
-    """Compiled modules kept in the scratch folder, whatever the environment says, as an installed
-    package has them: without them every run compiles each tlmscore module from source again
-    (`PYTHONDONTWRITEBYTECODE`), which no install does."""
-    return {"PYTHONPYCACHEPREFIX": str(work / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+def bytecode_env() -> dict[str, str]:
+    """Compiled modules written beside their sources, whatever the environment says, as an installed
+    package has them: with `PYTHONDONTWRITEBYTECODE` every run compiled each tlmscore module from
+    source again, which no install does. (Not `PYTHONPYCACHEPREFIX`: under a prefix Python looks for
+    every module's compiled file there, so the first run compiled the standard library and every
+    dependency too.)"""
+    return {"PYTHONDONTWRITEBYTECODE": ""}
 
 
-def compile_tree(source: Path, work: Path) -> None:
+def compile_tree(source: Path) -> None:
     """Compile a source tree's modules once, before it is timed (see `bytecode_env`)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(source / "tlmscore")], check=True,
-                   env={**os.environ, **bytecode_env(work)}, stdout=subprocess.DEVNULL)
+                   env={**os.environ, **bytecode_env()}, stdout=subprocess.DEVNULL)
 
 
 def children_cpu() -> float:
@@ -480,7 +482,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
     accounts: dict[str, list[dict]] = {tree: [] for tree, how in trees.items() if "source" in how}
     for how in trees.values():
         if "source" in how:
-            compile_tree(how["source"], work)
+            compile_tree(how["source"])
     formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
     for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
         runs: dict[str, list[Measured]] = {}
@@ -513,7 +515,7 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
     trust = ["--ca-bundle", str(ca)] if ca else []
     argv = ["prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
             "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
-    env = {"PYTHONPATH": str(how.get("source", ROOT)), **bytecode_env(work)}
+    env = {"PYTHONPATH": str(how.get("source", ROOT)), **bytecode_env()}
     if "source" in how:
         command = cpu_account.command(sys.executable, marks, argv)
     elif how["exe"] is not None:
