@@ -227,7 +227,11 @@ class _Origins:
             origin = self._pools[key] = _Origin(self._make(self._per_origin))
         self._pools.move_to_end(key)
         origin.started()
-        await self._close(self._surplus())
+        try:
+            await self._close(self._surplus())
+        except BaseException:  # e.g. the page's deadline while closing: the request is not sent
+            origin.finished()
+            raise
         return origin
 
     def _surplus(self) -> list[httpcore.AsyncConnectionPool]:
