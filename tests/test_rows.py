@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import math
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,12 @@ def test_a_row_reads_like_the_dict_it_was_made_from(scored: list[Row]) -> None:
     record["details"]["added"] = 1
     assert "changed" not in row.warnings and "added" not in row.details
     assert len(row) == len(Row.columns(scored=True)) and row.scored
+
+
+def test_a_row_pickles_and_copies_as_itself(scored: list[Row]) -> None:
+    row = next(r for r in scored if r.details and not math.isnan(r.score))
+    for again in (pickle.loads(pickle.dumps(row)), copy.deepcopy(row), dataclasses.replace(row)):  # noqa: S301
+        assert isinstance(again, Row) and again.to_record() == row.to_record()
 
 
 def test_columns_prepared_scored_and_calibrated() -> None:

@@ -102,16 +102,21 @@ class Row(Mapping[str, Any]):
         return (*self.columns(scored=self.scored, calibrated=self.calibrated_score is not None), *self.extra)
 
     def _value(self, name: str) -> Any:
+        """A column's value as the record holds it: lists and dicts as fresh copies."""
         if name == "warnings":
             return list(self.warnings)
-        if name in ("details", "extra"):
-            return dict(getattr(self, name))
+        if name == "details":
+            return dict(self.details)
         return getattr(self, name)
 
     def to_record(self) -> dict[str, Any]:
         """The row as the output contract's dict, keys in column order (what every sink writes)."""
-        record = {name: self._value(name) for name in self.names() if name not in self.extra}
-        return record | dict(self.extra)
+        own = self.columns(scored=self.scored, calibrated=self.calibrated_score is not None)
+        return {name: self._value(name) for name in own} | dict(self.extra)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (to another process) as its record: the read-only views do not pickle themselves
+        return (Row.from_record, (self.to_record(),))
 
     def __getitem__(self, name: str) -> Any:
         if name in self.extra:
