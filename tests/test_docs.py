@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [ROOT / "README.md", *PAGES]
 README_MAX_LINES = 250
-ENTRY_POINT_GROUPS = {"tlmscore.converters", "tlmscore.scorers", "tlmscore.sources"}  # names of groups, not of modules
+# names of entry-point groups, not of modules
+ENTRY_POINT_GROUPS = {"tlmscore.converters", "tlmscore.scorers", "tlmscore.sinks", "tlmscore.sources"}
 # names tlmscore writes into reports and traces (JUnit suites, annotation names, metadata keys), not Python names
 WRITTEN_NAMES = {"tlmscore.compare.rows", "tlmscore.compare.gates", "tlmscore.grounding", "tlmscore.record.id"}
 OPTIONAL = {"tlmscore.ray"}  # needs the `ray` extra

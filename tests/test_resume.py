@@ -152,7 +152,7 @@ def test_unknown_scorer_and_missing_key_are_usage_errors(tmp_path: Path, demo_pa
 def test_score_api_returns_nan_for_unscorable_rows(demo_path: Path, tmp_path: Path) -> None:
     import tlmscore
     from tlmscore import MemoryPages, Settings
-    from tlmscore.pipeline._run import ROW_COLUMNS
+    from tlmscore.output import ROW_COLUMNS
 
     df = tlmscore.score(demo_path, settings=Settings(offline=True, cache_dir=tmp_path), pages=MemoryPages())
     assert list(df.columns[:len(ROW_COLUMNS)]) == list(ROW_COLUMNS)

@@ -14,6 +14,7 @@ if _typing.TYPE_CHECKING:
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
     from tlmscore.ingest import read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
+    from tlmscore.output import Row, RowSink
     from tlmscore.pipeline import RunResult, aiter_rows, aprepare, ascore, prepare, run, score
     from tlmscore.rendering import render
     from tlmscore.settings import Settings
@@ -25,6 +26,8 @@ __all__ = [
     "MemoryPages",
     "Page",
     "PageSource",
+    "Row",
+    "RowSink",
     "RunResult",
     "ScorerError",
     "ScoringInput",
@@ -61,6 +64,8 @@ _HOMES = {
     "MemoryPages": "tlmscore.evidence.page",
     "Page": "tlmscore.evidence.page",
     "PageSource": "tlmscore.evidence.page",
+    "Row": "tlmscore.output",
+    "RowSink": "tlmscore.output",
     "Conversation": "tlmscore.model",
     "ScoringInput": "tlmscore.model",
     "Transcript": "tlmscore.model",

@@ -28,7 +28,16 @@ from tlmscore.pipeline._run import run_sync
 from tlmscore.rendering._shown import unavailable_text
 from tlmscore.settings import Settings
 
-__all__ = ["CSS", "TranscriptView", "plot_fetch_status", "plot_score_by", "plot_scores", "results_html"]
+__all__ = [
+    "CSS",
+    "TranscriptView",
+    "least_supported",
+    "not_scored",
+    "plot_fetch_status",
+    "plot_score_by",
+    "plot_scores",
+    "results_html",
+]
 
 Support = Callable[[str, str], bool]
 _MIN_WORD = 4
@@ -79,13 +88,22 @@ class TranscriptView:
     settings: Settings = field(default_factory=Settings)
     support: Support = _lexical_support
 
+    def __repr__(self) -> str:
+        # the HTML view is what a notebook shows; the plain text stays one line (no log text, no paths)
+        return f"TranscriptView({self.transcript.id!r}, {len(self.pages)} pages)"
+
     @property
     def conversation(self) -> Conversation:
         """The transcript converted to turns."""
         return convert_transcript(self.transcript, self.settings)
 
-    def _page(self, url: str) -> Page:
+    def page(self, url: str) -> Page:
+        """The page shown for `url` (an `offline_miss` page when it was not read)."""
         return find_page(self.pages, url)
+
+    def shown_pages(self) -> list[Page]:
+        """The pages of every URL the conversation refers to, in order."""
+        return [self.page(url) for url in self.conversation.urls]
 
     def _page_anchor(self, url: str) -> str:
         return "p-" + hashlib.sha256(url_key(url).encode()).hexdigest()[:12]
@@ -109,7 +127,7 @@ class TranscriptView:
                 f"<pre>{_e(out)}</pre></details></div>")
 
     def _page_html(self, url: str, title: str | None) -> str:
-        page = self._page(url)
+        page = self.page(url)
         badge = f'<span class="badge {"ok" if page.ok else "failed"}">{_e(page.status)}</span>'
         body = page.text if page.ok else unavailable_text(page)
         name = page.title or title or url
@@ -175,7 +193,7 @@ class TranscriptView:
 
     def _citation_status(self, url: str, sentence: str) -> str:
         """`unavailable`, `unsupported` or `supported`: the scorer's verdict when it gave one."""
-        page = self._page(url)
+        page = self.page(url)
         if not page.ok:
             return "unavailable"
         judged = self._scored_citations()
@@ -214,15 +232,63 @@ async def _offline_pages(urls: Sequence[str], settings: Settings) -> dict[str, P
 
 def results_html(df: pd.DataFrame, columns: Sequence[str] = ("id", "model", "score", "n_urls", "n_urls_ok",
                                                              "n_urls_failed", "warnings", "error"),
-                 limit: int = 50) -> str:
-    """A compact, escaped HTML table of result rows (lowest scores first when scored)."""
-    view = df.sort_values("score") if "score" in df.columns else df
+                 limit: int = 50, *, sort: bool = True) -> str:
+    """A compact, escaped HTML table of result rows (lowest scores first when scored, unless not `sort`)."""
+    view = df.sort_values("score") if sort and "score" in df.columns else df
     shown = [c for c in columns if c in view.columns]
     table = view[shown].head(limit).to_html(escape=True, index=False, na_rep="—")
     return CSS + f'<div class="tlm">{table}</div>'
 
 
-def plot_scores(df: pd.DataFrame, ax: Any = None) -> Any:
+def _kind_of_evidence(details: Any) -> str:
+    """What a score was checked against, from the scorer's `details`: documents, tool outputs, or neither."""
+    found = details.get("evidence", {}) if isinstance(details, Mapping) else {}
+    if found.get("pages", 0) or found.get("files", 0):
+        return "documents"
+    return "tool outputs" if found.get("tool_outputs", 0) or found.get("messages", 0) else "other"
+
+
+_EVIDENCE_ORDER = {"documents": 0, "tool outputs": 1, "other": 2}
+
+
+def least_supported(df: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
+    """Scored rows, the answers their evidence supports least first, with an `evidence` column.
+
+    Answers checked against documents (the pages they cite, the files they searched) come first,
+    lowest score first: there claims are compared with the text they cite. Answers whose only
+    evidence is a tool's output (JSON, logs) come next: a short answer checked word by word against
+    structured output can score low while faithful ("could not reach" for `"timed_out": true`), so
+    those are for reading in the drill-down rather than for heading the list. Rows with no score
+    (NaN) are not here: `not_scored` says why they have none.
+    """
+    scored = df[df["score"].notna()]
+    kind = scored["details"].map(_kind_of_evidence) if "details" in scored.columns else "other"
+    ranked = scored.assign(evidence=kind)
+    ordered: pd.DataFrame = ranked.assign(_rank=ranked["evidence"].map(_EVIDENCE_ORDER)).sort_values(
+        ["_rank", "score"], kind="stable").drop(columns="_rank")
+    return ordered if limit is None else ordered.head(limit)
+
+
+def _why_not_scored(error: Any, explanation: Any) -> str:
+    if isinstance(error, str) and error:
+        return "error: the record could not be read, rendered or scored"
+    said = str(explanation).split(":")[0].strip() if isinstance(explanation, str) else ""
+    return said or "no score given"
+
+
+def not_scored(df: pd.DataFrame) -> pd.DataFrame:
+    """Why rows have no score (NaN): one line per reason, with its count of rows and up to three ids."""
+    missing = df[df["score"].isna()]
+    errors = missing["error"] if "error" in missing.columns else pd.Series(None, index=missing.index)
+    said = missing["explanation"] if "explanation" in missing.columns else pd.Series(None, index=missing.index)
+    reasons = [_why_not_scored(e, x) for e, x in zip(errors, said, strict=True)]
+    grouped = missing.assign(reason=reasons).groupby("reason", sort=False)
+    table: pd.DataFrame = pd.DataFrame({"rows": grouped.size(), "examples": grouped["id"].agg(
+        lambda ids: ", ".join(map(str, list(ids)[:3])))}).reset_index()
+    return table
+
+
+def plot_scores(df: pd.DataFrame, ax: Any = None, title: str = "Scores of the scored answers") -> Any:
     """Histogram of scores."""
     import matplotlib.pyplot as plt  # noqa: PLC0415  (plotting is optional)
 
@@ -230,20 +296,22 @@ def plot_scores(df: pd.DataFrame, ax: Any = None) -> Any:
     ax.hist(df["score"].dropna(), bins=20, range=(0, 1), color="#3b82f6")
     ax.set_xlabel("score")
     ax.set_ylabel("answers")
+    ax.set_title(title)
     return ax
 
 
-def plot_score_by(df: pd.DataFrame, column: str = "model", ax: Any = None) -> Any:
-    """Mean score per value of `column` (e.g. model or tool type)."""
+def plot_score_by(df: pd.DataFrame, column: str = "model", ax: Any = None, title: str | None = None) -> Any:
+    """Mean score per value of `column` (e.g. model or tool type); titled "Mean score by <column>" unless `title`."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     ax = ax or plt.subplots(figsize=(6, 3))[1]
     df.groupby(column)["score"].mean().sort_values().plot.barh(ax=ax, color="#10b981")
     ax.set_xlabel("mean score")
+    ax.set_title(title or f"Mean score by {column}")
     return ax
 
 
-def plot_fetch_status(pages: Sequence[Page], ax: Any = None) -> Any:
+def plot_fetch_status(pages: Sequence[Page], ax: Any = None, title: str = "Pages by fetch status") -> Any:
     """Counts of page fetch statuses."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
@@ -251,4 +319,5 @@ def plot_fetch_status(pages: Sequence[Page], ax: Any = None) -> Any:
     counts = pd.Series([p.status for p in pages]).value_counts()
     counts.plot.bar(ax=ax, color=["#16a34a" if s == "ok" else "#dc2626" for s in counts.index])
     ax.set_ylabel("pages")
+    ax.set_title(title)
     return ax

@@ -6,6 +6,7 @@ import heapq
 import math
 import statistics
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class Summary:
     first_errors: list[str] = field(default_factory=list)
     sources: Counter[str] = field(default_factory=Counter)
 
-    def add(self, rows: list[dict[str, Any]]) -> None:
+    def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Count a chunk of rows."""
         for row in rows:
             self.rows += 1

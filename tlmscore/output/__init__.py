@@ -1,7 +1,9 @@
-"""Output: rows to files (JSONL, CSV, Parquet) as each chunk completes, and what makes `--resume` safe.
+"""Output: final rows (`Row`) to sinks (JSONL, CSV, Parquet, plug-ins), and what makes `--resume` safe.
 
+- `_row`: `Row`, one output row, typed and frozen; `to_record` is the contract's dict.
+- `_sinks`: `RowSink`, the built-in file sinks, the `tlmscore.sinks` entry points.
 - `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure).
-- `_writers`: `RowWriter`, rows to one file.
+- `_writers`: `RowWriter`, row records to one file (what the file sinks write with).
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
 """
@@ -9,8 +11,44 @@
 from __future__ import annotations
 
 from tlmscore.output._checkpoint import Checkpoint
-from tlmscore.output._encoding import FORMATS, output_format
+from tlmscore.output._encoding import FORMATS
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
+from tlmscore.output._row import CALIBRATED_COLUMN, ROW_COLUMNS, SCORE_COLUMNS, Row
+from tlmscore.output._sinks import (
+    ENTRY_POINT_GROUP,
+    SINKS,
+    CsvSink,
+    FileSink,
+    JsonlSink,
+    ParquetSink,
+    RowSink,
+    SinkFactory,
+    open_sink,
+    output_format,
+    sinks,
+)
 from tlmscore.output._writers import RowWriter
 
-__all__ = ["FORMATS", "Checkpoint", "RowWriter", "build_manifest", "describe_file", "output_format", "start_run"]
+__all__ = [
+    "CALIBRATED_COLUMN",
+    "ENTRY_POINT_GROUP",
+    "FORMATS",
+    "ROW_COLUMNS",
+    "SCORE_COLUMNS",
+    "SINKS",
+    "Checkpoint",
+    "CsvSink",
+    "FileSink",
+    "JsonlSink",
+    "ParquetSink",
+    "Row",
+    "RowSink",
+    "RowWriter",
+    "SinkFactory",
+    "build_manifest",
+    "describe_file",
+    "open_sink",
+    "output_format",
+    "sinks",
+    "start_run",
+]

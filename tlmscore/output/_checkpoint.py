@@ -12,7 +12,8 @@ from typing import IO, Any
 from tlmscore.ingest import load_line
 from tlmscore.output import _encoding as encoding
 from tlmscore.output._encoding import arrow_table, json_line
-from tlmscore.output._writers import RowWriter
+from tlmscore.output._row import Row
+from tlmscore.output._sinks import open_sink
 
 _PART_GLOB = "part-*.parquet"
 
@@ -112,10 +113,11 @@ class Checkpoint:
             keys = pq.read_table(part, columns=["source", "line"])
             self.done.update(zip(keys["source"].to_pylist(), keys["line"].to_pylist(), strict=True))
 
-    def write(self, rows: list[dict[str, Any]]) -> None:
+    def write(self, final: Sequence[Row]) -> None:
         """Save one chunk of rows durably."""
-        if not rows:
+        if not final:
             return
+        rows = [row.to_record() for row in final]
         if self._parts:
             self._write_part(rows)
             return
@@ -157,15 +159,22 @@ class Checkpoint:
         if self.output.suffix.lower() == ".jsonl":
             self.path.replace(self.output)
             return len(self.done) + self._written
-        with RowWriter(self.output, columns) as writer, self.path.open(encoding="utf-8") as handle:
-            batch: list[dict[str, Any]] = []
-            for line in handle:
-                batch.append(json.loads(line))
-                if len(batch) >= chunk_size:
-                    writer.write(batch)
-                    batch = []
-            writer.write(batch)
-            count = writer.rows
+        sink = open_sink(self.output, columns)
+        count = 0
+        try:
+            with self.path.open(encoding="utf-8") as handle:
+                batch: list[Row] = []
+                for line in handle:
+                    batch.append(Row.from_record(json.loads(line)))
+                    if len(batch) >= chunk_size:
+                        sink.write(batch)
+                        count += len(batch)
+                        batch = []
+                if batch:
+                    sink.write(batch)
+                    count += len(batch)
+        finally:
+            sink.close()
         self.path.unlink()
         return count
 

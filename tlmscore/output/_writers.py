@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 class RowWriter:
     """Writes rows to one file in the format its suffix names; call `write` per chunk, then `close`.
 
-    `columns` heads a CSV file that gets no rows, so it still reads as a table.
+    `columns` heads a CSV file that gets no rows, so it still reads as a table; `fmt` (one of
+    `FORMATS`) writes that format whatever the suffix.
     """
 
-    def __init__(self, path: Path, columns: Sequence[str] = ()) -> None:
+    def __init__(self, path: Path, columns: Sequence[str] = (), fmt: str | None = None) -> None:
         self.path = path
-        self.format = output_format(path)
+        self.format = output_format(path) if fmt is None else output_format(Path("rows" + fmt))
         self.rows = 0
         self._handle: IO[str] | None = None
         self._binary: IO[bytes] | None = None

@@ -9,7 +9,8 @@ forms.
 
 from __future__ import annotations
 
+from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS
 from tlmscore.pipeline._one_run import RunResult, run
-from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, aiter_rows, aprepare, ascore, prepare, score
+from tlmscore.pipeline._run import aiter_rows, aprepare, ascore, prepare, score
 
 __all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "RunResult", "aiter_rows", "aprepare", "ascore", "prepare", "run", "score"]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tlmscore.output import Checkpoint, build_manifest, describe_file, output_format, start_run
-from tlmscore.pipeline._run import ROW_COLUMNS, SCORE_COLUMNS, Progress, run_batch
+from tlmscore.output import Checkpoint, Row, build_manifest, describe_file, output_format, start_run
+from tlmscore.pipeline._run import Progress, run_batch
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 
@@ -76,7 +76,7 @@ def _submit_ahead(inputs: Sequence[str | Path], settings: Settings, scorer: str,
 
 def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, scorer: str | Scorer | None = None,
         options: Mapping[str, Any] | None = None, settings: Settings | None = None, resume: bool = False,
-        calibration: Calibration | str | Path | None = None, on_rows: Callable[[Rows], None] | None = None,
+        calibration: Calibration | str | Path | None = None, on_rows: Callable[[list[Row]], None] | None = None,
         progress: Progress | None = None, on_start: Callable[[int], None] | None = None,
         command: str | None = None) -> RunResult:
     """Prepare (no `scorer`) or score `inputs`, writing the rows to `output` (.jsonl, .csv, .parquet).
@@ -86,7 +86,7 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     saved it in) adds `calibrated_score`;
     `resume` continues an interrupted run into the same `output`, after checking that it read the
     same inputs with the same settings. `on_start` is told how many rows an earlier run saved, before
-    work starts; `on_rows` sees every chunk's rows as it completes.
+    work starts; `on_rows` sees every chunk's final `Row`s as it completes.
     """
     settings = settings or Settings()
     options = dict(options or {})
@@ -116,19 +116,20 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         nonlocal written
         if calibration is not None and name is not None:
             _with_calibrated(rows, calibration, name)
+        final = [Row.from_record(row) for row in rows]  # scored and calibrated: nothing changes them now
         if checkpoint is not None:
-            checkpoint.write(rows)
-        written += len(rows)
+            checkpoint.write(final)
+        written += len(final)
         if on_rows is not None:
-            on_rows(rows)
+            on_rows(final)
 
     if isinstance(scorer, str) and options.get("batch") and not options.get("batch_submit_only"):
         _submit_ahead(inputs, settings, scorer, options, skip)
     run_batch(list(inputs), settings, sink, progress=progress, scorer=the_scorer, skip=skip)
     if checkpoint is None:
         return RunResult(None, written, 0, written)
-    scored = (*SCORE_COLUMNS, *(("calibrated_score",) if calibration is not None else ())) if scorer else ()
-    total = checkpoint.finish(settings.chunk_size, (*ROW_COLUMNS, *scored))
+    columns = Row.columns(scored=scorer is not None, calibrated=scorer is not None and calibration is not None)
+    total = checkpoint.finish(settings.chunk_size, columns)
     return RunResult(target, written, len(checkpoint.done), total)
 
 

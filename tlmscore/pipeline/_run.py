@@ -40,6 +40,7 @@ from tlmscore.ingest._chains import ChainIndex
 from tlmscore.ingest._history import with_history
 from tlmscore.ingest._records import Source, read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
+from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
@@ -49,12 +50,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-ROW_COLUMNS = (
-    "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
-    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
-    "origin", "trace_id", "span_id",
-)
-SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")
 
@@ -254,9 +249,10 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
 async def aiter_rows(source: Source, settings: Settings | None = None, *,
                      scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
                      pages: PageSource | None = None, progress: Progress | None = None,
-                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[dict[str, Any]]:
+                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[Row]:
     """Every row, in input order, as soon as its chunk is done; scored when `scorer` is given.
 
+    Each is a final `Row` (a read-only mapping of its columns; `to_record()` gives it as a dict).
     The async form of `prepare` and `score` for code already inside an event loop (a notebook, a
     service): nothing is run on a loop of its own.
     """
@@ -265,7 +261,7 @@ async def aiter_rows(source: Source, settings: Settings | None = None, *,
                                      scorer=chosen, converters=converters)) as chunks:
         async for rows in chunks:
             for row in rows:
-                yield row
+                yield Row.from_record(row)
 
 
 def _chain_index(source: Source, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
@@ -308,11 +304,11 @@ def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str,
     run_sync(collect)
 
 
-def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with the contract's columns first, in order."""
+def frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows (records or `Row`s) as a DataFrame with the contract's columns first, in order."""
     import pandas as pd  # noqa: PLC0415  (the command line never builds a DataFrame; it starts faster)
 
-    df = pd.DataFrame(list(rows))
+    df = pd.DataFrame([row.to_record() if isinstance(row, Row) else row for row in rows])
     if df.empty:
         empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})
         return empty
@@ -326,10 +322,10 @@ async def aprepare(source: Source, settings: Settings | None = None, *, pages: P
                    progress: Progress | None = None,
                    converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """`prepare`, awaited in the caller's event loop."""
-    collected: list[dict[str, Any]] = []
+    collected: list[Row] = []
     async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
                                    converters=converters):
-        collected.extend(rows)
+        collected.extend(Row.from_record(row) for row in rows)
     result: pd.DataFrame = frame(collected)
     return result
 
@@ -340,10 +336,10 @@ async def ascore(source: Source, scorer: str | Scorer = "grounding", settings: S
                  converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """`score`, awaited in the caller's event loop."""
     chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    collected: list[dict[str, Any]] = []
+    collected: list[Row] = []
     async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress, scorer=chosen,
                                    converters=converters):
-        collected.extend(rows)
+        collected.extend(Row.from_record(row) for row in rows)
     result: pd.DataFrame = frame(collected)
     return result
 

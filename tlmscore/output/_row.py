@@ -1,0 +1,137 @@
+"""`Row`: one output row, typed and frozen, made once the row is final (scored and calibrated).
+
+The pipeline builds a chunk's rows as dicts (scoring adds its columns to them); when nothing will
+change a row any more, `Row.from_record` freezes it, and every sink writes `Row.to_record()`: the
+contract's dict again, keys in the same order, so a file written from `Row`s is byte for byte the
+file written from the dicts. A `Row` is also a read-only `Mapping` of its columns (`row["score"]`,
+`row.get("error")`, `dict(row)`, `row == {...}`), so code written for dict rows keeps reading them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+ROW_COLUMNS = (
+    "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
+    "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
+    "origin", "trace_id", "span_id",
+)
+"""The columns of every row, in order (the output contract)."""
+SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
+"""The columns a scorer adds, after `ROW_COLUMNS`."""
+CALIBRATED_COLUMN = "calibrated_score"
+"""The column a calibration adds, after `SCORE_COLUMNS`."""
+
+_NAMED = frozenset((*ROW_COLUMNS, *SCORE_COLUMNS, CALIBRATED_COLUMN))
+
+
+def _score(value: Any) -> float:
+    """A score as a float: a row read back from JSON has null where the scorer gave NaN."""
+    return math.nan if value is None else float(value)
+
+
+@dataclass(frozen=True, eq=False)
+class Row(Mapping[str, Any]):
+    """One output row: the contract's columns, the score columns when scored, `calibrated_score` when calibrated.
+
+    `scorer` is None for a row that was only prepared (it then has no score columns), and
+    `calibrated_score` is None for a row no calibration saw (no such column). `extra` holds columns
+    beyond these, in their order, after them. The containers are copies: `warnings` a tuple,
+    `details` and `extra` read-only views, and `to_record` hands out fresh top-level containers.
+    """
+
+    id: str
+    source: str
+    line: int
+    model: str | None = None
+    response_id: Any = None
+    """The response's id as logged: usually a string, a number where a provider logs one."""
+    prompt: str | None = None
+    response: str | None = None
+    n_tool_calls: int = 0
+    n_urls: int = 0
+    n_urls_ok: int = 0
+    n_urls_failed: int = 0
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    history_complete: bool | None = None
+    response_status: str | None = None
+    origin: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    scorer: str | None = None
+    score: float = math.nan
+    explanation: str = ""
+    details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    calibrated_score: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        # frozen: the containers a caller passed are copied, so changing them later changes no row
+        object.__setattr__(self, "warnings", tuple(self.warnings))
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Row:
+        """The row of a record (a dict of the contract's columns, as the pipeline builds or a JSON line holds it)."""
+        known = {name: value for name, value in record.items() if name in _NAMED}
+        extra = {name: value for name, value in record.items() if name not in _NAMED}
+        if "score" in known:
+            known["score"] = _score(known["score"])
+        if known.get(CALIBRATED_COLUMN, 0) is None:
+            known[CALIBRATED_COLUMN] = math.nan  # calibrated, NaN written as null
+        return cls(**known, extra=extra)
+
+    @staticmethod
+    def columns(*, scored: bool = False, calibrated: bool = False) -> tuple[str, ...]:
+        """The columns of a row (and of its DataFrame and files), in order: scored, calibrated or neither."""
+        return (*ROW_COLUMNS, *(SCORE_COLUMNS if scored else ()), *((CALIBRATED_COLUMN,) if calibrated else ()))
+
+    @property
+    def scored(self) -> bool:
+        """True when a scorer saw this row (it has the score columns)."""
+        return self.scorer is not None
+
+    def names(self) -> tuple[str, ...]:
+        """The columns of this row, in order."""
+        return (*self.columns(scored=self.scored, calibrated=self.calibrated_score is not None), *self.extra)
+
+    def _value(self, name: str) -> Any:
+        """A column's value as the record holds it: lists and dicts as fresh copies."""
+        if name == "warnings":
+            return list(self.warnings)
+        if name == "details":
+            return dict(self.details)
+        return getattr(self, name)
+
+    def to_record(self) -> dict[str, Any]:
+        """The row as the output contract's dict, keys in column order (what every sink writes)."""
+        own = self.columns(scored=self.scored, calibrated=self.calibrated_score is not None)
+        return {name: self._value(name) for name in own} | dict(self.extra)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (to another process) as its record: the read-only views do not pickle themselves
+        return (Row.from_record, (self.to_record(),))
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.extra:
+            return self.extra[name]
+        if name not in _NAMED or name not in self.names():
+            raise KeyError(name)
+        return self._value(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                          if f.name in ("id", "source", "line", "scorer", "score", "error"))
+        return f"Row({shown}, ...)"

@@ -1,0 +1,124 @@
+"""Sinks: where final `Row`s go. A `RowSink` writes rows chunk by chunk and is closed once.
+
+The built-in sinks are the three output files (JSONL, CSV, Parquet: `_writers.RowWriter` behind
+them, so the bytes are those it writes). Other packages add a format through the `tlmscore.sinks`
+entry-point group: the entry point's name is the file suffix without its dot (`feather`), its
+value a factory `(path, columns) -> RowSink`. The entry points are read when a sink is asked for.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Protocol, runtime_checkable
+
+from tlmscore.errors import ConfigError
+from tlmscore.output._encoding import FORMATS
+from tlmscore.output._row import Row
+from tlmscore.output._writers import RowWriter
+
+ENTRY_POINT_GROUP = "tlmscore.sinks"
+
+
+@runtime_checkable
+class RowSink(Protocol):
+    """Takes final rows, a chunk at a time, in input order; `close` finishes what it writes."""
+
+    def write(self, rows: Sequence[Row]) -> None:
+        """Take one chunk of rows."""
+        ...
+
+    def close(self) -> None:
+        """Finish (a file gets its footer, an empty run a valid empty file); closing again does nothing."""
+        ...
+
+
+SinkFactory = Callable[[Path, Sequence[str]], RowSink]
+"""Makes a sink writing to a path; `columns` are the run's columns (a CSV header when no row comes)."""
+
+
+class FileSink:
+    """Rows to one file in the format this class names, whatever the path's suffix."""
+
+    format = ".jsonl"
+
+    def __init__(self, path: Path, columns: Sequence[str] = ()) -> None:
+        self.path = path
+        self._writer = RowWriter(path, columns, fmt=self.format)
+
+    @property
+    def rows(self) -> int:
+        """Rows written so far."""
+        return self._writer.rows
+
+    def write(self, rows: Sequence[Row]) -> None:
+        """Append the rows' records to the file."""
+        self._writer.write([row.to_record() for row in rows])
+
+    def close(self) -> None:
+        """Finish the file."""
+        self._writer.close()
+
+    def __enter__(self) -> FileSink:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class JsonlSink(FileSink):
+    """One JSON object per line."""
+
+    format = ".jsonl"
+
+
+class CsvSink(FileSink):
+    """A CSV table; lists and dicts as JSON text cells."""
+
+    format = ".csv"
+
+
+class ParquetSink(FileSink):
+    """A Parquet file (zstd), typed columns (see `tlmscore.output._encoding.arrow_table`)."""
+
+    format = ".parquet"
+
+
+SINKS: Mapping[str, SinkFactory] = MappingProxyType({".jsonl": JsonlSink, ".csv": CsvSink, ".parquet": ParquetSink})
+"""The built-in sinks by file suffix."""
+
+
+def _plugins() -> dict[str, SinkFactory]:
+    found: dict[str, SinkFactory] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        try:
+            found["." + ep.name.lower().lstrip(".")] = ep.load()
+        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop a run writing a built-in format)
+            warnings.warn(f"tlmscore: sink plug-in {ep.name!r} ({ep.value}) skipped: {type(exc).__name__}: {exc}",
+                          stacklevel=2)
+    return found
+
+
+def sinks() -> Mapping[str, SinkFactory]:
+    """Every sink by file suffix: the built-in ones, then installed plug-ins (a built-in suffix stays built-in)."""
+    return MappingProxyType({**SINKS, **{k: v for k, v in _plugins().items() if k not in SINKS}})
+
+
+def output_format(path: Path) -> str:
+    """The output format named by `path`'s suffix, or a `ConfigError` listing the choices."""
+    suffix = path.suffix.lower()
+    if suffix in FORMATS:
+        return suffix
+    known = sinks()
+    if suffix not in known:
+        raise ConfigError(f"{path}: output must end in one of {', '.join(known)}")
+    return suffix
+
+
+def open_sink(path: Path, columns: Sequence[str] = ()) -> RowSink:
+    """The sink writing to `path`, chosen by its suffix."""
+    return sinks()[output_format(path)](path, columns)
