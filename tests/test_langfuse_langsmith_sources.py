@@ -1,0 +1,241 @@
+"""Langfuse observation exports and LangSmith run exports, written from what the real SDKs send.
+
+Every recorded response of the shared corpus is answered by a fake OpenAI server to the official
+`openai` client wrapped by both `langfuse.openai` and `langsmith.wrappers.wrap_openai` (in a process
+of its own: `tests/trace_store_calls.py`). No Langfuse or LangSmith server can run here, so both
+SDKs send to a local loopback stand-in (`tests/trace_store_server.py`) that captures what they
+send: the Langfuse SDK's OTLP spans and the LangSmith SDK's run batches. Those are turned into
+export files in the documented export shapes (Langfuse's blob-storage `observations_v2` rows as
+Parquet, JSON lines and CSV, and its UI/API export as JSON; LangSmith runs in the run data format
+as Parquet, JSON lines, CSV and JSON) and read back. The rows must equal the rows of the same calls
+logged as raw records, or say in their warnings what the store did not keep.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import tlmscore
+from tests.openai_server import OpenAIServer
+from tests.trace_store_calls import corpus_calls
+from tests.trace_store_server import TraceStoreServer
+from tlmscore.ingest import read_transcripts
+from tlmscore.sources import REGISTRY, find_reader
+
+pytest.importorskip("langfuse", reason="langfuse (the dev extra) is not installed")
+pytest.importorskip("langsmith", reason="langsmith (the dev extra) is not installed")
+# The openai SDK warns while serialising the xAI responses it parsed into the nearest types.
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus" / "responses"
+LANGFUSE_SECRET = "sk-lf-test-5c1e0b7d9a"  # noqa: S105  (made-up keys the outputs are searched for)
+LANGSMITH_KEY = "lsv2_pt_test_8e2f4a61c3"
+LANGFUSE_PUBLIC = "pk-lf-test-2b9d"
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The calls made, as raw records and as the client returned them, and the export files written."""
+
+    raw: dict[str, dict[str, Any]]
+    returned: dict[str, dict[str, Any]]
+    langfuse: dict[str, Path]
+    langsmith: dict[str, Path]
+    store: TraceStoreServer
+
+
+def _attributes(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {p["key"]: next(iter(p["value"].values()), None) for p in pairs}
+
+
+def _hex(value: str | None) -> str:
+    return base64.b64decode(value).hex() if value else ""
+
+
+def _time(nanos: str | None) -> str | None:
+    if nanos is None:
+        return None
+    moment = dt.datetime.fromtimestamp(int(nanos) / 1e9, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _observation(span: dict[str, Any]) -> dict[str, Any]:
+    """A span the Langfuse SDK sent as the blob-storage export's `observations_v2` row holds it."""
+    attrs = _attributes(span.get("attributes") or [])
+    prefix = "langfuse.observation.metadata."
+    usage = json.loads(attrs.get("langfuse.observation.usage_details") or "{}")
+    return {"id": _hex(span["spanId"]), "trace_id": _hex(span["traceId"]), "project_id": "proj-test",
+            "environment": attrs.get("langfuse.environment") or "default",
+            "type": str(attrs.get("langfuse.observation.type") or "span").upper(),
+            "parent_observation_id": _hex(span.get("parentSpanId")), "start_time": _time(span["startTimeUnixNano"]),
+            "end_time": _time(span.get("endTimeUnixNano")), "name": span["name"],
+            "metadata": {k.removeprefix(prefix): str(v) for k, v in attrs.items() if k.startswith(prefix)},
+            "level": attrs.get("langfuse.observation.level") or "DEFAULT",
+            "status_message": attrs.get("langfuse.observation.status_message") or "", "version": "",
+            "input": attrs.get("langfuse.observation.input") or "",
+            "output": attrs.get("langfuse.observation.output") or "",
+            "provided_model_name": attrs.get("langfuse.observation.model.name") or "",
+            "model_parameters": attrs.get("langfuse.observation.model.parameters") or "",
+            "usage_details": {k: v for k, v in usage.items() if isinstance(v, int)}}
+
+
+def _ui_observation(row: dict[str, Any]) -> dict[str, Any]:
+    """The same observation as the UI and public API export it: camelCase, payloads as JSON values."""
+    def value(text: str) -> Any:
+        return json.loads(text) if text else None
+
+    return {"id": row["id"], "traceId": row["trace_id"], "type": row["type"], "name": row["name"],
+            "startTime": row["start_time"], "endTime": row["end_time"], "level": row["level"],
+            "parentObservationId": row["parent_observation_id"] or None, "metadata": row["metadata"],
+            "input": value(row["input"]), "output": value(row["output"]),
+            "model": row["provided_model_name"] or None, "modelParameters": value(row["model_parameters"])}
+
+
+def _runs(store: TraceStoreServer) -> list[dict[str, Any]]:
+    """The runs the LangSmith SDK sent, each post merged with its patches, in the run data format."""
+    runs: dict[str, dict[str, Any]] = {}
+    for op in [*store.run_posts, *store.run_patches]:
+        runs.setdefault(op["id"], {}).update(op)
+    keys = ("id", "name", "run_type", "start_time", "end_time", "inputs", "outputs", "error", "extra", "events",
+            "tags", "trace_id", "dotted_order", "parent_run_id", "session_name")
+    return sorted(({k: run.get(k) for k in keys} for run in runs.values()), key=lambda r: str(r["start_time"]))
+
+
+def _write_tables(rows: list[dict[str, Any]], folder: Path, stem: str, as_text: tuple[str, ...]) -> dict[str, Path]:
+    """Parquet (the columns in `as_text` as JSON text), JSON lines, CSV (objects as JSON text) and a JSON array."""
+    paths = {kind: folder / f"{stem}.{kind}" for kind in ("parquet", "jsonl", "csv", "json")}
+    texts = [{k: json.dumps(v) if k in as_text and not isinstance(v, str) else v for k, v in row.items()}
+             for row in rows]
+    pd.DataFrame([{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+                  for row in texts]).to_parquet(paths["parquet"])
+    paths["jsonl"].write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    paths["json"].write_text(json.dumps(rows), encoding="utf-8")
+    with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+    return paths
+
+
+def _env(store: TraceStoreServer) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "LANGFUSE_PUBLIC_KEY": LANGFUSE_PUBLIC,
+            "LANGFUSE_SECRET_KEY": LANGFUSE_SECRET, "LANGFUSE_HOST": store.root, "LANGFUSE_BASE_URL": store.root,
+            "LANGSMITH_API_KEY": LANGSMITH_KEY, "LANGSMITH_ENDPOINT": store.root, "LANGSMITH_TRACING": "true",
+            "LANGSMITH_PROJECT": "tlmscore-test"}
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not present at {CORPUS}")
+    folder = tmp_path_factory.mktemp("stores")
+    with OpenAIServer(CORPUS) as fake, TraceStoreServer() as store:
+        done = subprocess.run([sys.executable, "-m", "tests.trace_store_calls", str(CORPUS), fake.url, str(folder)],
+                              capture_output=True, text=True, env=_env(store), check=False, timeout=600, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+    returned = json.loads((folder / "returned.json").read_text(encoding="utf-8"))
+    observations = sorted((_observation(span) for span in store.spans), key=lambda o: str(o["start_time"]))
+    langfuse = _write_tables(observations, folder, "observations", ("metadata", "usage_details"))
+    langfuse["json"].write_text(json.dumps([_ui_observation(o) for o in observations]), encoding="utf-8")
+    langsmith = _write_tables(_runs(store), folder, "runs", ("inputs", "outputs", "extra", "events", "tags"))
+    return Captured(corpus_calls(CORPUS), returned, langfuse, langsmith, store)
+
+
+def _settings(tmp_path: Path) -> tlmscore.Settings:
+    return tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache")
+
+
+def _beside_raw(path: Path, captured: Captured, tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The rows of an export, and of the same calls as raw records and as the records of what the client returned."""
+    models = list(captured.raw)  # the calls were made one after another, in this order
+    assert len(list(read_transcripts(path))) == len(models), "one record per LLM call, none for the span or chain"
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    raw = tlmscore.prepare([captured.raw[m] for m in models], _settings(tmp_path))
+    returned = tlmscore.prepare([{"request": captured.raw[m]["request"], "response": captured.returned[m]}
+                                 for m in models], _settings(tmp_path))
+    assert rows["error"].isna().all(), list(rows["error"].dropna())
+    return rows, raw, returned
+
+
+def _as_langfuse_keeps(call: dict[str, Any]) -> dict[str, Any]:
+    """A raw record with only what Langfuse's OpenAI integration keeps of its response."""
+    response = call["response"]
+    if response.get("object") == "chat.completion":
+        kept: dict[str, Any] = {"object": "chat.completion", "model": response.get("model"), "choices": [
+            {"index": c["index"], "message": c["message"], "finish_reason": "stop"} for c in response["choices"]]}
+    else:
+        kept = {"object": "response", "model": response.get("model"), "output": response["output"],
+                "status": "completed"}
+    return {"request": call["request"], "response": kept}
+
+
+@pytest.mark.parametrize("kind", ["parquet", "jsonl", "csv", "json"])
+def test_a_langfuse_export_reads_as_the_raw_records_do_or_says_what_it_lost(captured: Captured, kind: str,
+                                                                          tmp_path: Path) -> None:
+    path = captured.langfuse[kind]
+    assert find_reader(str(path)) is REGISTRY["langfuse"]
+    rows, raw, returned = _beside_raw(path, captured, tmp_path)
+    kept = tlmscore.prepare([_as_langfuse_keeps(c) for c in captured.raw.values()], _settings(tmp_path))
+    assert list(rows["prompt"]) == list(kept["prompt"])
+    assert list(rows["response"]) == list(returned["response"])
+    assert list(rows["model"]) == list(raw["model"])
+    same = 0
+    for prompt, status, expected, warnings, row_status in zip(raw["prompt"], raw["response_status"], rows["prompt"],
+                                                              rows["warnings"], rows["response_status"], strict=True):
+        said = " ".join(warnings)
+        lost = "the tools it echoes are lost" in said or "provider fields (citations, search_results) are lost" in said
+        assert prompt == expected or lost
+        assert status == row_status or "(read as completed)" in said or "(read as stop)" in said
+        same += prompt == expected
+    assert same >= len(raw) // 2  # most calls lose nothing the prompt shows
+    assert set(rows["origin"]) == {"langfuse"}
+    assert rows["trace_id"].str.fullmatch(r"[0-9a-f]{32}").all()
+    assert rows["span_id"].str.fullmatch(r"[0-9a-f]{16}").all()
+    assert list(rows["id"]) == list(rows["span_id"])
+    spans = {_hex(s["spanId"]) for s in captured.store.spans}
+    assert set(rows["span_id"]) < spans  # the observation ids, the span ("answer") not among the rows
+
+
+@pytest.mark.parametrize("kind", ["parquet", "jsonl", "csv", "json"])
+def test_a_langsmith_export_reads_as_the_raw_records_do(captured: Captured, kind: str, tmp_path: Path) -> None:
+    path = captured.langsmith[kind]
+    assert find_reader(str(path)) is REGISTRY["langsmith"]
+    rows, raw, returned = _beside_raw(path, captured, tmp_path)
+    assert list(rows["prompt"]) == list(raw["prompt"])
+    assert list(rows["response"]) == list(returned["response"])
+    assert list(rows["model"]) == list(raw["model"])
+    assert list(rows["response_status"]) == list(raw["response_status"])
+    assert [t.request["model"] for t in read_transcripts(path)] == list(captured.raw)
+    assert set(rows["origin"]) == {"langsmith"}
+    runs = {r["id"]: r for r in _runs(captured.store)}
+    assert list(rows["id"]) == list(rows["span_id"])
+    assert all(runs[rid]["run_type"] == "llm" for rid in rows["span_id"])
+    assert list(rows["trace_id"]) == [runs[rid]["trace_id"] for rid in rows["span_id"]]
+    assert any(r["run_type"] == "chain" for r in runs.values())
+
+
+def test_the_langfuse_records_say_what_the_integration_did_not_keep(captured: Captured) -> None:
+    records = list(read_transcripts(captured.langfuse["jsonl"]))
+    said = {stem: " ".join(t.warnings) for stem, t in zip(captured.raw, records, strict=True)}
+    responses = [m for m, call in captured.raw.items() if "input" in call["request"]]
+    chats = [m for m, call in captured.raw.items() if "messages" in call["request"]]
+    assert responses and chats
+    for stem in responses:
+        assert "its id, status (read as completed), incomplete_details and the tools it echoes are lost" in said[stem]
+        assert "instructions: Langfuse folds them into the input as its leading system message" in said[stem]
+    for stem in chats:
+        assert "finish_reason (read as stop) and provider fields (citations, search_results) are lost" in said[stem]
