@@ -239,3 +239,73 @@ def test_the_langfuse_records_say_what_the_integration_did_not_keep(captured: Ca
         assert "instructions: Langfuse folds them into the input as its leading system message" in said[stem]
     for stem in chats:
         assert "finish_reason (read as stop) and provider fields (citations, search_results) are lost" in said[stem]
+
+
+def test_a_streamed_responses_call_keeps_its_status_and_id_in_the_metadata(tmp_path: Path) -> None:
+    """A streamed call's generation holds the Response's other fields in `metadata` (`langfuse.openai`)."""
+    output = {"type": "message", "id": "msg_1", "role": "assistant", "status": "incomplete",
+              "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}
+    row = {"id": "00000000000000aa", "trace_id": "0" * 30 + "bb", "type": "GENERATION", "name": "OpenAI-generation",
+           "input": json.dumps([{"role": "user", "content": "Hi?"}]), "output": json.dumps(output),
+           "provided_model_name": "gpt-test", "metadata": {
+               "id": '"resp_7"', "status": '"incomplete"', "object": '"response"',
+               "incomplete_details": json.dumps({"reason": "max_output_tokens"}), "instructions": '"Be brief."'}}
+    path = tmp_path / "observations.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    assert rows["error"][0] is None
+    assert rows["response_id"][0] == "resp_7"
+    assert rows["response_status"][0] == "incomplete:max_output_tokens"
+    assert rows["prompt"][0].startswith("System: Be brief.")
+    assert not [w for w in rows["warnings"][0] if "Langfuse" in w]  # nothing lost: no warning from the reader
+    assert (rows["trace_id"][0], rows["span_id"][0], rows["id"][0]) == (row["trace_id"], row["id"], row["id"])
+
+
+def test_malformed_and_failed_rows_are_one_error_row_each_naming_file_and_row(captured: Captured,
+                                                                              tmp_path: Path) -> None:
+    lines = captured.langfuse["jsonl"].read_text(encoding="utf-8").splitlines()
+    generations = [line for line in lines if json.loads(line)["type"] == "GENERATION"]
+    failed = {**json.loads(generations[0]), "output": "", "level": "ERROR", "status_message": "Error code: 429"}
+    broken = tmp_path / "observations.jsonl"
+    broken.write_text("\n".join([generations[1], "{not json", json.dumps(failed), "[1]", generations[2]]) + "\n",
+                      encoding="utf-8")
+    rows = tlmscore.prepare(broken, _settings(tmp_path))
+    assert len(rows) == 5
+    assert rows["error"][0] is None and rows["error"][4] is None
+    assert rows["error"][1].startswith(f"{broken}:2: invalid JSON")
+    assert rows["error"][2] == f"{broken}:3: observation {failed['id']}: the LLM call failed: Error code: 429"
+    assert rows["error"][3] == f"{broken}:4: row must be a JSON object, not list"
+
+    runs = [r for r in _runs(captured.store) if r["run_type"] == "llm"]
+    errored = {**runs[0], "outputs": None, "error": "RateLimitError('Error code: 429')\n\nTraceback (most recent…"}
+    chain_like = {**runs[1], "outputs": {"generations": []}}
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (errored, chain_like, runs[2])) + "\n", encoding="utf-8")
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    assert len(rows) == 3
+    assert rows["error"][0] == f"{path}:1: run {runs[0]['id']}: the LLM call failed: RateLimitError('Error code: 429')"
+    assert rows["error"][1].startswith(f"{path}:2: run {runs[1]['id']}: run outputs hold no Response")
+    assert rows["error"][2] is None
+
+
+def test_format_forces_the_reader_and_the_keys_never_reach_an_output(captured: Captured, tmp_path: Path) -> None:
+    renamed = tmp_path / "export.data"
+    renamed.write_bytes(captured.langsmith["parquet"].read_bytes())
+    done_outputs: list[str] = []
+    for name, path in (("langfuse", captured.langfuse["csv"]), ("langsmith", renamed)):
+        out = tmp_path / f"{name}.jsonl"
+        done = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(path), "--format", name, "-o",
+                               str(out), "--offline", "--cache-dir", str(tmp_path / "cache")],
+                              capture_output=True, text=True, env=_env(captured.store), check=False, timeout=300)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert len(rows) == len(captured.raw)
+        assert {r["origin"] for r in rows} == {name}
+        done_outputs += [done.stdout, done.stderr]
+    sent = json.dumps(captured.store.headers)
+    assert LANGSMITH_KEY in sent  # the SDKs did hold the keys (sent as credentials to the store)
+    assert base64.b64encode(f"{LANGFUSE_PUBLIC}:{LANGFUSE_SECRET}".encode()).decode() in sent
+    exports = [*captured.langfuse.values(), *captured.langsmith.values()]
+    written = [p.read_text(encoding="utf-8", errors="replace") for p in [*tmp_path.rglob("*"), *exports] if p.is_file()]
+    for key in (LANGFUSE_SECRET, LANGSMITH_KEY):
+        assert all(key not in text for text in [*written, *done_outputs])

@@ -26,6 +26,7 @@ from tlmscore.sources._tables import Peek, Read, rows, table_kind
 ORIGIN = "langfuse"
 _TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
                     "EMBEDDING", "GUARDRAIL"})
+_PAIR = 2  # a Parquet map cell reads as (key, value) pairs
 _PROMPT_KEYS = frozenset({"input", "instructions", "tools", "tool_choice", "parallel_tool_calls"})
 _FOLDED = ("instructions: Langfuse folds them into the input as its leading system message, "
            "read back as that message")
@@ -45,7 +46,9 @@ def _get(row: Mapping[str, Any], *names: str) -> Any:
 
 
 def _json(value: Any) -> Any:
-    """A cell that holds JSON text, parsed; plain text or anything else as it is."""
+    """A cell that holds JSON text, parsed; plain text or anything else as it is; "" (not set) as None."""
+    if value == "":
+        return None
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -67,7 +70,10 @@ def detect(sample: Peek) -> bool:
 
 
 def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The observation's metadata: an object, JSON text, or a Parquet map's (key, value) pairs."""
     value = _json(row.get("metadata"))
+    if isinstance(value, list):
+        value = {pair[0]: pair[1] for pair in value if isinstance(pair, (list, tuple)) and len(pair) == _PAIR}
     return {str(k): _json(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 

@@ -80,7 +80,7 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
         raise TypeError("run has no inputs and outputs objects")
     chat = "messages" in inputs
-    if not chat and "output" not in outputs and "choices" not in outputs:
+    if "output" not in outputs and "choices" not in outputs:
         raise ValueError("run outputs hold no Response or Chat Completion (not an OpenAI call "
                          f"as wrap_openai logs it; keys: {', '.join(sorted(outputs)) or 'none'})")
     run_id = str(run.get("id"))
