@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
+import gzip
 import json
 import os
 import subprocess
@@ -115,13 +116,15 @@ def _runs(store: TraceStoreServer) -> list[dict[str, Any]]:
 
 
 def _write_tables(rows: list[dict[str, Any]], folder: Path, stem: str, as_text: tuple[str, ...]) -> dict[str, Path]:
-    """Parquet (the columns in `as_text` as JSON text), JSON lines, CSV (objects as JSON text) and a JSON array."""
+    """Parquet (the columns in `as_text` as JSON text), JSON lines (and gzipped), CSV (objects as JSON text), JSON."""
     paths = {kind: folder / f"{stem}.{kind}" for kind in ("parquet", "jsonl", "csv", "json")}
     texts = [{k: json.dumps(v) if k in as_text and not isinstance(v, str) else v for k, v in row.items()}
              for row in rows]
     pd.DataFrame([{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
                   for row in texts]).to_parquet(paths["parquet"])
     paths["jsonl"].write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    paths["jsonl.gz"] = folder / f"{stem}.jsonl.gz"  # the blob-storage export's gzip option
+    paths["jsonl.gz"].write_bytes(gzip.compress(paths["jsonl"].read_bytes()))
     paths["json"].write_text(json.dumps(rows), encoding="utf-8")
     with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
@@ -183,7 +186,7 @@ def _as_langfuse_keeps(call: dict[str, Any]) -> dict[str, Any]:
     return {"request": call["request"], "response": kept}
 
 
-@pytest.mark.parametrize("kind", ["parquet", "jsonl", "csv", "json"])
+@pytest.mark.parametrize("kind", ["parquet", "jsonl", "jsonl.gz", "csv", "json"])
 def test_a_langfuse_export_reads_as_the_raw_records_do_or_says_what_it_lost(captured: Captured, kind: str,
                                                                           tmp_path: Path) -> None:
     path = captured.langfuse[kind]
@@ -210,7 +213,7 @@ def test_a_langfuse_export_reads_as_the_raw_records_do_or_says_what_it_lost(capt
     assert set(rows["span_id"]) < spans  # the observation ids, the span ("answer") not among the rows
 
 
-@pytest.mark.parametrize("kind", ["parquet", "jsonl", "csv", "json"])
+@pytest.mark.parametrize("kind", ["parquet", "jsonl", "jsonl.gz", "csv", "json"])
 def test_a_langsmith_export_reads_as_the_raw_records_do(captured: Captured, kind: str, tmp_path: Path) -> None:
     path = captured.langsmith[kind]
     assert find_reader(str(path)) is REGISTRY["langsmith"]
