@@ -264,6 +264,22 @@ def test_a_streamed_responses_call_keeps_its_status_and_id_in_the_metadata(tmp_p
     assert (rows["trace_id"][0], rows["span_id"][0], rows["id"][0]) == (row["trace_id"], row["id"], row["id"])
 
 
+def test_a_streamed_chat_call_keeps_its_finish_reason(tmp_path: Path) -> None:
+    """`langfuse.openai` logs a streamed chat call's text as the output and its finish reason in `metadata`."""
+    row = {"id": "cc", "traceId": "dd", "type": "GENERATION", "model": "gpt-test", "output": "Cut off",
+           "input": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
+           "metadata": {"finish_reason": "length"}}
+    path = tmp_path / "observations.json"
+    path.write_text(json.dumps([row, {**row, "id": "ce", "type": "SPAN"}]), encoding="utf-8")
+    records = list(read_transcripts(path))
+    assert len(records) == 1
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    assert rows["response"][0] == "Cut off"
+    assert rows["response_status"][0] == "incomplete:max_output_tokens"
+    assert rows["prompt"][0] == "System: Be brief.\n\nUser: Hi?\n\nAssistant:"
+    assert "its id and provider fields (citations, search_results) are lost" in " ".join(rows["warnings"][0])
+
+
 def test_malformed_and_failed_rows_are_one_error_row_each_naming_file_and_row(captured: Captured,
                                                                               tmp_path: Path) -> None:
     lines = captured.langfuse["jsonl"].read_text(encoding="utf-8").splitlines()

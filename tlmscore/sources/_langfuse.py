@@ -34,6 +34,8 @@ _RESPONSE_LOST = ("Langfuse keeps only the Response's output: its id, status (re
                   "incomplete_details and the tools it echoes are lost (only the request's tools are declared)")
 _CHAT_LOST = ("Langfuse keeps only the chat completion's message: its id, finish_reason (read as stop) "
               "and provider fields (citations, search_results) are lost")
+_STREAMED_CHAT_LOST = ("Langfuse keeps only the streamed chat completion's message and finish_reason: its id "
+                       "and provider fields (citations, search_results) are lost")
 
 
 def _get(row: Mapping[str, Any], *names: str) -> Any:
@@ -79,6 +81,8 @@ def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _is_chat(output: Any, prompt: Any) -> bool:
     """A Chat Completions call: its output is a message (or several, or streamed text) without an item type."""
+    if isinstance(output, str):  # a streamed chat call's text: a Response's output is always items
+        return True
     if isinstance(output, Mapping):
         return "type" not in output and "role" in output
     if isinstance(output, list) and output:
@@ -105,11 +109,8 @@ def _responses_call(prompt: Any, output: Any, model: Any,
                     meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     request, warnings = _responses_request(prompt, model)
     items = output if isinstance(output, list) else [output] if isinstance(output, Mapping) else []
-    if isinstance(output, str):
-        items = [{"type": "message", "role": "assistant", "status": "completed",
-                  "content": [{"type": "output_text", "text": output, "annotations": []}]}]
     response: dict[str, Any] = {"object": "response", "model": model, "output": items}
-    if meta.get("status"):  # a streamed call: the Response's other fields are in the metadata
+    if meta.get("object") == "response":  # a streamed call: the Response's other fields are in the metadata
         response.update({k: meta.get(k) for k in ("id", "status", "incomplete_details", "error") if k in meta})
         for key in ("instructions", "tools", "previous_response_id"):
             if meta.get(key) and key not in request:
@@ -128,12 +129,12 @@ def _chat_call(prompt: Any, output: Any, model: Any,
     else:
         request["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
     messages = output if isinstance(output, list) else [output]
-    reason = meta.get("finish_reason") or "stop"
+    reason = meta.get("finish_reason") or "stop"  # a streamed call keeps its finish reason in the metadata
     choices = [{"index": i, "finish_reason": reason,
                 "message": dict(m) if isinstance(m, Mapping) else {"role": "assistant", "content": m}}
                for i, m in enumerate(messages)]
     response = {"object": "chat.completion", "model": model, "choices": choices}
-    return request, response, [_CHAT_LOST]
+    return request, response, [_STREAMED_CHAT_LOST if meta.get("finish_reason") else _CHAT_LOST]
 
 
 def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
