@@ -249,7 +249,8 @@ def test_a_streamed_responses_call_keeps_its_status_and_id_in_the_metadata(tmp_p
     output = {"type": "message", "id": "msg_1", "role": "assistant", "status": "incomplete",
               "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}
     row = {"id": "00000000000000aa", "trace_id": "0" * 30 + "bb", "type": "GENERATION", "name": "OpenAI-generation",
-           "input": json.dumps([{"role": "user", "content": "Hi?"}]), "output": json.dumps(output),
+           "input": json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]),
+           "output": json.dumps(output),
            "provided_model_name": "gpt-test", "metadata": {
                "id": '"resp_7"', "status": '"incomplete"', "object": '"response"',
                "incomplete_details": json.dumps({"reason": "max_output_tokens"}), "instructions": '"Be brief."'}}
@@ -259,8 +260,11 @@ def test_a_streamed_responses_call_keeps_its_status_and_id_in_the_metadata(tmp_p
     assert rows["error"][0] is None
     assert rows["response_id"][0] == "resp_7"
     assert rows["response_status"][0] == "incomplete:max_output_tokens"
-    assert rows["prompt"][0].startswith("System: Be brief.")
+    assert rows["prompt"][0] == "System: Be brief.\n\nUser: Hi?\n\nAssistant:"
     assert not [w for w in rows["warnings"][0] if "Langfuse" in w]  # nothing lost: no warning from the reader
+    record = next(iter(read_transcripts(path)))
+    assert record.request["instructions"] == "Be brief."  # taken back out of the input
+    assert record.request["input"] == [{"role": "user", "content": "Hi?"}]
     assert (rows["trace_id"][0], rows["span_id"][0], rows["id"][0]) == (row["trace_id"], row["id"], row["id"])
 
 

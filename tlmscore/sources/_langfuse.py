@@ -105,6 +105,19 @@ def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[st
     return request, [_FOLDED] if folded else []
 
 
+def _unfold(request: dict[str, Any], instructions: Any, warnings: list[str]) -> list[str]:
+    """The request with its instructions back out of the input, when the Response's own say which they were."""
+    items = request.get("input")
+    if not isinstance(items, list) or not items or not instructions or "instructions" in request:
+        return warnings
+    first = items[0]
+    if isinstance(first, Mapping) and first.get("role") == "system" and first.get("content") == instructions:
+        request["input"] = items[1:]
+        request["instructions"] = instructions
+        return [w for w in warnings if w != _FOLDED]
+    return warnings
+
+
 def _responses_call(prompt: Any, output: Any, model: Any,
                     meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     request, warnings = _responses_request(prompt, model)
@@ -112,7 +125,8 @@ def _responses_call(prompt: Any, output: Any, model: Any,
     response: dict[str, Any] = {"object": "response", "model": model, "output": items}
     if meta.get("object") == "response":  # a streamed call: the Response's other fields are in the metadata
         response.update({k: meta.get(k) for k in ("id", "status", "incomplete_details", "error") if k in meta})
-        for key in ("instructions", "tools", "previous_response_id"):
+        warnings = _unfold(request, meta.get("instructions"), warnings)
+        for key in ("tools", "previous_response_id"):
             if meta.get(key) and key not in request:
                 request[key] = meta[key]
     else:
