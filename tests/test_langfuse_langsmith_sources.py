@@ -284,6 +284,20 @@ def test_a_streamed_chat_call_keeps_its_finish_reason(tmp_path: Path) -> None:
     assert "its id and provider fields (citations, search_results) are lost" in " ".join(rows["warnings"][0])
 
 
+def test_a_text_input_reads_as_the_user_message_whether_stored_as_json_or_as_it_is(tmp_path: Path) -> None:
+    output = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Yes."}]}
+    row = {"id": "ab", "trace_id": "cd", "type": "GENERATION", "output": json.dumps(output),
+           "provided_model_name": "gpt-test"}
+    path = tmp_path / "observations.csv"
+    pd.DataFrame([{**row, "input": json.dumps("Is 42 even?")}, {**row, "id": "ac", "input": "42"}]).to_csv(path)
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    response = {"object": "response", "status": "completed", "output": [output]}
+    raw = tlmscore.prepare([{"request": {"model": "gpt-test", "input": text}, "response": response}
+                            for text in ("Is 42 even?", "42")], _settings(tmp_path))
+    assert list(rows["prompt"]) == list(raw["prompt"]) == ["Is 42 even?", "42"]
+    assert not any("folds" in w for ws in rows["warnings"] for w in ws)  # no instructions were folded in
+
+
 def test_malformed_and_failed_rows_are_one_error_row_each_naming_file_and_row(captured: Captured,
                                                                               tmp_path: Path) -> None:
     lines = captured.langfuse["jsonl"].read_text(encoding="utf-8").splitlines()

@@ -159,6 +159,8 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
     if str(row.get("type") or "").upper() != "GENERATION":
         return None
     prompt, output = _json(row.get("input")), _json(row.get("output"))
+    if isinstance(row.get("input"), str) and not isinstance(prompt, (str, list, dict)):
+        prompt = row["input"]  # a text input stored as it is that happens to read as a JSON number or literal
     if output is None:
         message = _get(row, "status_message", "statusMessage")
         failed = str(row.get("level") or "").upper() == "ERROR"
