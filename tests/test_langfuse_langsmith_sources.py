@@ -115,13 +115,13 @@ def _runs(store: TraceStoreServer) -> list[dict[str, Any]]:
     return sorted(({k: run.get(k) for k in keys} for run in runs.values()), key=lambda r: str(r["start_time"]))
 
 
-def _write_tables(rows: list[dict[str, Any]], folder: Path, stem: str, as_text: tuple[str, ...]) -> dict[str, Path]:
-    """Parquet (the columns in `as_text` as JSON text), JSON lines (and gzipped), CSV (objects as JSON text), JSON."""
+def _write_tables(rows: list[dict[str, Any]], folder: Path, stem: str) -> dict[str, Path]:
+    """Parquet and CSV (objects and arrays as JSON text), JSON lines (and gzipped), and a JSON array."""
+    def cells(row: dict[str, Any]) -> dict[str, Any]:
+        return {k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
+
     paths = {kind: folder / f"{stem}.{kind}" for kind in ("parquet", "jsonl", "csv", "json")}
-    texts = [{k: json.dumps(v) if k in as_text and not isinstance(v, str) else v for k, v in row.items()}
-             for row in rows]
-    pd.DataFrame([{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()}
-                  for row in texts]).to_parquet(paths["parquet"])
+    pd.DataFrame([cells(row) for row in rows]).to_parquet(paths["parquet"])
     paths["jsonl"].write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     paths["jsonl.gz"] = folder / f"{stem}.jsonl.gz"  # the blob-storage export's gzip option
     paths["jsonl.gz"].write_bytes(gzip.compress(paths["jsonl"].read_bytes()))
@@ -129,8 +129,7 @@ def _write_tables(rows: list[dict[str, Any]], folder: Path, stem: str, as_text: 
     with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
-        for row in rows:
-            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+        writer.writerows(cells(row) for row in rows)
     return paths
 
 
@@ -152,9 +151,9 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
         assert done.returncode == 0, done.stderr
     returned = json.loads((folder / "returned.json").read_text(encoding="utf-8"))
     observations = sorted((_observation(span) for span in store.spans), key=lambda o: str(o["start_time"]))
-    langfuse = _write_tables(observations, folder, "observations", ("metadata", "usage_details"))
+    langfuse = _write_tables(observations, folder, "observations")
     langfuse["json"].write_text(json.dumps([_ui_observation(o) for o in observations]), encoding="utf-8")
-    langsmith = _write_tables(_runs(store), folder, "runs", ("inputs", "outputs", "extra", "events", "tags"))
+    langsmith = _write_tables(_runs(store), folder, "runs")
     return Captured(corpus_calls(CORPUS), returned, langfuse, langsmith, store)
 
 
