@@ -20,7 +20,7 @@ from tlmscore.sources._tables import rows, table_kind
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["done_ids", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids"]
+__all__ = ["done_ids", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids", "request_from"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -53,8 +53,12 @@ def _first_is_object(path: Path) -> bool:
         return handle.readline().lstrip().startswith(b"{")
 
 
-def _request(response: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
-    request = {"model": response.get("model"), "input": items, "include": list(INCLUDE)}
+def request_from(response: dict[str, Any], items: str | list[Any],
+                 include: Sequence[str] = INCLUDE) -> dict[str, Any]:
+    """The request of a Response (a dict): `input` is `items`, the other fields those the Response echoes."""
+    request: dict[str, Any] = {"model": response.get("model"), "input": items}
+    if include:
+        request["include"] = list(include)
     request.update({k: response[k] for k in _ECHOED if response.get(k) is not None})
     return request
 
@@ -79,7 +83,7 @@ async def pull_one(client: AsyncOpenAI, rid: str) -> dict[str, Any]:
         return _missing(rid, 0, f"{type(exc).__name__}: {exc}")
     # The SDK parses provider variants into its nearest types; dumping them back warns, and need not.
     body = response.model_dump(mode="json", exclude_unset=True, warnings=False)
-    return {"id": rid, "request": _request(body, items), "response": body, "origin": ORIGIN,
+    return {"id": rid, "request": request_from(body, items), "response": body, "origin": ORIGIN,
             "metadata": {"pulled": "responses.retrieve"}}
 
 
