@@ -155,3 +155,85 @@ def test_a_span_recorded_without_its_data_is_an_error_row_that_says_so(url: str,
     rows = tlmscore.prepare(path, tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache"))
     assert all("the span holds no response and no response id" in e for e in rows["error"])
     assert list(rows["span_id"]) == [r["span_id"] for r in records]
+
+
+class Exporting(agents.TracingProcessor):
+    """What the SDK's trace exporter sends: `span.export()` of every span, in order."""
+
+    def __init__(self) -> None:
+        self.exported: list[dict[str, Any]] = []
+
+    def on_trace_start(self, trace: Any) -> None:
+        """Traces are not records."""
+
+    def on_trace_end(self, trace: Any) -> None:
+        """Traces are not records."""
+
+    def on_span_start(self, span: Any) -> None:
+        """Spans are exported as they end."""
+
+    def on_span_end(self, span: Any) -> None:
+        """Keep the span as exported."""
+        self.exported.append(span.export())
+
+    def shutdown(self) -> None:
+        """Nothing is held."""
+
+    def force_flush(self) -> None:
+        """Nothing is held."""
+
+
+SECRET = "sk-hydrate-test-9f3a61c2"  # noqa: S105  (a made-up key the outputs are searched for)
+
+
+def test_exported_spans_are_filled_in_by_hydrate(server: AgentServer, url: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    exporter = Exporting()
+    agents.set_trace_processors([exporter])
+    agent = agents.Agent(name="weather agent", instructions="Answer with the weather tool.", model="gpt-test",
+                         tools=[agents.function_tool(_weather, name_override="weather")])
+
+    async def one_run() -> Any:
+        agents.set_default_openai_client(AsyncOpenAI(base_url=url, api_key="sk-agents-test"), use_for_tracing=False)
+        return await agents.Runner.run(agent, "What is the weather in San Francisco?")
+
+    asyncio.run(one_run())
+    spans = [s for s in exporter.exported if s["span_data"]["type"] == "response"]
+    assert len(spans) == 2 and all(set(s["span_data"]) == {"type", "response_id", "usage"} for s in spans)
+    lost = {**spans[1], "id": "span_lost", "span_data": {**spans[1]["span_data"], "response_id": "resp_expired"}}
+    export = tmp_path / "spans.jsonl"
+    export.write_text("".join(json.dumps(s) + "\n" for s in [*exporter.exported, lost]), encoding="utf-8")
+
+    posts = [body for method, _, body in server.requests if method == "POST"]
+    answers = [server.answer(body) or {} for body in posts]
+    for body, answer in zip(posts, answers, strict=True):
+        items = [{"id": f"item_{n}", **item} for n, item in enumerate(body["input"])]
+        server.stored[answer["id"]] = (answer, items)
+    assert [s["span_data"]["response_id"] for s in spans] == [a["id"] for a in answers]
+
+    settings = tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache")
+    unfilled = tlmscore.prepare(export, settings)
+    assert all("--hydrate pulls the stored response" in e for e in unfilled["error"])
+
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["prepare", str(export), "-o", str(out), "--hydrate", "--offline", "--quiet"]) == 2
+    assert "--hydrate needs an API key in OPENAI_API_KEY" in capsys.readouterr().err
+    assert not out.exists()
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    assert main(["prepare", str(export), "-o", str(out), "--hydrate", "--offline", "--cache-dir",
+                 str(tmp_path / "cache"), "--quiet"]) == 0
+    rows = _lines(out)
+    raw = tlmscore.prepare([{"request": body, "response": answer} for body, answer in zip(posts, answers, strict=True)],
+                           settings)
+    assert [r["prompt"] for r in rows[:2]] == list(raw["prompt"])
+    assert [r["response"] for r in rows[:2]] == list(raw["response"])
+    assert [(r["origin"], r["trace_id"], r["span_id"]) for r in rows] == \
+        [("agents", s["trace_id"], s["id"]) for s in [*spans, lost]]
+    assert rows[2]["prompt"] is None and "expired or was never stored" in rows[2]["error"]
+    retrieved = [path for method, path, _ in server.requests if method == "GET" and "/input_items" not in path]
+    assert len(retrieved) == 3 and all("include" in path for path in retrieved)
+    assert SECRET not in out.read_text(encoding="utf-8")

@@ -20,7 +20,8 @@ from tlmscore.sources._tables import rows, table_kind
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["done_ids", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids", "request_from"]
+__all__ = ["done_ids", "hydrate", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids", "request_from",
+           "stored_id"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -85,6 +86,32 @@ async def pull_one(client: AsyncOpenAI, rid: str) -> dict[str, Any]:
     body = response.model_dump(mode="json", exclude_unset=True, warnings=False)
     return {"id": rid, "request": request_from(body, items), "response": body, "origin": ORIGIN,
             "metadata": {"pulled": "responses.retrieve"}}
+
+
+def stored_id(record: Any) -> str | None:
+    """The response id of a record that holds nothing else of its call (a span export's), else None."""
+    if not isinstance(record, dict) or any(k in record for k in ("response", "request", "output", "choices")):
+        return None
+    rid = record.get("response_id")
+    return rid if isinstance(rid, str) and rid.strip() else None
+
+
+async def hydrate(client: AsyncOpenAI, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` (holding only a `response_id`) filled in with the stored response and its input items.
+
+    The record keeps its own id, origin, trace and span ids and metadata; when the response cannot
+    be pulled, the record is an error record saying why.
+    """
+    rid = stored_id(record)
+    if rid is None:
+        return record
+    pulled = await pull_one(client, rid)
+    kept: dict[str, Any] = {k: record[k] for k in ("id", "origin", "trace_id", "span_id", "warnings") if k in record}
+    given = record.get("metadata")
+    metadata: dict[str, Any] = given if isinstance(given, dict) else {}
+    if "error" in pulled:
+        return {**pulled, **kept, "metadata": metadata}
+    return {**pulled, **kept, "metadata": {**metadata, "hydrated": rid}}
 
 
 async def pull_records(client: AsyncOpenAI, ids: Iterable[str], concurrency: int = 8) -> AsyncIterator[dict[str, Any]]:

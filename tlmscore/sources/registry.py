@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import _openinference, _otlp, _phoenix
+from tlmscore.sources import _agents, _openinference, _otlp, _phoenix
 from tlmscore.sources._tables import Peek, Read, peek
 
 __all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live",
@@ -43,6 +43,7 @@ def _builtin() -> tuple[SourceReader, ...]:
     return (
         SourceReader("openinference", _openinference.detect, _openinference.read),
         SourceReader("otlp", _otlp.detect, _otlp.read),
+        SourceReader("agents", _agents.detect, _agents.read),
         SourceReader("phoenix", lambda _: False, _phoenix.read_live, schemes=("phoenix", "phoenixs")),
     )
 
