@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -237,3 +238,55 @@ def test_exported_spans_are_filled_in_by_hydrate(server: AgentServer, url: str, 
     retrieved = [path for method, path, _ in server.requests if method == "GET" and "/input_items" not in path]
     assert len(retrieved) == 3 and all("include" in path for path in retrieved)
     assert SECRET not in out.read_text(encoding="utf-8")
+
+
+class EchoServer(OpenAIServer):
+    """Answers with the recorded response the request's model names, echoing its instructions and tools."""
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        recorded = super().answer(body)
+        if recorded is None:
+            return None
+        return {**recorded, "instructions": body.get("instructions"), "tools": body.get("tools", [])}
+
+
+# The openai SDK warns while serialising the xAI responses it parsed into the nearest types.
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_every_recorded_response_reads_from_the_recording_as_from_the_raw_call(corpus_responses: Path,
+                                                                              tmp_path: Path) -> None:
+    import openai
+
+    stems = [p.stem for p in sorted(corpus_responses.glob("*.json"))
+             if json.loads(p.read_text(encoding="utf-8")).get("object") == "response"]
+    path = tmp_path / "calls.jsonl"
+    processor = RecordingProcessor(path)
+    agents.set_trace_processors([processor])
+    with EchoServer(corpus_responses) as server:
+        async def runs() -> None:
+            agents.set_default_openai_client(AsyncOpenAI(base_url=server.url, api_key="sk-agents-test"),
+                                             use_for_tracing=False)
+            for stem in stems:
+                agent = agents.Agent(name=f"agent {stem}", instructions="Be brief.", model=stem)
+                # A call of a tool this agent lacks stops the run after the call was recorded.
+                with contextlib.suppress(agents.ModelBehaviorError):
+                    await agents.Runner.run(agent, f"About {stem}?", max_turns=1)
+
+        asyncio.run(runs())
+        posts = [body for method, _, body in server.requests if method == "POST"]
+        answers = [server.answer(body) or {} for body in posts]
+        client = openai.OpenAI(base_url=server.url, api_key="sk-other", max_retries=0)
+        returned = [client.responses.create(**body) for body in posts]  # as the openai SDK parses them
+    agents.set_trace_processors([])
+    processor.shutdown()
+    assert [body["model"] for body in posts] == stems
+    settings = tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache")
+    rows = tlmscore.prepare(path, settings)
+    raw = tlmscore.prepare([{"request": b, "response": a} for b, a in zip(posts, answers, strict=True)], settings)
+    # The SDK parses the response and dumps it again: an item's keys may come in its own order.
+    parsed = tlmscore.prepare([{"request": b, "response": r} for b, r in zip(posts, returned, strict=True)],
+                              settings)
+    assert rows["error"].isna().all()
+    assert list(rows["prompt"]) == list(raw["prompt"])
+    assert list(rows["response"]) == list(parsed["response"])
+    assert [m["agent"] for m in (json.loads(line)["metadata"] for line in path.read_text().splitlines())] == \
+        [f"agent {stem}" for stem in stems]
