@@ -97,7 +97,7 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     check_files(args.batch_input, what="--batch-input")
     check_files(args.pages, what="--pages", folders=True)
     check_output(args.output, folder=ray)
-    if args.hydrate and not os.environ.get("OPENAI_API_KEY"):
+    if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
         raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
     if not scoring:
         return {}

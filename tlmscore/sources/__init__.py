@@ -5,6 +5,8 @@
 - `_tables`: span and observation exports as rows (JSON lines, JSON, Parquet, CSV), streamed.
 - `_openinference`: OpenInference / Phoenix spans; `_phoenix`: a live Phoenix server (`with_window`
   puts the command line's `--since`, `--until`, `--limit` into its address).
+- `_agents`: the OpenAI Agents SDK's exported spans (a Responses span keeps only its response id);
+  `pull`: stored responses by id, and `hydrate`, which fills in a record holding only that id.
 
 A reader's records are ingest's to normalise, so a call renders the same prompt whichever
 place it was read from.
