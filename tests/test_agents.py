@@ -239,6 +239,10 @@ def test_exported_spans_are_filled_in_by_hydrate(server: AgentServer, url: str, 
     assert len(retrieved) == 3 and all("include" in path for path in retrieved)
     assert SECRET not in out.read_text(encoding="utf-8")
 
+    pulled = tmp_path / "pulled.jsonl"  # the same ids, pulled by the pull command from the span export
+    assert main(["pull", str(export), "-o", str(pulled)]) == 0
+    assert [r["id"] for r in _lines(pulled)] == [*(s["span_data"]["response_id"] for s in spans), "resp_expired"]
+
 
 class EchoServer(OpenAIServer):
     """Answers with the recorded response the request's model names, echoing its instructions and tools."""

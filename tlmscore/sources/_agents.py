@@ -26,7 +26,7 @@ def detect(sample: Peek) -> bool:
     return first.get("object") == "trace" or (first.get("object") == "trace.span" and "span_data" in first)
 
 
-def _nested(row: dict[str, Any]) -> dict[str, Any]:
+def nested(row: dict[str, Any]) -> dict[str, Any]:
     """A row as exported: `span_data` an object (a CSV cell holds it as JSON text)."""
     data = row.get("span_data")
     if isinstance(data, str):
@@ -66,9 +66,18 @@ def read(address: str) -> Iterator[Read]:
             yield Read(number, error=row)
             continue
         try:
-            record = span_record(_nested(row))
+            record = span_record(nested(row))
         except ValueError as exc:
             yield Read(number, error=f"span {row.get('id')}: {exc}")
             continue
         if record is not None:
             yield Read(number, record)
+
+
+def response_id(row: dict[str, Any]) -> str | None:
+    """The response id of an exported Responses span (a table's row), else None."""
+    try:
+        record = span_record(nested(row))
+    except ValueError:
+        return None
+    return record["response_id"] if record is not None else None

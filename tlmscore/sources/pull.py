@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore.sources._agents import response_id
 from tlmscore.sources._tables import rows, table_kind
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ _NOT_FOUND = 404
 
 
 def read_ids(given: str, column: str = "response_id") -> Iterator[str]:
-    """Response ids from `given`: a file of ids (one a line), a table's `column`, or one id itself."""
+    """Response ids from `given`: a file of ids (one a line), a table's `column`, or one id itself.
+
+    An Agents SDK span export is a table whose Responses spans hold the id in `span_data`.
+    """
     path = Path(given)
     if not path.is_file():
         yield given
@@ -41,7 +45,8 @@ def read_ids(given: str, column: str = "response_id") -> Iterator[str]:
     kind = table_kind(path)
     if kind in ("parquet", "csv", "json") or (kind == "jsonl" and _first_is_object(path)):
         for _, row in rows(path, kind):
-            value = row.get(column) if isinstance(row, dict) else None
+            value = (row.get(column) or (response_id(row) if column == "response_id" else None)
+                     if isinstance(row, dict) else None)
             if isinstance(value, str) and value.strip():
                 yield value.strip()
         return
