@@ -124,6 +124,8 @@ def test_files_rotate_by_size_and_every_file_is_read(url: str, tmp_path: Path) -
                             tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache"))
     assert list(rows["span_id"]) == newest_first[::-1]
     assert rows["error"].isna().all()
+    _run(processor, url)  # after shutdown nothing is written: the run's two calls are counted as dropped
+    assert processor.dropped == 2 and [_lines(f)[0]["span_id"] for f in files] == newest_first
 
 
 def test_a_disk_that_blocks_never_blocks_the_run(url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -202,15 +202,24 @@ class RecordingProcessor(TracingProcessor):
         self._put(_Call(span.trace_id, span.span_id, span, items, metadata))
 
     def _put(self, call: _Call) -> None:
+        if self._accepted(call):
+            return
+        with self._lock:
+            self._dropped += 1
+            dropped = self._dropped
+        if dropped == 1 or dropped % _WARN_EVERY == 0:
+            _LOG.warning("tlmscore.agents: %s is not keeping up (%d records waiting): span %s not "
+                         "recorded; %d dropped so far", self.path, self._queue.maxsize, call.span_id, dropped)
+
+    def _accepted(self, call: _Call) -> bool:
+        """Whether `call` found room in the queue (after shutdown nothing drains it: never)."""
+        if self._stopped:
+            return False
         try:
             self._queue.put_nowait(call)
         except queue.Full:
-            with self._lock:
-                self._dropped += 1
-                dropped = self._dropped
-            if dropped == 1 or dropped % _WARN_EVERY == 0:
-                _LOG.warning("tlmscore.agents: %s is not keeping up (%d records waiting): span %s not "
-                             "recorded; %d dropped so far", self.path, self._queue.maxsize, call.span_id, dropped)
+            return False
+        return True
 
     def _drain(self) -> None:
         import orjson  # noqa: PLC0415  (imported on the writer thread, not the agent's)
