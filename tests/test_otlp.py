@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import tlmscore
+from tests.openai_server import OpenAIServer
 from tlmscore.ingest import read_transcripts
 from tlmscore.sources import REGISTRY, find_reader
 
@@ -165,3 +166,45 @@ def test_a_broken_line_and_a_broken_span_are_error_rows_naming_the_line(body: by
     assert transcripts[2].error is not None and transcripts[2].error.startswith(f"{path}:3: line 2: invalid JSON")
     assert transcripts[3].error == (f"{path}:4: line 3: span 00000000000000ff: "
                                     "a GenAI message must be an object, not str")
+
+
+def _uncaptured() -> bytes:
+    """A GenAI span as an instrumentation writes it with message content capture off: ids, model, usage."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    for rid in ("resp_9", "resp_gone", "chatcmpl-1"):
+        with tracer.start_as_current_span("chat gpt-test") as span:
+            span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test",
+                                 "gen_ai.response.id": rid, "gen_ai.usage.input_tokens": 12})
+    body: bytes = encode_spans(exporter.get_finished_spans()).SerializeToString()
+    return body
+
+
+def test_spans_without_captured_content_are_filled_in_by_hydrate(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(_as_json(_uncaptured(), hex_ids=True)) + "\n", encoding="utf-8")
+    rows = tlmscore.prepare(path, _settings(tmp_path))
+    assert len(rows) == 2  # a Chat Completions id cannot be pulled: that span is no record
+    assert all("holds only the response id" in e and "--hydrate" in e for e in rows["error"])
+
+    request = RAW["request"]
+    response = {**RAW["response"], "instructions": request["instructions"], "tools": request["tools"]}
+    items = [{"id": f"item_{n}", **item} for n, item in enumerate(request["input"])]
+    with OpenAIServer(tmp_path, stored={"resp_9": (response, items)}) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-otlp-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        filled = tlmscore.prepare(path, _settings(tmp_path).model_copy(update={"hydrate": True}))
+    raw = tlmscore.prepare([RAW], _settings(tmp_path))
+    assert filled["prompt"][0] == raw["prompt"][0] and filled["response"][0] == raw["response"][0]
+    assert filled["error"][0] is None and filled["response_id"][0] == "resp_9"
+    assert list(filled["span_id"]) == list(rows["span_id"]) and set(filled["origin"]) == {"otlp"}
+    assert filled["prompt"][1] is None and "resp_gone" in filled["error"][1]
+    assert "expired or was never stored" in filled["error"][1]

@@ -128,6 +128,16 @@ def test_the_live_server_reads_as_the_raw_records_do(recorded: Recorded, tmp_pat
     assert sorted(rows["span_id"]) == sorted(export["span_id"])
 
 
+def test_the_live_server_read_a_few_spans_at_a_time_gives_the_same_rows_in_the_same_order(
+        recorded: Recorded, tmp_path: Path) -> None:
+    whole = tlmscore.prepare(f"{recorded.server.address}/{PROJECT}", _settings(tmp_path))
+    rows = _same_as_raw(f"{recorded.server.address}/{PROJECT}?page=4", recorded, tmp_path)
+    assert list(rows["span_id"]) == list(whole["span_id"])
+    assert list(rows["prompt"]) == list(whole["prompt"])
+    first = tlmscore.prepare(f"{recorded.server.address}/{PROJECT}?page=4&limit=5", _settings(tmp_path))
+    assert list(first["span_id"]) == list(whole["span_id"][:5])  # the oldest five
+
+
 def test_a_span_without_output_value_is_rebuilt_from_its_messages_with_a_warning(recorded: Recorded,
                                                                                  tmp_path: Path) -> None:
     frame = pd.read_parquet(recorded.exports["parquet"])

@@ -286,6 +286,7 @@ def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp
     (["--calibration", str(BATCH_IN)], "--calibration: not available with --engine ray yet"),
     (["--annotate", "otlp-json:{tmp}/spans.json"], "--annotate: not available with --engine ray yet"),
     (["--format", "records"], "live sources and --format: not available with --engine ray yet"),
+    (["--hydrate"], "--hydrate: not available with --engine ray yet"),
 ])
 def test_ray_refuses_what_it_cannot_do_yet_before_any_work(tmp_path: Path, flags: list[str], refused: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:

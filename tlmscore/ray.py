@@ -105,6 +105,9 @@ def _converted(source: Sequence[str | Path] | str | Path | Dataset, settings: Se
     if settings.batch_inputs:
         raise ConfigError("OpenAI Batch API input files (--batch-input) are not joined by the Ray engine yet; "
                           "run those batches on one machine")
+    if settings.hydrate:
+        raise ConfigError("records holding only a response id are not filled in (hydrate) by the Ray engine yet; "
+                          "run `tlmscore pull` first, or hydrate on one machine")
     partitions = engine.shuffle_partitions()
     records = _records(source).materialize()
     linked = with_links(records, partitions)

@@ -39,6 +39,8 @@ class Settings(BaseModel):
         default=(), description="JSONL files of page records served before the cache and the network")
     batch_inputs: tuple[Path, ...] = Field(
         default=(), description="OpenAI Batch API input files joined to output lines by custom_id")
+    hydrate: bool = Field(
+        default=False, description="fill in records holding only a response_id from the stored responses")
     input_format: str | None = Field(
         default=None, description="the source reader of every input (see tlmscore.sources); None: by content")
 

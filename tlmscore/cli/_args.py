@@ -64,6 +64,9 @@ def _add_input(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--since", default=None, metavar="TIME", help="live source: spans started at or after TIME")
     group.add_argument("--until", default=None, metavar="TIME", help="live source: spans started before TIME")
     group.add_argument("--limit", type=int, default=None, metavar="N", help="live source: at most N spans")
+    group.add_argument("--hydrate", action="store_true",
+                       help="fill in records that hold only a response_id (span exports) from the stored "
+                            "responses (key: $OPENAI_API_KEY, API root: $OPENAI_BASE_URL)")
     group.add_argument("--batch-input", action="append", default=[], type=Path, metavar="FILE",
                        help="OpenAI Batch API input file, joined to output lines by custom_id (repeatable)")
     group.add_argument("--reasoning", choices=("skip", "summary"), default=_default("reasoning"),
@@ -299,5 +302,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["progress"] = False
     if getattr(args, "input_format", None) is not None:
         values["input_format"] = args.input_format
+    if getattr(args, "hydrate", False):
+        values["hydrate"] = True
     values.update(_network_values(args))
     return Settings(**values)

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -96,6 +97,8 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     check_files(args.batch_input, what="--batch-input")
     check_files(args.pages, what="--pages", folders=True)
     check_output(args.output, folder=ray)
+    if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
+        raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
     if not scoring:
         return {}
     options = _scorer_options(args)
@@ -110,7 +113,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     if args.engine == "ray":
         unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
                                                 ("--calibration", getattr(args, "calibration", None)),
-                                                ("--annotate", getattr(args, "annotate", None))) if given]
+                                                ("--annotate", getattr(args, "annotate", None)),
+                                                ("--hydrate", args.hydrate)) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
         return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)

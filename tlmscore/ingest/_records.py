@@ -27,6 +27,7 @@ from tlmscore.ingest._logfile import (
 )
 from tlmscore.ingest._streams import is_sse_line, is_stream_line, stream_records
 from tlmscore.model import Transcript
+from tlmscore.sources.pull import stored_id
 from tlmscore.sources.registry import SourceReader, find_reader, is_live
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
@@ -143,9 +144,14 @@ def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | N
     if not isinstance(record, dict):
         return Transcript(id=rid, source=source, line=line, raw=record,
                           error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
-    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record):
+    stored = stored_id(record)
+    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record or stored):
         rid = str(record["id"])
     origin = _origin(record)
+    if stored is not None:
+        error = (f"{source}:{line}: the record holds only the response id {stored}, not the call; "
+                 "--hydrate pulls the stored response")
+        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
     try:
         request, response, metadata = _unwrap(record, batch)
         kind = _response_kind(response)

@@ -41,6 +41,7 @@ from tlmscore.ingest._history import with_history
 from tlmscore.ingest._records import Source, read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
+from tlmscore.pipeline._hydrate import hydrated, open_client
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
@@ -234,11 +235,14 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
         chains = await asyncio.to_thread(_chain_index, source, joined, settings.input_format)
         if chains is not None:
             stack.callback(chains.close)
+        client = await stack.enter_async_context(open_client()) if settings.hydrate else None
         records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         empty: list[Transcript] = []
         while chunk := await asyncio.to_thread(next, chunks, empty):
+            if client is not None:
+                chunk = await hydrated(chunk, client, settings.concurrency)
             rows = await prepare_chunk(chunk, settings, page_source, chains, scorer, converters=table)
             done += len(rows)
             if progress is not None:

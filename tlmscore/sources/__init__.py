@@ -7,6 +7,8 @@
   puts the command line's `--since`, `--until`, `--limit` into its address).
 - `_otlp`, `_genai`: OTLP traces with GenAI spans; `_langfuse`: Langfuse observation exports;
   `_langsmith`: LangSmith run exports.
+- `_agents`: the OpenAI Agents SDK's exported spans (a Responses span keeps only its response id);
+  `pull`: stored responses by id, and `hydrate`, which fills in a record holding only that id.
 
 A reader's records are ingest's to normalise, so a call renders the same prompt whichever
 place it was read from.

@@ -4,7 +4,9 @@ Read: the OpenTelemetry Collector's file exporter (JSON lines of `ExportTraceSer
 one such request as JSON, or an OTLP/HTTP protobuf body (`.pb`, `.binpb`).
 
 A span is a record when it carries GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`)
-or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`); other spans are not.
+or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`); a span whose content
+was not captured but whose `gen_ai.response.id` is a Responses id (`resp_…`) is a record of that id
+alone (`--hydrate` fills it in); other spans are not.
 Records are numbered in file order (a line of the file can hold many spans); a record's error
 names the file's line as well.
 """
@@ -98,13 +100,28 @@ def _event_message(role: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": role, "parts": parts}
 
 
+def _ids(span: Mapping[str, Any]) -> dict[str, Any]:
+    span_id = hex_id(span.get("spanId") or span.get("span_id"), 8)
+    return {"id": span_id, "origin": ORIGIN, "trace_id": hex_id(span.get("traceId") or span.get("trace_id"), 16),
+            "span_id": span_id}
+
+
+def _stored_only(span: Mapping[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A GenAI span whose content was not captured: a record of its Responses id alone (for `--hydrate`)."""
+    rid = attributes.get("gen_ai.response.id")
+    if not isinstance(rid, str) or not rid.startswith("resp_"):
+        return None
+    metadata = {"span_name": span.get("name"), "model": attributes.get("gen_ai.request.model")}
+    return {**_ids(span), "response_id": rid, "metadata": {k: v for k, v in metadata.items() if v is not None}}
+
+
 def span_record(span: Mapping[str, Any]) -> dict[str, Any] | None:
     """The record of one OTLP span with GenAI content; None for another span."""
     attributes = attributes_of(span.get("attributes"))
     if "gen_ai.input.messages" not in attributes and "gen_ai.output.messages" not in attributes:
         inputs, outputs = _event_messages(span.get("events"))
         if not outputs:
-            return None
+            return _stored_only(span, attributes)
         attributes = {**attributes, "gen_ai.input.messages": inputs, "gen_ai.output.messages": outputs}
     request, response, warnings = genai_call(attributes)
     span_id = hex_id(span.get("spanId") or span.get("span_id"), 8)

@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore.sources._agents import response_id
 from tlmscore.sources._tables import rows, table_kind
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["done_ids", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids"]
+__all__ = ["done_ids", "hydrate", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids", "request_from",
+           "stored_id"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -32,7 +34,10 @@ _NOT_FOUND = 404
 
 
 def read_ids(given: str, column: str = "response_id") -> Iterator[str]:
-    """Response ids from `given`: a file of ids (one a line), a table's `column`, or one id itself."""
+    """Response ids from `given`: a file of ids (one a line), a table's `column`, or one id itself.
+
+    An Agents SDK span export is a table whose Responses spans hold the id in `span_data`.
+    """
     path = Path(given)
     if not path.is_file():
         yield given
@@ -40,7 +45,8 @@ def read_ids(given: str, column: str = "response_id") -> Iterator[str]:
     kind = table_kind(path)
     if kind in ("parquet", "csv", "json") or (kind == "jsonl" and _first_is_object(path)):
         for _, row in rows(path, kind):
-            value = row.get(column) if isinstance(row, dict) else None
+            value = (row.get(column) or (response_id(row) if column == "response_id" else None)
+                     if isinstance(row, dict) else None)
             if isinstance(value, str) and value.strip():
                 yield value.strip()
         return
@@ -53,8 +59,12 @@ def _first_is_object(path: Path) -> bool:
         return handle.readline().lstrip().startswith(b"{")
 
 
-def _request(response: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
-    request = {"model": response.get("model"), "input": items, "include": list(INCLUDE)}
+def request_from(response: dict[str, Any], items: str | list[Any],
+                 include: Sequence[str] = INCLUDE) -> dict[str, Any]:
+    """The request of a Response (a dict): `input` is `items`, the other fields those the Response echoes."""
+    request: dict[str, Any] = {"model": response.get("model"), "input": items}
+    if include:
+        request["include"] = list(include)
     request.update({k: response[k] for k in _ECHOED if response.get(k) is not None})
     return request
 
@@ -79,8 +89,34 @@ async def pull_one(client: AsyncOpenAI, rid: str) -> dict[str, Any]:
         return _missing(rid, 0, f"{type(exc).__name__}: {exc}")
     # The SDK parses provider variants into its nearest types; dumping them back warns, and need not.
     body = response.model_dump(mode="json", exclude_unset=True, warnings=False)
-    return {"id": rid, "request": _request(body, items), "response": body, "origin": ORIGIN,
+    return {"id": rid, "request": request_from(body, items), "response": body, "origin": ORIGIN,
             "metadata": {"pulled": "responses.retrieve"}}
+
+
+def stored_id(record: Any) -> str | None:
+    """The response id of a record that holds nothing else of its call (a span export's), else None."""
+    if not isinstance(record, dict) or any(k in record for k in ("response", "request", "output", "choices")):
+        return None
+    rid = record.get("response_id")
+    return rid if isinstance(rid, str) and rid.strip() else None
+
+
+async def hydrate(client: AsyncOpenAI, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` (holding only a `response_id`) filled in with the stored response and its input items.
+
+    The record keeps its own id, origin, trace and span ids and metadata; when the response cannot
+    be pulled, the record is an error record saying why.
+    """
+    rid = stored_id(record)
+    if rid is None:
+        return record
+    pulled = await pull_one(client, rid)
+    kept: dict[str, Any] = {k: record[k] for k in ("id", "origin", "trace_id", "span_id", "warnings") if k in record}
+    given = record.get("metadata")
+    metadata: dict[str, Any] = given if isinstance(given, dict) else {}
+    if "error" in pulled:
+        return {**pulled, **kept, "metadata": metadata}
+    return {**pulled, **kept, "metadata": {**metadata, "hydrated": rid}}
 
 
 async def pull_records(client: AsyncOpenAI, ids: Iterable[str], concurrency: int = 8) -> AsyncIterator[dict[str, Any]]:

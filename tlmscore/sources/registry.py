@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import _langfuse, _langsmith, _openinference, _otlp, _phoenix
+from tlmscore.sources import _agents, _langfuse, _langsmith, _openinference, _otlp, _phoenix
 from tlmscore.sources._tables import Peek, Read, peek
 
 __all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live",
@@ -45,6 +45,7 @@ def _builtin() -> tuple[SourceReader, ...]:
         SourceReader("otlp", _otlp.detect, _otlp.read),
         SourceReader("langfuse", _langfuse.detect, _langfuse.read),
         SourceReader("langsmith", _langsmith.detect, _langsmith.read),
+        SourceReader("agents", _agents.detect, _agents.read),
         SourceReader("phoenix", lambda _: False, _phoenix.read_live, schemes=("phoenix", "phoenixs")),
     )
 

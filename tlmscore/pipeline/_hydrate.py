@@ -1,0 +1,50 @@
+"""`--hydrate`: records that hold only a response id, filled in from the stored responses before conversion.
+
+A span export (the Agents SDK's, one whose output was cut) may keep only the `response_id` of a
+call. With `Settings.hydrate`, each such record of a chunk is pulled through `AsyncOpenAI` (key
+from `OPENAI_API_KEY`, API root from `OPENAI_BASE_URL`) by `tlmscore.sources.pull`, at most
+`Settings.concurrency` at once, and read again in its place; one that cannot be pulled (expired,
+never stored) becomes an error row that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tlmscore.errors import ConfigError
+from tlmscore.ingest import normalize_record
+from tlmscore.model import Transcript
+from tlmscore.sources.pull import hydrate, stored_id
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+
+def open_client() -> AsyncOpenAI:
+    """The client `--hydrate` pulls with; `ConfigError` when the environment holds no key."""
+    import openai  # noqa: PLC0415  (loaded only for a run that hydrates)
+
+    try:
+        return openai.AsyncOpenAI()
+    except openai.OpenAIError:
+        raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY") from None
+
+
+async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency: int) -> list[Transcript]:
+    """`chunk` with every record that holds only a response id read again from its stored response."""
+    todo = [i for i, t in enumerate(chunk) if stored_id(t.raw) is not None]
+    out = list(chunk)
+    if not todo:
+        return out
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(t: Transcript) -> Transcript:
+        async with gate:
+            record = await hydrate(client, t.raw)
+        return normalize_record(record, source=t.source, line=t.line)
+
+    for i, filled in zip(todo, await asyncio.gather(*(one(chunk[i]) for i in todo)), strict=True):
+        out[i] = filled
+    return out
