@@ -12,6 +12,7 @@ The key (`LANGSMITH_API_KEY`) is the SDK's `x-api-key` header; it is sent and ne
 
 from __future__ import annotations
 
+import logging
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,11 @@ def _problem(exc: Exception, key: str) -> str:
     return f"{type(exc).__name__}: {text.replace(key, '***') if key else text}"[:300]
 
 
+def _quiet(record: logging.LogRecord) -> bool:
+    """Drop the SDK's own traceback for a feedback that failed: the failure is reported here, in one line."""
+    return record.getMessage() != "Error creating feedback"
+
+
 def _send_one(client: Any, item: dict[str, Any]) -> None:
     from langsmith.utils import LangSmithConflictError  # noqa: PLC0415  (the `langsmith` extra)
 
@@ -93,6 +99,8 @@ def send_langsmith(api_url: str, items: Sequence[dict[str, Any]], env: Mapping[s
 
     key = env.get(KEY_VARIABLE, "")
     client = Client(api_url=api_url, api_key=key, auto_batch_tracing=False, retry_config=Retry(total=0))
+    sdk_log = logging.getLogger("langsmith.client")
+    sdk_log.addFilter(_quiet)
     try:
         with warnings.catch_warnings():
             # Feedback on a run without its project id is a deprecation the SDK warns about per call;
@@ -105,5 +113,6 @@ def send_langsmith(api_url: str, items: Sequence[dict[str, Any]], env: Mapping[s
     except (LangSmithError, ValueError) as exc:
         return _problem(exc, key), False
     finally:
+        sdk_log.removeFilter(_quiet)
         client.close()
     return None, False
