@@ -91,6 +91,7 @@ def side_file(scored: Path, given: Path | None) -> Path:
 
 def annotate_file(scored: Path, targets: list[str], *, threshold: float, failed: Path | None = None) -> int:
     """Annotate every row of `scored` at every target; returns the number of rows whose annotation failed."""
+    targets = list(dict.fromkeys(targets))  # a target given twice is written to once
     parsed = {t: parse_target(t, os.environ) for t in targets if t != ORIGIN}
     rows = read_scored(scored)
     failures: dict[str, dict[str, Any]] = {}
