@@ -7,12 +7,18 @@
 - `_values`: a scored row → an `Annotation` (name `tlmscore.<scorer>`, score, label, explanation, ids).
 - `_phoenix`: annotations → Phoenix span annotations (`arize-phoenix-client`), updated in place on a re-run.
 - `_otlp`: annotations → OpenTelemetry `gen_ai.evaluation.result` events (OTLP/JSON, OTLP/HTTP protobuf).
+- `_langfuse`: annotations → Langfuse scores (the `langfuse` SDK), one id per (trace, observation, name).
+- `_langsmith`: annotations → LangSmith feedback (the `langsmith` SDK), one id per (run, key).
+- `_route`: where each row goes back to by its `origin` (a bare `--annotate`).
 - `_send`: targets, batches, retries; the side file of rows whose annotation failed.
 """
 
 from __future__ import annotations
 
+from tlmscore.annotate._langfuse import score_body
+from tlmscore.annotate._langsmith import feedback
 from tlmscore.annotate._otlp import EVENT_NAME, log_record, logs_protobuf, logs_request
+from tlmscore.annotate._route import ORIGIN, by_destination, destination, input_destination, needed
 from tlmscore.annotate._send import Outcome, Target, deliver, otlp_headers, parse_target, write_side_file
 from tlmscore.annotate._values import (
     NOT_SCORABLE,
@@ -21,11 +27,13 @@ from tlmscore.annotate._values import (
     Annotation,
     annotation_of,
     annotations_of,
+    side_row,
 )
 
 __all__ = [
     "EVENT_NAME",
     "NOT_SCORABLE",
+    "ORIGIN",
     "SUPPORTED",
     "UNSUPPORTED",
     "Annotation",
@@ -33,11 +41,18 @@ __all__ = [
     "Target",
     "annotation_of",
     "annotations_of",
+    "by_destination",
     "deliver",
+    "destination",
+    "feedback",
+    "input_destination",
     "log_record",
     "logs_protobuf",
     "logs_request",
+    "needed",
     "otlp_headers",
     "parse_target",
+    "score_body",
+    "side_row",
     "write_side_file",
 ]

@@ -2,10 +2,11 @@
 
 Targets: `phoenix://HOST:PORT` (Phoenix span annotations; `phoenix:URL` for https), `otlp:URL`
 (OTLP/HTTP protobuf; a URL without a path gets `/v1/logs`), `otlp` alone (the endpoint from
-`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`), and `otlp-json:FILE`
-(OTLP/JSON requests appended to FILE, one per line). Headers for OTLP/HTTP come from
-`OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_EXPORTER_OTLP_LOGS_HEADERS` only; they are sent and never
-written or printed.
+`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`), `otlp-json:FILE`
+(OTLP/JSON requests appended to FILE, one per line), `langfuse` (scores to `LANGFUSE_HOST` with
+`LANGFUSE_PUBLIC_KEY` / `LANGFUSE_SECRET_KEY`), `langfuse-json:FILE` (score bodies, one per line),
+`langsmith` (feedback to `LANGSMITH_ENDPOINT` with `LANGSMITH_API_KEY`) and `langsmith-json:FILE`.
+Headers and keys come from the environment only; they are sent and never written or printed.
 """
 
 from __future__ import annotations
@@ -20,20 +21,29 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from tlmscore.annotate._langfuse import host as langfuse_host
+from tlmscore.annotate._langfuse import missing_keys as langfuse_missing_keys
+from tlmscore.annotate._langfuse import score_body, send_langfuse
+from tlmscore.annotate._langsmith import KEY_VARIABLE as LANGSMITH_KEY
+from tlmscore.annotate._langsmith import endpoint as langsmith_endpoint
+from tlmscore.annotate._langsmith import feedback, send_langsmith
 from tlmscore.annotate._otlp import logs_protobuf, logs_request
 from tlmscore.annotate._phoenix import send_phoenix
 from tlmscore.annotate._values import Annotation, annotation_of, annotations_of, side_row
 from tlmscore.errors import ConfigError
 
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_TARGETS = "phoenix://HOST:PORT, otlp:URL, otlp (endpoint from OTEL_EXPORTER_OTLP_*) or otlp-json:FILE"
+_TARGETS = ("phoenix://HOST:PORT, otlp:URL, otlp (endpoint from OTEL_EXPORTER_OTLP_*), otlp-json:FILE, "
+            "langfuse, langfuse-json:FILE, langsmith or langsmith-json:FILE")
+_FILES = ("otlp-json", "langfuse-json", "langsmith-json")
 
 
 @dataclass(frozen=True)
 class Target:
     """Where annotations go.
 
-    `kind` is "phoenix" (location: the server's URL), "otlp-http" (the logs endpoint) or "otlp-json" (a file).
+    `kind` is "phoenix" (location: the server's URL), "otlp-http" (the logs endpoint), "langfuse" (the host),
+    "langsmith" (the API's URL), or "otlp-json", "langfuse-json", "langsmith-json" (a file).
     """
 
     kind: str
@@ -57,22 +67,22 @@ def _logs_endpoint(url: str) -> str:
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/v1/logs"
 
 
-def _base_url(url: str) -> str:
+def _base_url(url: str, expected: str = "phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT") -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {url!r}: expected phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT")
+        raise ConfigError(f"annotation target {url!r}: expected {expected}")
     return url.rstrip("/")
 
 
 def parse_target(text: str, env: Mapping[str, str]) -> Target:
     """`--to TEXT` as a `Target`; a `ConfigError` lists the targets there are."""
     scheme, sep, rest = text.partition(":")
-    if scheme == "phoenix" and rest.startswith("//"):
-        return Target("phoenix", _base_url("http:" + rest))
     if scheme == "phoenix" and sep and rest:
-        return Target("phoenix", _base_url(rest))
-    if scheme == "otlp-json" and sep and rest:
-        return Target("otlp-json", rest)
+        return Target("phoenix", _base_url("http:" + rest if rest.startswith("//") else rest))
+    if scheme in _FILES and sep and rest:
+        return Target(scheme, rest)
+    if text in ("langfuse", "langsmith"):
+        return _langfuse_target(env) if text == "langfuse" else _langsmith_target(env)
     if scheme == "otlp" and sep and rest:
         return Target("otlp-http", _logs_endpoint(rest))
     if text == "otlp":
@@ -82,6 +92,21 @@ def parse_target(text: str, env: Mapping[str, str]) -> Target:
             return Target("otlp-http", _logs_endpoint(env["OTEL_EXPORTER_OTLP_ENDPOINT"]))
         raise ConfigError("--to otlp: set OTEL_EXPORTER_OTLP_ENDPOINT (or _LOGS_ENDPOINT), or give otlp:URL")
     raise ConfigError(f"annotation target {text!r}: expected {_TARGETS}")
+
+
+def _langfuse_target(env: Mapping[str, str]) -> Target:
+    where = langfuse_host(env)
+    missing = ([] if where else ["LANGFUSE_HOST"]) + langfuse_missing_keys(env)
+    if missing:
+        raise ConfigError(f"--to langfuse: set {', '.join(missing)}")
+    assert where is not None  # noqa: S101  (checked just above; for the type checker)
+    return Target("langfuse", _base_url(where, "an http(s) URL in LANGFUSE_HOST"))
+
+
+def _langsmith_target(env: Mapping[str, str]) -> Target:
+    if not env.get(LANGSMITH_KEY):
+        raise ConfigError(f"--to langsmith: set {LANGSMITH_KEY} (and LANGSMITH_ENDPOINT for a self-hosted one)")
+    return Target("langsmith", _base_url(langsmith_endpoint(env), "an http(s) URL in LANGSMITH_ENDPOINT"))
 
 
 def otlp_headers(env: Mapping[str, str]) -> dict[str, str]:
@@ -95,56 +120,92 @@ def otlp_headers(env: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-def _post(client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str]) -> str | None:
-    """One POST; None when accepted, else why (retryable or not is the caller's question)."""
+Attempt = Callable[[], tuple[str | None, bool]]
+"""One try at sending a batch: (None, _) when it was written, else (why, whether trying again may help)."""
+
+
+def _post(client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[str | None, bool]:
+    """One OTLP/HTTP POST."""
     try:
         reply = client.post(url, content=body, headers={**headers, "Content-Type": "application/x-protobuf"})
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}", True
     if reply.is_success:
-        return None
-    return f"HTTP {reply.status_code}"
+        return None, False
+    return f"HTTP {reply.status_code}", reply.status_code in _RETRY_STATUS
 
 
-def _send_http(client: httpx.Client, url: str, body: bytes, headers: Mapping[str, str], *, attempts: int,
-               backoff: float, sleep: Callable[[float], None]) -> str | None:
-    problem = None
-    for attempt in range(attempts):
-        problem = _post(client, url, body, headers)
-        retryable = problem is not None and (not problem.startswith("HTTP ")
-                                             or int(problem.split()[1]) in _RETRY_STATUS)
-        if not retryable:
-            return problem
-        if attempt + 1 < attempts:
-            sleep(backoff * 2**attempt)
-    return f"{problem} (after {attempts} attempts)"
+def _phoenix_attempt(location: str, batch: Sequence[Annotation]) -> tuple[str | None, bool]:
+    try:
+        send_phoenix(location, batch)
+    except (httpx.HTTPError, OSError, ValueError) as exc:
+        status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
+        return f"{type(exc).__name__}: {exc}", status is None or status in _RETRY_STATUS
+    return None, False
 
 
-def _append_json(path: Path, request: dict[str, Any]) -> str | None:
+def _append_lines(path: Path, items: Sequence[dict[str, Any]]) -> tuple[str | None, bool]:
+    """JSON lines appended to a file (not retried: a full disk or a bad path stays so)."""
     try:
         with path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(request, ensure_ascii=False, separators=(",", ":")) + "\n")
+            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
     except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    return None
+        return f"{path}: {exc.strerror or exc}", False
+    return None, False
 
 
-def _send_phoenix(location: str, batch: Sequence[Annotation], *, attempts: int, backoff: float,
-                  sleep: Callable[[float], None]) -> str | None:
+def _retrying(attempt: Attempt, *, attempts: int, backoff: float, sleep: Callable[[float], None]) -> str | None:
+    """Try up to `attempts` times with exponential backoff while the failure is one that may pass."""
     problem = None
-    for attempt in range(attempts):
-        try:
-            send_phoenix(location, batch)
-        except (httpx.HTTPError, OSError, ValueError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-            status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
-            if status is not None and status not in _RETRY_STATUS:
-                return problem
-        else:
-            return None
-        if attempt + 1 < attempts:
-            sleep(backoff * 2**attempt)
+    for number in range(attempts):
+        problem, retryable = attempt()
+        if problem is None or not retryable:
+            return problem
+        if number + 1 < attempts:
+            sleep(backoff * 2**number)
     return f"{problem} (after {attempts} attempts)"
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One batch as each kind of target is sent it: the annotations, and the bodies of Langfuse / LangSmith."""
+
+    rows: Sequence[dict[str, Any]]
+    annotations: Sequence[Annotation]
+
+    def bodies(self, kind: str) -> list[dict[str, Any]]:
+        make = score_body if kind.startswith("langfuse") else feedback
+        found = (make(row, a) for row, a in zip(self.rows, self.annotations, strict=True))
+        return [body for body in found if body is not None]
+
+
+def _attempt(target: Target, batch: _Batch, client: httpx.Client, env: Mapping[str, str], *, stamp: int,
+             transport: httpx.BaseTransport | None) -> Attempt:
+    """How one batch is sent to `target`."""
+    kind, location = target.kind, target.location
+    if kind == "phoenix":
+        return lambda: _phoenix_attempt(location, batch.annotations)
+    if kind == "otlp-json":
+        return lambda: _append_lines(Path(location), [logs_request(batch.annotations, time_unix_nano=stamp)])
+    if kind in ("langfuse-json", "langsmith-json"):
+        return lambda: _append_lines(Path(location), batch.bodies(kind))
+    if kind == "langfuse":
+        return lambda: send_langfuse(location, batch.bodies(kind), env, transport=transport)
+    if kind == "langsmith":
+        return lambda: send_langsmith(location, batch.bodies(kind), env)
+    body = logs_protobuf(logs_request(batch.annotations, time_unix_nano=stamp))
+    headers = otlp_headers(env)
+    return lambda: _post(client, location, body, headers)
+
+
+def _reachable(row: dict[str, Any], kind: str, threshold: float) -> bool:
+    """Whether the row has the ids `kind` annotates by (a span; a Langfuse trace; a LangSmith run)."""
+    annotation = annotation_of(row, threshold)
+    if kind == "phoenix":
+        return annotation.span_id is not None
+    if kind.startswith(("langfuse", "langsmith")):
+        return bool(_Batch([row], [annotation]).bodies(kind))
+    return True
 
 
 def deliver(rows: Sequence[dict[str, Any]], target: Target, *, threshold: float = 0.5,
@@ -153,32 +214,23 @@ def deliver(rows: Sequence[dict[str, Any]], target: Target, *, threshold: float 
             time_unix_nano: int | None = None) -> Outcome:
     """Write the annotations of `rows` to `target` in batches; a batch that keeps failing is reported, not raised.
 
-    Phoenix annotates spans: rows without a `span_id` are counted in `skipped`.
+    Phoenix annotates spans, Langfuse traces and LangSmith runs: rows without those ids are counted in `skipped`.
     """
     outcome = Outcome()
     stamp = time_unix_nano if time_unix_nano is not None else time.time_ns()
-    headers = otlp_headers(env) if target.kind == "otlp-http" else {}
-    if target.kind == "phoenix":
-        outcome.skipped = sum(annotation_of(r, threshold).span_id is None for r in rows)
-        rows = [r for r in rows if annotation_of(r, threshold).span_id is not None]
+    reachable = [r for r in rows if _reachable(r, target.kind, threshold)]
+    outcome.skipped = len(rows) - len(reachable)
     with httpx.Client(transport=transport, timeout=30.0) as client:
-        for start in range(0, len(rows), batch_size):
-            batch = rows[start:start + batch_size]
-            annotations = annotations_of(batch, threshold)
-            if target.kind == "phoenix":
-                problem = _send_phoenix(target.location, annotations, attempts=attempts, backoff=backoff,
-                                        sleep=sleep)
-            elif target.kind == "otlp-json":
-                problem = _append_json(Path(target.location), logs_request(annotations, time_unix_nano=stamp))
-            else:
-                problem = _send_http(client, target.location,
-                                     logs_protobuf(logs_request(annotations, time_unix_nano=stamp)), headers,
-                                     attempts=attempts, backoff=backoff, sleep=sleep)
+        for start in range(0, len(reachable), batch_size):
+            chunk = reachable[start:start + batch_size]
+            batch = _Batch(chunk, annotations_of(chunk, threshold))
+            attempt = _attempt(target, batch, client, env, stamp=stamp, transport=transport)
+            problem = _retrying(attempt, attempts=attempts, backoff=backoff, sleep=sleep)
             if problem is None:
-                outcome.written += len(batch)
+                outcome.written += len(chunk)
             else:
-                outcome.failed_rows.extend(side_row(r) for r in batch)
-                outcome.errors.append(f"rows {start + 1}-{start + len(batch)}: {problem}")
+                outcome.failed_rows.extend(side_row(r) for r in chunk)
+                outcome.errors.append(f"rows {start + 1}-{start + len(chunk)}: {problem}")
     return outcome
 
 

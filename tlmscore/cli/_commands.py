@@ -103,7 +103,7 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
         return {}
     options = _scorer_options(args)
     check_scorer(args.scorer, options)
-    check_targets(args.annotate)
+    check_targets(args.annotate, args.inputs, args.input_format)
     return options
 
 
