@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tlmscore.cli import main
 from tlmscore.convert import convert_transcript
 from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.rendering._prompt import render
 from tlmscore.scoring import Score
 from tlmscore.scoring.grounding import GroundingScorer
-from tlmscore.scoring.grounding._claims import answer_sentences, claims_of, to_the_reader
+from tlmscore.scoring.grounding._claims import about_the_calls, answer_sentences, claims_of, to_the_reader
 from tlmscore.scoring.grounding._evidence import IMAGE_ONLY, documents, table_lines, without_images
 from tlmscore.scoring.grounding._support import derived
 from tlmscore.scoring.grounding._text import clauses, clean_markdown
@@ -226,3 +228,87 @@ def test_an_empty_structured_output_beside_a_readable_one_is_no_error(scorer: Gr
                 Evidence(kind="tool", text="count\n17", call_id="c2", tool="sql"))
     found = scorer.score_one(ScoringInput("q", "17 orders are currently late.", evidence=evidence))
     assert found.error is None and found.score >= 0.7
+
+
+# ---------------------------------------------------------------- remarks on the answer's own tool calls
+
+
+@pytest.mark.parametrize(("sentence", "expected"), [
+    ("Note: The tools were called sequentially because getDemand cannot be called in parallel with other tools.",
+     True),
+    ("Both tools were invoked in parallel.", True),
+    ("The function call was executed twice.", True),
+    ("The function call returned 17 late orders.", False),     # a figure: a claim
+    ("The new tools help farmers plant faster.", False),        # tools, but not how they were called
+    ("We call this function the loss of the model.", False),    # a call, but no tool
+])
+def test_remarks_on_how_the_tools_were_called_are_not_claims(sentence: str, expected: bool) -> None:
+    assert about_the_calls(sentence) is expected
+    found = claim_texts(f"The order shipped on 3 May 2025. {sentence}")
+    assert (found == ["The order shipped on 3 May 2025."]) is expected
+
+
+# ---------------------------------------------------------------- the four recorded shapes through `tlmscore score`
+
+
+def _response(n: int, items: list[dict[str, Any]], text: str) -> dict[str, Any]:
+    message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {"id": f"resp_{n}", "object": "response", "model": "gpt-5", "status": "completed",
+            "output": [*items, message]}
+
+
+def _recorded_shapes() -> list[dict[str, Any]]:
+    """Records shaped like four recorded answers: an MCP call, a program's output, an image, a code run."""
+    mcp = {"type": "mcp_call", "id": "mcp_1", "status": "completed", "server_label": "zip1",
+           "name": "create_short_url", "arguments": '{"url": "https://ai-sdk.dev/", "max_clicks": 100}',
+           "error": None, "output": f"\u2705 {ZIP1}"}
+    program = {"type": "program_output", "id": "cmo_1", "status": "completed", "call_id": "call_1",
+               "result": json.dumps({"sku": "sku_123", "availableUnits": 42, "requestedUnits": 31,
+                                     "sufficient": True})}
+    image = {"type": "image_generation_call", "id": "ig_1", "status": "completed", "output_format": "png",
+             "result": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
+                       "AAAABJRU5ErkJggg=="}
+    code = {"type": "code_interpreter_call", "id": "ci_1", "status": "completed", "container_id": "cntr_1",
+            "code": "sums = roll(10000)\ntotal_sum = sum(sums)\nlen(sums), total_sum",
+            "outputs": [{"type": "logs", "logs": "(10000, 70024)"}]}
+    answers: list[tuple[str, str, list[dict[str, Any]], str]] = [
+        ("closing-question", "Make a short link for https://ai-sdk.dev/ with at most 100 clicks.", [mcp],
+         f"Done \u2014 I created a short link for you.\n\n{SHORT_LINK}\n\nWould you like a custom alias, password "
+         f"protection, or a description added to this short link?"),
+        ("derived-figure", "Is there enough stock of sku_123?", [program],
+         "Inventory is sufficient for `sku_123`: **42 units available** versus **31 units requested**, leaving a "
+         "**surplus of 11 units**.\n\n*Note: The tools were called sequentially because `getDemand` cannot be "
+         "called in parallel with other tools.*"),
+        ("image-placeholder", "Draw a tiny teal square icon.", [image], "Here is a tiny teal square icon."),
+        ("markdown-link", "Roll two dice 10,000 times and give me the total.", [code],
+         "I ran 10,000 trials of rolling two dice and summed the results.\n\n- Total sum across all 10,000 rolls: "
+         "70024\n- You can download it here:\n  [Download the file](sandbox:/mnt/data/two_dice_sums_10000.txt)"),
+    ]
+    return [{"id": name, "request": {"model": "gpt-5", "input": question}, "response": _response(n, items, text)}
+            for n, (name, question, items, text) in enumerate(answers)]
+
+
+def test_the_four_recorded_shapes_score_right_through_the_command(tmp_path: Path) -> None:
+    source = tmp_path / "answers.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _recorded_shapes()), encoding="utf-8")
+    out = tmp_path / "scored.jsonl"
+    assert main(["score", str(source), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")]) == 0
+    rows = {row["id"]: row for row in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    assert list(rows) == ["closing-question", "derived-figure", "image-placeholder", "markdown-link"]
+    asked = rows["closing-question"]
+    assert asked["score"] >= 0.8 and "Would you like" not in json.dumps(asked["details"])
+    derived_row = rows["derived-figure"]
+    assert derived_row["score"] >= 0.7 and not derived_row["details"]["unsupported"]
+    assert derived_row["details"]["claims"] == 3  # the note on how the tools were called is not one
+    image_row = rows["image-placeholder"]
+    assert image_row["score"] is None or math.isnan(image_row["score"])
+    assert "only an image" in image_row["explanation"]
+    linked = rows["markdown-link"]
+    claims = json.dumps([*linked["details"]["unsupported"], *linked["details"]["partially_supported"]])
+    assert "sandbox" not in claims and "/mnt" not in claims
+    # The link's sentence and the total are supported; only the account of the run, which the code (not its
+    # output) states, is not.
+    assert [u["claim"] for u in linked["details"]["unsupported"]] == [
+        "I ran 10,000 trials of rolling two dice and summed the results."]
+    assert linked["details"]["claims"] == 3

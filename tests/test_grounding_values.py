@@ -308,3 +308,12 @@ def test_the_labelled_fixtures_score_the_same_from_values_as_from_the_prompt() -
         from_prompt = scorer.score_one(replace(item, evidence=None))  # read back from the prompt's text
         from_values = scorer.score_one(replace(item, evidence=values))
         assert from_values.score == from_prompt.score, (from_prompt.explanation, from_values.explanation)
+
+
+def test_the_weakest_claim_weighs_more_than_the_mean() -> None:
+    """The score is 0.3 of the claims' mean support and 0.7 of the weakest (chosen on both development sets)."""
+    found = score(f"{ANSWER} The bridge cost 99 billion euros to build.", page(ENGLISH))
+    supports = found.details["support_by_claim"]
+    assert len(supports) >= 2 and min(supports) < 0.5 < max(supports)
+    assert found.score == pytest.approx(0.3 * sum(supports) / len(supports) + 0.7 * min(supports), abs=1e-3)
+    assert found.score < (sum(supports) / len(supports) + min(supports)) / 2  # below the old half-and-half

@@ -25,8 +25,9 @@ Method, per input:
    that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
    of the claim by the cited source alone. A claim with cited sources that have text counts
    `(s + max c) / 2`; a cited source that could not be retrieved is listed, not scored.
-5. Score: `0.5 * mean + 0.5 * min` over the claims — half the average support, half the weakest
-   claim, so one contradicted claim pulls the answer down however long it is. An answer whose
+5. Score: `0.3 * mean + 0.7 * min` over the claims — less the average support, more the weakest
+   claim, so one contradicted claim pulls the answer down however long it is (0.3 beat 0.5 on both
+   development sets: docs/validity.md). An answer whose
    status is not `completed` is scored on what it finished, times `incomplete`.
 
 `details` lists the claims below `threshold` (with the numbers, names, negation or opposites that

@@ -9,6 +9,9 @@
   markers after a sentence's full stop belongs to that sentence.
 - A sentence that speaks to the reader — a question, an offer ("Let me know if …", "Would you like
   me to:" and the options listed after it), a statement of intent ("I'll check …") — is not a claim.
+- A remark on how the answer's own tools were called ("The tools were called sequentially because
+  `getDemand` cannot be called in parallel") is about the transcript, not about what the tools
+  found: no tool output states it, so it is not a claim. One that states a figure stays a claim.
 - A sentence is split into clauses (commas, semicolons, dashes, "but", …); a clause with something
   to check (`min_words` content words, or a number, date or name) is a claim, a smaller one joins
   its neighbour. A claim is split once more into parts where a new predicate starts (", and",
@@ -62,6 +65,10 @@ _TO_THE_READER = re.compile(
     r"(?!confirm\b|see\b|report\b)"
     r"|let\s+me\s+(?:check|look|see|find|know|search|verify|try|fetch|pull|get|run)\b"
     r"|(?:i\s+)?hope\s+(?:this|that|it)\s+helps\b|happy\s+to\s+help\b)", re.IGNORECASE)
+# A remark on the answer's own tool calls: it names tools (or function calls) and how they were called.
+_CALLS_NAMED = re.compile(r"\btools?\b|\b(?:tool|function)\s+calls?\b", re.IGNORECASE)
+_CALLED = re.compile(r"\b(?:call(?:ed|ing|s)?|invok(?:ed|ing|es)?|execut(?:ed|ing|es)?)\b"
+                     r"|\bin\s+(?:parallel|sequence)\b|\bsequentially\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?[\s\"\u201d\u2019)\]*_`]*(?:[^\w\s]\s*)*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
 _FINISHED = re.compile(r"[.!?\u3002\uff01\uff1f\u061f\u0964)\]\"\u201d\u2019*`]\s*\Z")
@@ -127,7 +134,7 @@ def answer_sentences(response: str, analyser: Callable[[str], Analysis] = analys
     for raw in sentences(text):
         urls, numbers = _citations(raw)
         plain = clean_markdown(raw)
-        if (offering and _LIST_ITEM.match(raw)) or to_the_reader(plain):
+        if (offering and _LIST_ITEM.match(raw)) or to_the_reader(plain) or about_the_calls(plain, analyser):
             offering = offering or plain.rstrip().endswith(":")
             continue
         offering = False
@@ -149,6 +156,17 @@ def to_the_reader(sentence: str) -> bool:
     """
     text = sentence.strip()
     return bool(_QUESTION.search(text) or _TO_THE_READER.match(text))
+
+
+def about_the_calls(sentence: str, analyser: Callable[[str], Analysis] = analyse) -> bool:
+    """Whether a sentence remarks on how the answer's tools were called, stating no figure.
+
+    "The tools were called sequentially because getDemand cannot be called in parallel" says how
+    the answer was made; no tool output states it, and scoring it as a claim marked an answer
+    that matched its tool output exactly down to 0.33. "The function call returned 17 rows"
+    states a figure, and stays a claim.
+    """
+    return bool(_CALLS_NAMED.search(sentence) and _CALLED.search(sentence) and not analyser(sentence).numbers)
 
 
 def _normal(text: str) -> str:

@@ -1,7 +1,7 @@
 """The signals an answer's grounding score is made of, as numbers a fitted combination can read.
 
-The hand-set rules multiply each claim's lexical support by penalties and take half the mean and
-half the minimum over claims. `features` lists what went into that: the claim supports (mean,
+The hand-set rules multiply each claim's lexical support by penalties and take 0.3 of the mean and
+0.7 of the minimum over claims. `features` lists what went into that: the claim supports (mean,
 minimum), lexical share, `together`, the shares of claims with a number, a name, an opposite or
 "not" that did not match, of partly supported claims, of claims their cited source does not
 support, and of claims supported at all. The scorer reports them in `details["signals"]`;
