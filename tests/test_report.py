@@ -12,12 +12,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from tlmscore import Row
 from tlmscore.output._checkpoint import Checkpoint, checkpoint_path
 
 
-def rows(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:
+def records(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:
     return [{"id": f"r{i}", "source": "log.jsonl", "line": i, "prompt": f"prompt {i}", "warnings": [f"w{i}"],
              "n_urls": i % 3, **extra} for i in range(start, stop)]
+
+
+def rows(start: int, stop: int, **extra: Any) -> list[Row]:
+    return [Row.from_record(record) for record in records(start, stop, **extra)]
 
 
 def test_parquet_chunks_are_part_files_merged_in_order(tmp_path: Path) -> None:
@@ -50,12 +55,12 @@ def test_rows_that_repeat_the_same_pages_compress_to_a_small_file(tmp_path: Path
     rng = random.Random(3)  # noqa: S311 -- test data, not a secret
     words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
     pages = [" ".join(rng.choice(words) for _ in range(4000)) for _ in range(8)]
-    batch = rows(0, 300)
+    batch = records(0, 300)
     for row in batch:
         row["prompt"] = "\n".join(rng.sample(pages, 4))
     out = tmp_path / "o.parquet"
     checkpoint = Checkpoint(out, resume=False)
-    checkpoint.write(batch)
+    checkpoint.write([Row.from_record(row) for row in batch])
     checkpoint.finish()
     text = sum(len(row["prompt"]) for row in batch)
     assert out.stat().st_size < text / 50  # compressed a block at a time, it kept about a tenth
@@ -102,7 +107,7 @@ def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
     out = tmp_path / "o.csv"
     Checkpoint(out, resume=False).write(rows(1, 3))
     with checkpoint_path(out).open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(rows(3, 4)[0])[:20])
+        handle.write(json.dumps(records(3, 4)[0])[:20])
     before = checkpoint_path(out).stat().st_ino
     resumed = Checkpoint(out, resume=True)
     assert resumed.done == {("log.jsonl", 1), ("log.jsonl", 2)}
@@ -132,7 +137,7 @@ def test_rows_keep_unicode_and_awkward_values(tmp_path: Path, suffix: str) -> No
     """NaN becomes null, Unicode is kept as written, and a value orjson refuses still gets written."""
     out = tmp_path / f"o{suffix}"
     checkpoint = Checkpoint(out, resume=False)
-    odd = {"score": float("nan"), "prompt": "Zürich \u2013 東京 \u2028 \"q\"",
+    odd = {"scorer": "grounding", "score": float("nan"), "prompt": "Zürich \u2013 東京 \u2028 \"q\"",
            "details": {1: "int key", "big": 2**70, "inner": float("inf")}}
     checkpoint.write(rows(1, 3, **odd))
     assert checkpoint.finish() == 2
