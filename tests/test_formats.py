@@ -10,6 +10,7 @@ import pytest
 
 from tlmscore import MemoryPages, Page, Settings, prepare, read_transcripts
 from tlmscore.convert import convert_transcript
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.model import ToolCall, WebResult
 from tlmscore.rendering._prompt import render_prompt, render_response
 
@@ -201,6 +202,45 @@ def test_a_failed_page_open_is_shown_failed_with_a_warning() -> None:
                                    + response_block("open_page", "ws_2", FAILED) + "Assistant:")
     assert conv.warnings == ("web_search_call open_page 'ws_2' failed: the page was not read",)
     assert conv.urls == ()
+    assert [turn.server for turn in conv.turns if isinstance(turn, ToolCall)] == [True]  # a built-in tool's call
+
+
+def test_a_page_open_logged_without_a_url_or_an_id_says_so() -> None:
+    """OpenAI's `open_page` action may log `url: null`; the call is shown with an empty URL and no page."""
+    opened = {"type": "web_search_call", "status": "completed", "action": {"type": "open_page", "url": None}}
+    conv = converted(responses_log([opened], "Nothing opened.", [], ["web_search"]))
+    assert after_tools(render_prompt(conv)) == ("User: What is said?\n\n" + call_block("open_page", {"url": ""}, "")
+                                                + response_block("open_page", "", []) + "Assistant:")
+    assert conv.warnings == ("web_search_call open_page has no URL",)
+
+
+def test_the_sentence_citing_an_opened_page_chooses_the_passage_shown() -> None:
+    text = "\n\n".join([*(f"Paragraph {n} is about the visitor centre and its opening hours." for n in range(40)),
+                        "The tram to the top of the Arch takes four minutes and carries five people per car, "
+                        "in eight cars.", *(f"Closing paragraph {n} is about parking." for n in range(40))])
+    answer = "The tram to the top takes four minutes."
+    opened = {"type": "web_search_call", "id": "ws_4", "status": "completed", "action": {"type": "open_page",
+                                                                                     "url": ARCH}}
+    log = responses_log([opened], answer, [ARCH], ["web_search"])
+    log["response"]["output"][-1]["content"][0]["annotations"][0] |= {"start_index": 0, "end_index": len(answer)}
+    prompt = render_prompt(converted(log), {ARCH: Page(url=ARCH, status="ok", text=text)}, Settings(page_chars=200))
+    assert "carries five people per car" in prompt
+
+
+def test_a_search_with_unlogged_results_and_one_the_answer_does_not_cite_say_so() -> None:
+    unlogged = {"type": "web_search_call", "id": "ws_5", "status": "completed",
+                "action": {"type": "search", "query": "arch"}}
+    uncited = {"type": "web_search_call", "id": "ws_6", "status": "completed",
+               "action": {"type": "search", "query": "arch height", "sources": [{"type": "url", "url": POST}]}}
+    opened = {"type": "web_search_call", "id": "ws_7", "status": "completed",
+              "action": {"type": "open_page", "url": ARCH}}
+    first = render_prompt(converted(responses_log([unlogged], "I found nothing I can cite.", [], ["web_search"])))
+    assert after_tools(first) == (
+        "User: What is said?\n\n" + call_block("web_search_call", {"query": "arch"}, "ws_5")
+        + response_block("web_search_call", "ws_5", SEARCH_NOT_LOGGED) + "Assistant:")
+    second = render_prompt(converted(responses_log([uncited, opened], "It is tall.", [ARCH], ["web_search"])),
+                           {ARCH: Page(url=ARCH, status="ok", text="Tall.")})
+    assert response_block("web_search_call", "ws_6", UNCITED.format(n=1)) in second
 
 
 def test_a_find_in_page_pattern_chooses_the_passage_shown() -> None:

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
-from tlmscore.convert import convert_items, convert_transcript
+from tlmscore.convert import convert_chat, convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._web import UNCITED
 from tlmscore.evidence.sources import load_page_records
@@ -374,3 +374,28 @@ def test_a_response_that_searched_shows_its_own_pages_or_says_they_are_missing()
 
 
 SCHEMA_END = "may optionally include a call_id, which should be ignored.\n\n"
+
+
+CHAT_WEATHER = [
+    {"role": "user", "content": "Wetter in Zürich?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "21 °C"},
+]
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_chat_tool_calls_keep_unicode_unless_ascii_is_asked_for(ascii_only: bool) -> None:
+    answer = {"role": "assistant", "content": "Ich frage nach.", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}]}
+    conv = convert_chat(CHAT_WEATHER, answer=answer)
+    settings = Settings(ascii_json=ascii_only)
+    call = {"name": "get_weather", "arguments": {"city": "Zürich"}}
+    assert render_prompt(conv, settings=settings) == "\n\n".join([
+        "User: Wetter in Zürich?",
+        "Assistant: " + block("tool_call", {**call, "call_id": "c1"}, ascii_only=ascii_only),
+        "Tool: " + block("tool_response", {"name": "get_weather", "call_id": "c1", "output": "21 °C"},
+                         ascii_only=ascii_only),
+        "Assistant:"])
+    assert render_response(conv, settings=settings) == "Ich frage nach.\n" + block("tool_call", call,
+                                                                                   ascii_only=ascii_only)
