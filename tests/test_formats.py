@@ -309,3 +309,37 @@ def test_logged_snippets_and_dates_stand_beside_a_page_that_could_not_be_fetched
         "snippet": "The Arch stands 630 feet.",
         "content": "This page could not be retrieved (http_error: HTTP 403 Forbidden). Its content is unknown; "
                    "nothing here confirms or refutes what the answer says about it."}]
+
+
+def test_only_url_sources_are_pages_and_the_urls_policy_chooses_them() -> None:
+    """OpenAI lists `{"type": "api", "name": ...}` sources beside pages; a source without a type is a page, and
+    a title that is only its number is no title."""
+    search = {"type": "web_search_call", "id": "ws_8", "status": "completed", "action": {
+        "type": "search", "query": "arch", "sources": [
+            {"type": "api", "name": "oai-weather"}, {"type": "url", "url": ARCH, "title": "Facts"},
+            {"url": POST, "number": 2, "title": "[2]"}, {"type": "url"}, "https://not-a-source.example/"]}}
+    pages = {ARCH: Page(url=ARCH, status="ok", text="Tall."), POST: Page(url=POST, status="ok", text="A post.")}
+    shown = render_prompt(converted(responses_log([search], "It is tall.", [], ["web_search"]), urls="sources"),
+                          pages)
+    assert response_block("web_search_call", "ws_8", [
+        {"citation": "[2]", "url": POST, "content": "A post."},
+        {"url": ARCH, "title": "Facts", "content": "Tall."}]) in shown
+
+
+def test_searches_that_show_nothing_warn_why() -> None:
+    no_sources = {"type": "web_search_call", "id": "ws_9", "status": "completed",
+                  "action": {"type": "search", "query": "arch"}}
+    empty = {**no_sources, "action": {"type": "search", "query": "arch", "sources": []}}
+    strange = {**no_sources, "action": {"type": "lookup", "query": "arch", "sources": []}}
+    assert converted(responses_log([no_sources], "No idea.", [], ["web_search"])).warnings == (
+        "web_search_call has no sources: add include=['web_search_call.action.sources'] to the request",)
+    assert converted(responses_log([empty], "No idea.", [], ["web_search"])).warnings == (
+        "web_search_call has no results in the log and the answer cites no page",)
+    assert converted(responses_log([strange], "No idea.", [], ["web_search"])).warnings == (
+        "web_search_call action 'lookup' is unknown; rendered as a search",
+        "web_search_call has no results in the log and the answer cites no page")
+    failed = converted(responses_log([{**no_sources, "status": "failed"}], "No idea.", [], ["web_search"]))
+    assert failed.warnings == ("web_search_call 'ws_9' failed: it returned no results",)
+    assert after_tools(render_prompt(failed)) == (
+        "User: What is said?\n\n" + call_block("web_search_call", {"query": "arch"}, "ws_9")
+        + response_block("web_search_call", "ws_9", FAILED) + "Assistant:")
