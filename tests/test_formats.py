@@ -343,3 +343,13 @@ def test_searches_that_show_nothing_warn_why() -> None:
     assert after_tools(render_prompt(failed)) == (
         "User: What is said?\n\n" + call_block("web_search_call", {"query": "arch"}, "ws_9")
         + response_block("web_search_call", "ws_9", FAILED) + "Assistant:")
+
+
+def test_an_x_search_the_answer_cites_nothing_of_found_what_is_unknown() -> None:
+    """xAI logs no results for an X search: only the posts the answer cites are known of them."""
+    log = responses_log([{"type": "x_search_call", "id": "fc_9", "name": "x_keyword_search",
+                          "arguments": '{"query": "pi"}', "status": "completed"}], "Nobody says much.", [],
+                        ["x_search"])
+    assert after_tools(render_prompt(converted(log))) == (
+        "User: What is said?\n\n" + call_block("x_keyword_search", {"query": "pi"}, "fc_9")
+        + response_block("x_keyword_search", "fc_9", SEARCH_NOT_LOGGED) + "Assistant:")
