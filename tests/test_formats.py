@@ -171,6 +171,7 @@ def test_an_x_search_logged_without_a_name_or_an_id_takes_the_tool_name_and_its_
     conv = converted(log)
     prompt = render_prompt(conv, {POST: Page(url=POST, status="ok", title="Post", text="Love the new Pi.")})
     assert tool_lines(prompt) == [X_TOOL]
+    assert [turn.server for turn in conv.turns if isinstance(turn, ToolCall)] == [True]  # a built-in tool's call
     assert after_tools(prompt) == (
         "User: What is said?\n\n" + call_block("x_search", {"query": "pi 6"}, "call_x1")
         + response_block("x_search", "call_x1", [{"url": POST, "title": "Post", "content": "Love the new Pi."}])
@@ -299,16 +300,21 @@ def test_logged_snippets_and_dates_stand_beside_a_page_that_could_not_be_fetched
                {"index": 0, "finish_reason": "stop",
                 "message": {"role": "assistant", "content": "It is 192 m tall [1]."}}],
                "search_results": [{"title": "Arch facts", "url": ARCH, "date": "2024-05-01",
-                                   "snippet": "The Arch stands 630 feet."}]}}
+                                   "snippet": "The Arch stands 630 feet."},
+                                  {"title": "Arch", "url": POST, "date": 20240501, "snippet": "  "}]}}
     conv = converted(log)
     prompt = render_prompt(conv, {ARCH: Page(url=ARCH, status="http_error", http_status=403,
                                              error="HTTP 403 Forbidden")})
     block = prompt.split("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0]
+    unknown = "Its content is unknown; nothing here confirms or refutes what the answer says about it."
     assert json.loads(block)["output"] == [{
         "citation": "[1]", "url": ARCH, "title": "Arch facts", "date": "2024-05-01",
         "snippet": "The Arch stands 630 feet.",
-        "content": "This page could not be retrieved (http_error: HTTP 403 Forbidden). Its content is unknown; "
-                   "nothing here confirms or refutes what the answer says about it."}]
+        "content": f"This page could not be retrieved (http_error: HTTP 403 Forbidden). {unknown}"}]
+    listed = render_prompt(converted(log, urls="all"))  # a blank snippet and a date that is no text are left out
+    assert {"citation": "[2]", "url": POST, "title": "Arch",
+            "content": f"This page could not be retrieved (offline_miss: no page was available). {unknown}"} in \
+        json.loads(listed.split("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0])["output"]
 
 
 def test_only_url_sources_are_pages_and_the_urls_policy_chooses_them() -> None:

@@ -22,8 +22,8 @@ from tlmscore.convert import convert_chat, convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._web import UNCITED
 from tlmscore.evidence.sources import load_page_records
-from tlmscore.model import ToolResult, WebResult
-from tlmscore.rendering._prompt import _json_block, _text_block, render_prompt, render_response
+from tlmscore.model import Conversation, Message, ToolCall, ToolResult, WebRef, WebResult
+from tlmscore.rendering._prompt import _json_block, _text_block, render, render_prompt, render_response
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 BRIT = "https://www.britannica.com/topic/Eiffel-Tower"
@@ -399,3 +399,32 @@ def test_chat_tool_calls_keep_unicode_unless_ascii_is_asked_for(ascii_only: bool
         "Assistant:"])
     assert render_response(conv, settings=settings) == "Ich frage nach.\n" + block("tool_call", call,
                                                                                    ascii_only=ascii_only)
+
+
+def test_a_web_result_after_a_tool_response_shares_its_prefix() -> None:
+    """Two tools called at once may answer in either order: the role changes once, so one prefix."""
+    conv = Conversation(turns=(
+        Message(role="user", text="q"),
+        ToolCall(name="f", arguments={}, call_id="c1"),
+        ToolCall(name="web_search_call", arguments={"query": "w"}, call_id="ws_1", server=True),
+        ToolResult(name="f", call_id="c1", output="one"),
+        WebResult(name="web_search_call", call_id="ws_1", refs=(WebRef(url=WEB),))))
+    assert render_prompt(conv, {WEB: Page(url=WEB, status="ok", text="Sunny.")}) == "\n\n".join([
+        "User: q",
+        "Assistant: " + block("tool_call", {"name": "f", "arguments": {}, "call_id": "c1"}),
+        block("tool_call", {"name": "web_search_call", "arguments": {"query": "w"}, "call_id": "ws_1"}),
+        "Tool: " + block("tool_response", {"name": "f", "call_id": "c1", "output": "one"}),
+        block("tool_response", {"name": "web_search_call", "call_id": "ws_1",
+                                "output": [{"url": WEB, "content": "Sunny."}]}),
+        "Assistant:"])
+
+
+def test_render_hands_over_the_response_rendered_with_the_same_pages_and_settings() -> None:
+    searched = convert_items(MIXED_CALLS, answer_start=1)
+    pages = {WEB: Page(url=WEB, status="ok", text="Sunny.")}
+    scored = render(searched, pages)
+    assert scored.response == render_response(searched, pages) and "Sunny." in scored.response
+    assert scored.conversation is searched
+    called = convert_items(WEATHER_CALLS, answer_start=1)
+    escaped = render(called, settings=Settings(ascii_json=True)).response
+    assert escaped == render_response(called, settings=Settings(ascii_json=True)) and "Z\\u00fcrich" in escaped
