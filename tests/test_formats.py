@@ -285,6 +285,7 @@ def test_xai_browse_page_with_instructions_opens_its_page_and_reads_for_them() -
     ('["arch", "height"]', {"query": "['arch', 'height']"}),  # JSON, but not an object
     ('{"queries": ["arch", "arch height"]}', {"queries": ["arch", "arch height"]}),
     ('{"query": "arch", "queries": ["arch height"]}', {"query": "arch", "queries": ["arch height"]}),
+    ('{"query": "arch", "queries": "arch height"}', {"query": "arch"}),  # `queries` that are not a list
     ("", {"query": None}),
 ])
 def test_search_arguments_are_shown_as_the_provider_logged_them(arguments: str, called: dict[str, Any]) -> None:
@@ -359,3 +360,13 @@ def test_an_x_search_the_answer_cites_nothing_of_found_what_is_unknown() -> None
     assert after_tools(render_prompt(converted(log))) == (
         "User: What is said?\n\n" + call_block("x_keyword_search", {"query": "pi"}, "fc_9")
         + response_block("x_keyword_search", "fc_9", SEARCH_NOT_LOGGED) + "Assistant:")
+
+
+def test_a_provider_search_without_an_id_that_finds_nothing_cited_gives_no_include_advice() -> None:
+    """`include` is OpenAI's option: a search logged with `arguments` (xAI) is only said to show nothing."""
+    search = {"type": "web_search_call", "name": "web_search", "status": "completed", "arguments": '{"query": "arch"}'}
+    conv = converted(responses_log([search], "No idea.", [], ["web_search"]))
+    assert conv.warnings == ("web_search_call has no results in the log and the answer cites no page",)
+    assert after_tools(render_prompt(conv)) == (
+        "User: What is said?\n\n" + call_block("web_search_call", {"query": "arch"}, "")
+        + response_block("web_search_call", "", SEARCH_NOT_LOGGED) + "Assistant:")
