@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .judge_server import ChatReply, LoopbackServer, Reply, rating_reply
+from .judge_server import ChatReply, JsonHandler, LoopbackServer, Reply, rating_reply
 
 
 class BatchServer(LoopbackServer):
@@ -121,46 +121,31 @@ class BatchServer(LoopbackServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
-                """Keep test output quiet."""
-
-            def do_GET(self) -> None:
+        class Handler(JsonHandler):
+            def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
                 parts = urlsplit(self.path)
                 path = parts.path.rstrip("/")
                 server.requests.append(("GET", path))
                 if path.startswith("/v1/files/") and path.endswith("/content"):
                     file_id = path.split("/")[3]
-                    self._send(200, server.files[file_id], "application/octet-stream")
+                    self.send_bytes(200, server.files[file_id], "application/octet-stream")
                 elif path == "/v1/batches":
-                    self._json(server.listing(parse_qs(parts.query)))
+                    self.send_json(200, server.listing(parse_qs(parts.query)))
                 elif path.startswith("/v1/batches/"):
-                    self._json(server.retrieve(path.rsplit("/", 1)[1]))
+                    self.send_json(200, server.retrieve(path.rsplit("/", 1)[1]))
                 else:
-                    self._json({"error": {"message": "not found"}}, 404)
+                    self.send_json(404, {"error": {"message": "not found"}})
 
-            def do_POST(self) -> None:
-                data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            def do_POST(self) -> None:  # noqa: N802  (the name http.server calls)
+                data = self.read_body()
                 path = urlsplit(self.path).path.rstrip("/")
                 server.requests.append(("POST", path))
                 if path == "/v1/files":
-                    self._json(server.upload(self.headers["Content-Type"], data))
+                    self.send_json(200, server.upload(self.headers["Content-Type"], data))
                 elif path == "/v1/batches":
-                    self._json(server.create(json.loads(data)))
+                    self.send_json(200, server.create(json.loads(data)))
                 else:
-                    self._json({"error": {"message": "not found"}}, 404)
-
-            def _json(self, value: Any, status: int = 200) -> None:
-                self._send(status, json.dumps(value).encode(), "application/json")
-
-            def _send(self, status: int, data: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    self.send_json(404, {"error": {"message": "not found"}})
 
         return Handler
 

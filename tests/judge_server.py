@@ -78,6 +78,34 @@ class LoopbackServer:
         self._thread.join(timeout=5)
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """The request handler base of the loopback fakes: HTTP/1.1, quiet, JSON in and out."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
+        """Keep test output quiet."""
+
+    def read_body(self) -> bytes:
+        """The request's body, as long as its `Content-Length` says (empty without one)."""
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def send_bytes(self, status: int, data: bytes, content_type: str = "application/json",
+                   headers: dict[str, str] | None = None) -> None:
+        """Answer with `data`, its length and `headers`."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
+        """Answer with `value` as JSON."""
+        self.send_bytes(status, json.dumps(value).encode(), headers=headers)
+
+
 class ChatServer(LoopbackServer):
     """The server; use as a context manager. `url` is the API root to give the judge as base_url."""
 
@@ -118,12 +146,8 @@ class ChatServer(LoopbackServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(JsonHandler):
             wbufsize = 1 << 16  # headers and body leave in one write (no Nagle/delayed-ACK stall)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
-                """Keep test output quiet."""
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/stats"):
@@ -132,9 +156,8 @@ class ChatServer(LoopbackServer):
                     self._send(ChatReply(404, {"error": "not found"}))
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(self.read_body() or b"{}")
                 except json.JSONDecodeError:
                     body = {}
                 n = server._enter(body, {k.lower(): v for k, v in self.headers.items()})
@@ -152,13 +175,7 @@ class ChatServer(LoopbackServer):
             def _send(self, reply: ChatReply) -> None:
                 data = reply.body if isinstance(reply.body, bytes) else \
                     (reply.body if isinstance(reply.body, str) else json.dumps(reply.body)).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_bytes(reply.status, data, headers=reply.headers)
 
         return Handler
 

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.judge_server import LoopbackServer
+from tests.judge_server import JsonHandler, LoopbackServer
 
 
 class OpenAIServer(LoopbackServer):
@@ -64,37 +64,22 @@ class OpenAIServer(LoopbackServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
-                """Keep test output quiet."""
-
-            def do_GET(self) -> None:
+        class Handler(JsonHandler):
+            def do_GET(self) -> None:  # noqa: N802  (the name http.server calls)
                 url = urllib.parse.urlsplit(self.path)
                 with server._lock:
                     server.requests.append(("GET", self.path, {}))
-                self._send(*server._get(url.path, urllib.parse.parse_qs(url.query)))
+                status, body, headers = server._get(url.path, urllib.parse.parse_qs(url.query))
+                self.send_json(status, body, headers)
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+            def do_POST(self) -> None:  # noqa: N802  (the name http.server calls)
+                body = json.loads(self.read_body() or b"{}")
                 with server._lock:
                     server.requests.append(("POST", self.path, body))
                 answer = server.answer(body)
                 if answer is None:
-                    self._send(404, {"error": {"message": "no such recorded response"}}, {})
+                    self.send_json(404, {"error": {"message": "no such recorded response"}})
                 else:
-                    self._send(200, answer, {})
-
-            def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                    self.send_json(200, answer)
 
         return Handler

@@ -1,9 +1,11 @@
 """A real Phoenix server for tests: `phoenix serve` on free loopback ports, in a temporary folder.
 
-`phoenix_server` (a module-scoped fixture; import it into a test module) starts the server with
-its own `PHOENIX_WORKING_DIR` and telemetry off, waits until it answers, and stops it after the
-module's tests. `send_spans` installs the real OpenInference instrumentation of the `openai`
-client for the length of a block, exporting its spans to the server over OTLP/HTTP.
+`serve_phoenix` starts the server with its own `PHOENIX_WORKING_DIR` and telemetry off, waits
+until it answers, and stops that process (only it) when closed; `phoenix_server` is the same as a
+module-scoped fixture (import it into a test module). Spans get into it two ways, both through its
+own OTLP/HTTP endpoint, so the spans read or annotated are spans Phoenix ingested:
+`send_spans` installs the real OpenInference instrumentation of the `openai` client for the length
+of a block; `send_llm_spans` sends bare LLM spans with given ids (for the write-back tests).
 """
 
 from __future__ import annotations
@@ -14,23 +16,28 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+PROJECT = "tlmscore-tests"
+"""The project `send_llm_spans` sends to."""
 START_TIMEOUT = 600.0  # seconds; the first start imports and migrates a lot on a shared two-core machine
 
 
 @dataclass(frozen=True)
 class PhoenixServer:
-    """A running server: its base URL and `phoenix://` address prefix."""
+    """A running server: its base URL."""
 
     url: str
-    address: str
-    working_dir: Path
+
+    @property
+    def address(self) -> str:
+        """The `phoenix://HOST:PORT` prefix of a project address."""
+        return "phoenix://" + self.url.removeprefix("http://")
 
 
 def _free_port() -> int:
@@ -51,21 +58,19 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"phoenix serve did not answer within {START_TIMEOUT:.0f} s: {log.read_text()[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
-    pytest.importorskip("phoenix.server.main", reason="the phoenix extra is not installed: pip install -e '.[phoenix]'")
-    work = tmp_path_factory.mktemp("phoenix")
+def serve_phoenix(working_dir: Path) -> Iterator[PhoenixServer]:
+    """Start `phoenix serve` in `working_dir`, wait for /healthz, yield it; then stop that process."""
     port, grpc = _free_port(), _free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false",
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(working_dir), "PHOENIX_TELEMETRY_ENABLED": "false",
            "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc)}
-    log = work / "server.log"
+    log = working_dir / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env,
                                 stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_up(url, proc, log)
-        yield PhoenixServer(url, f"phoenix://127.0.0.1:{port}", work)
+        yield PhoenixServer(url)
     finally:
         proc.terminate()
         try:
@@ -73,6 +78,12 @@ def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    pytest.importorskip("phoenix.server.main", reason="the phoenix extra is not installed: pip install -e '.[phoenix]'")
+    yield from serve_phoenix(tmp_path_factory.mktemp("phoenix"))
 
 
 @contextlib.contextmanager
@@ -94,6 +105,29 @@ def send_spans(url: str, project: str) -> Iterator[None]:
         instrumentor.uninstrument()
         provider.force_flush()
         provider.shutdown()
+
+
+def send_llm_spans(server: PhoenixServer, spans: Sequence[tuple[str, str, str]]) -> None:
+    """Send LLM spans `(trace_id, span_id, name)` (hex ids) to `PROJECT` on the server, as OTLP/HTTP protobuf."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    def text(key: str, value: str) -> KeyValue:
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+
+    now = time.time_ns()
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource=Resource(attributes=[text("openinference.project.name", PROJECT)]),
+        scope_spans=[ScopeSpans(spans=[
+            Span(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex(span), name=name, kind=Span.SPAN_KIND_INTERNAL,
+                 start_time_unix_nano=now, end_time_unix_nano=now + 1_000_000,
+                 attributes=[text("openinference.span.kind", "LLM")])
+            for trace, span, name in spans])])])
+    reply = httpx.post(f"{server.url}/v1/traces", content=request.SerializeToString(),
+                       headers={"Content-Type": "application/x-protobuf"}, timeout=30)
+    reply.raise_for_status()
 
 
 def wait_for_spans(url: str, project: str, count: int, timeout: float = 120.0) -> None:

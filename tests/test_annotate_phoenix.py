@@ -18,7 +18,7 @@ import httpx
 import pytest
 from phoenix.client import Client
 
-from tests.phoenix_annotations_server import PROJECT, PhoenixServer, send_spans, serve_phoenix
+from tests.phoenix_server import PROJECT, PhoenixServer, send_llm_spans, serve_phoenix
 from tlmscore.cli import main
 
 LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
@@ -46,7 +46,7 @@ def scored(phoenix: PhoenixServer, tmp_path_factory: pytest.TempPathFactory) -> 
         trace, span = _ids(index)
         row |= {"origin": "phoenix", "trace_id": trace, "span_id": span}
     rows[2] |= {"score": None, "error": "response failed: server_error"}
-    send_spans(phoenix, [(*_ids(i), f"llm-{i}") for i in range(ROWS)])
+    send_llm_spans(phoenix, [(*_ids(i), f"llm-{i}") for i in range(ROWS)])
     deadline = time.monotonic() + 120
     while _ingested(phoenix) < ROWS:
         assert time.monotonic() < deadline, "Phoenix did not ingest the spans"

@@ -6,14 +6,17 @@ import asyncio
 import ipaddress
 import itertools
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Sequence
 from email.utils import formatdate
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,6 +30,7 @@ from tlmscore.evidence._guard import Resolver
 from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence.fetch import USER_AGENT, Fetcher
 from tlmscore.evidence.page import PAGE_STATUSES, Page
+from tlmscore.pipeline import aprepare
 from tlmscore.settings import Settings
 
 ARTICLE = html_page(
@@ -475,9 +479,81 @@ def test_a_page_whose_extraction_runs_out_of_time_is_extract_failed(server: Evid
     assert "CPU" in (page.error or "") and page.text is None
 
 
-def test_every_page_status_is_covered_by_this_module() -> None:
-    source = Path(__file__).read_text(encoding="utf-8")
-    assert all(f'"{status}"' in source for status in PAGE_STATUSES)
+# ------------------------------------------------------------------------- every status, end to end
+
+
+def cites_every_page(urls: Sequence[str]) -> dict[str, Any]:
+    """One logged web search whose answer cites each of `urls` once."""
+    text = " ".join(f"Claim {n}." for n in range(len(urls)))
+    spans = [(m.start(), m.end()) for m in re.finditer(r"Claim \d+\.", text)]
+    return {
+        "id": "every-status",
+        "request": {"input": "What do these pages say?", "tools": [{"type": "web_search"}]},
+        "response": {"id": "resp_every", "object": "response", "model": "gpt-4.1", "output": [
+            {"type": "web_search_call", "id": "ws_every", "status": "completed",
+             "action": {"type": "search", "query": "pages", "sources": [{"type": "url", "url": u} for u in urls]}},
+            {"type": "message", "id": "msg_every", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": text, "annotations": [
+                 {"type": "url_citation", "url": url, "title": "Page", "start_index": start, "end_index": end}
+                 for url, (start, end) in zip(urls, spans, strict=True)]}]}]},
+    }
+
+
+def prepared_row(settings: Settings, record: dict[str, Any], resolver: Resolver | None = None) -> dict[str, Any]:
+    """The row `prepare` gives `record` with a fetcher of `settings` as the page source."""
+    async def run() -> dict[str, Any]:
+        async with Fetcher(settings, resolver=resolver) as fetcher:
+            rows = await aprepare([record], settings, pages=fetcher)
+        return dict(rows.iloc[0])
+
+    return asyncio.run(run())
+
+
+def shown_statuses(prompt: str) -> dict[str, str]:
+    """URL -> status of each page the prompt says could not be retrieved; "ok" for each page shown."""
+    shown: dict[str, str] = {}
+    for result in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", prompt, re.DOTALL):
+        for page in json.loads(result)["output"]:
+            content = page.get("content", "")
+            failed = re.match(r"This page could not be retrieved \((\w+): ", content)
+            shown[page["url"]] = failed.group(1) if failed else "ok"
+    return shown
+
+
+def test_every_page_status_reaches_a_row(server: EvidenceServer, settings: Settings) -> None:
+    """Each status the fetcher gives comes from a scripted local server and is told in a prepared row."""
+    slow = "".join(f"<p>Paragraph {n} has words in it to be kept by the extractor.</p>" for n in range(40_000))
+    held = threading.Event()  # never answered before the page's deadline; let go at the end
+    server.route("/loop-b", redirect("/loop-a"))
+    expected = {
+        server.route("/article", Reply(body=ARTICLE)): "ok",
+        server.route("/gone", Reply(404, b"missing", "text/plain")): "http_error",
+        server.route("/held", Reply(body=ARTICLE, gate=held)): "timeout",
+        f"http://127.0.0.1:{closed_port()}/x": "connect_error",
+        "http://no-such-host.test/a": "dns_error",
+        "http://169.254.169.254/latest/meta-data/": "blocked",
+        server.route("/big", Reply(body=b"<p>" + b"a" * 5_000_000)): "too_large",
+        server.route("/logo.png", Reply(body=b"\x89PNG\r\n\x1a\n" * 10, content_type="image/png")): "unsupported_type",
+        server.route("/blank", Reply(body=b"<html><head><title>t</title></head><body></body></html>")): "empty",
+        server.route("/loop-a", redirect("/loop-b")): "redirect_loop",
+        server.route("/slow", Reply(body=f"<html><body>{slow}</body></html>".encode())): "extract_failed",
+    }
+    online = settings.model_copy(update={"allow_hosts": LOCAL | {"no-such-host.test"}, "max_bytes": 4_000_000,
+                                         "extract_timeout": 0.3})
+    try:
+        row = prepared_row(online, cites_every_page(list(expected)), table_resolver({}))
+    finally:
+        held.set()
+    never_fetched = server.route("/never", Reply(body=ARTICLE))
+    offline = settings.model_copy(update={"offline": True})
+    offline_row = prepared_row(offline, cites_every_page([never_fetched]))
+
+    assert shown_statuses(row["prompt"]) == expected
+    assert shown_statuses(offline_row["prompt"]) == {never_fetched: "offline_miss"}
+    assert (row["n_urls"], row["n_urls_ok"], row["n_urls_failed"]) == (11, 1, 10)
+    assert "extend the tram line to the airport" in row["prompt"]
+    assert {*expected.values(), "offline_miss"} == set(PAGE_STATUSES)
+    assert server.count("/never") == 0
 
 
 @pytest.mark.parametrize("module", [fetch_module, cache_module, extract_module])  # the public ones

@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
-from tlmscore.convert import convert_items, convert_transcript
+from tlmscore.convert import convert_chat, convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._web import UNCITED
 from tlmscore.evidence.sources import load_page_records
-from tlmscore.model import ToolResult, WebResult
-from tlmscore.rendering._prompt import _json_block, _text_block, render_prompt, render_response
+from tlmscore.model import Conversation, Message, ToolCall, ToolResult, WebRef, WebResult
+from tlmscore.rendering._prompt import _json_block, _text_block, render, render_prompt, render_response
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 BRIT = "https://www.britannica.com/topic/Eiffel-Tower"
@@ -292,3 +292,139 @@ def test_web_blocks_are_written_byte_for_byte_like_the_standard_library(value: d
 def test_a_lone_surrogate_in_a_page_still_renders() -> None:
     value = {"output": [{"url": "u", "content": "bad \udc80 byte, \u2028 line, \x1f unit"}]}
     assert _text_block("tool_response", value) == _json_block("tool_response", value, unicode=True)
+
+
+# ------------------------------------------------- who spoke last: role prefixes between tool turns, byte for byte
+
+
+def block(tag: str, value: dict[str, Any], *, ascii_only: bool = False) -> str:
+    """A JSON block as the TLM format writes it: the tag, the value with two-space indents, the closing tag."""
+    return f"<{tag}>\n{json.dumps(value, indent=2, ensure_ascii=ascii_only)}\n</{tag}>"
+
+
+WEATHER_CALLS = [
+    {"role": "user", "content": "Wetter in Zürich?"},
+    {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Zürich"}', "call_id": "c1"},
+    {"type": "function_call_output", "call_id": "c1", "output": "21 °C"},
+    {"role": "assistant", "content": "Ich prüfe morgen."},
+    {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Zürich", "day": "morgen"}',
+     "call_id": "c2"},
+    {"type": "function_call_output", "call_id": "c2", "output": "18 °C"},
+    {"role": "assistant", "content": "Heute 21 °C, morgen 18 °C."},
+]
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_an_assistant_turn_between_tool_calls_keeps_its_calls_under_one_prefix(ascii_only: bool) -> None:
+    conv = convert_items(WEATHER_CALLS, answer_start=6)
+    first = {"city": "Zürich"}
+    second = {"city": "Zürich", "day": "morgen"}
+    expected = "\n\n".join([
+        "User: Wetter in Zürich?",
+        "Assistant: " + block("tool_call", {"name": "get_weather", "arguments": first, "call_id": "c1"},
+                              ascii_only=ascii_only),
+        "Tool: " + block("tool_response", {"name": "get_weather", "call_id": "c1", "output": "21 °C"},
+                         ascii_only=ascii_only),
+        "Assistant: Ich prüfe morgen.",
+        block("tool_call", {"name": "get_weather", "arguments": second, "call_id": "c2"}, ascii_only=ascii_only),
+        "Tool: " + block("tool_response", {"name": "get_weather", "call_id": "c2", "output": "18 °C"},
+                         ascii_only=ascii_only),
+        "Assistant:"])
+    assert render_prompt(conv, settings=Settings(ascii_json=ascii_only)) == expected
+    assert render_response(conv) == "Heute 21 °C, morgen 18 °C."
+
+
+WEB = "https://example.org/weather"
+MIXED_CALLS = [
+    {"role": "user", "content": "q"},
+    {"type": "function_call", "name": "f", "arguments": "{}", "call_id": "c1"},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed",
+     "action": {"type": "search", "query": "w", "sources": [{"type": "url", "url": WEB}]}},
+    {"type": "function_call_output", "call_id": "c1", "output": "one"},
+    {"type": "function_call", "name": "g", "arguments": "{}", "call_id": "c2"},
+    {"role": "assistant", "content": "done"},
+]
+
+
+def mixed_turns(content: str) -> list[str]:
+    """The blocks of `MIXED_CALLS` after the question: a web result and a tool's response in a row."""
+    return [
+        "Assistant: " + block("tool_call", {"name": "f", "arguments": {}, "call_id": "c1"}),
+        block("tool_call", {"name": "web_search_call", "arguments": {"query": "w"}, "call_id": "ws_1"}),
+        "Tool: " + block("tool_response", {"name": "web_search_call", "call_id": "ws_1",
+                                           "output": [{"url": WEB, "content": content}]}),
+        block("tool_response", {"name": "f", "call_id": "c1", "output": "one"}),
+        "Assistant: " + block("tool_call", {"name": "g", "arguments": {}, "call_id": "c2"}),
+    ]
+
+
+def test_a_web_result_and_a_tool_response_in_a_row_share_one_prefix() -> None:
+    conv = convert_items(MIXED_CALLS, answer_start=5)
+    prompt = render_prompt(conv, {WEB: Page(url=WEB, status="ok", text="Sunny.")})
+    assert prompt.split(SCHEMA_END, 1)[1] == "\n\n".join(["User: q", *mixed_turns("Sunny."), "Assistant:"])
+
+
+def test_a_response_that_searched_shows_its_own_pages_or_says_they_are_missing() -> None:
+    conv = convert_items(MIXED_CALLS, answer_start=1)
+    shown = render_response(conv, {WEB: Page(url=WEB, status="ok", text="Sunny.")})
+    assert shown == "\n\n".join([*mixed_turns("Sunny."), "done"]).removeprefix("Assistant: ")
+    missing = ("This page could not be retrieved (offline_miss: no page was available). Its content is unknown; "
+               "nothing here confirms or refutes what the answer says about it.")
+    assert render_response(conv) == "\n\n".join([*mixed_turns(missing), "done"]).removeprefix("Assistant: ")
+
+
+SCHEMA_END = "may optionally include a call_id, which should be ignored.\n\n"
+
+
+CHAT_WEATHER = [
+    {"role": "user", "content": "Wetter in Zürich?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "21 °C"},
+]
+
+
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_chat_tool_calls_keep_unicode_unless_ascii_is_asked_for(ascii_only: bool) -> None:
+    answer = {"role": "assistant", "content": "Ich frage nach.", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}]}
+    conv = convert_chat(CHAT_WEATHER, answer=answer)
+    settings = Settings(ascii_json=ascii_only)
+    call = {"name": "get_weather", "arguments": {"city": "Zürich"}}
+    assert render_prompt(conv, settings=settings) == "\n\n".join([
+        "User: Wetter in Zürich?",
+        "Assistant: " + block("tool_call", {**call, "call_id": "c1"}, ascii_only=ascii_only),
+        "Tool: " + block("tool_response", {"name": "get_weather", "call_id": "c1", "output": "21 °C"},
+                         ascii_only=ascii_only),
+        "Assistant:"])
+    assert render_response(conv, settings=settings) == "Ich frage nach.\n" + block("tool_call", call,
+                                                                                   ascii_only=ascii_only)
+
+
+def test_a_web_result_after_a_tool_response_shares_its_prefix() -> None:
+    """Two tools called at once may answer in either order: the role changes once, so one prefix."""
+    conv = Conversation(turns=(
+        Message(role="user", text="q"),
+        ToolCall(name="f", arguments={}, call_id="c1"),
+        ToolCall(name="web_search_call", arguments={"query": "w"}, call_id="ws_1", server=True),
+        ToolResult(name="f", call_id="c1", output="one"),
+        WebResult(name="web_search_call", call_id="ws_1", refs=(WebRef(url=WEB),))))
+    assert render_prompt(conv, {WEB: Page(url=WEB, status="ok", text="Sunny.")}) == "\n\n".join([
+        "User: q",
+        "Assistant: " + block("tool_call", {"name": "f", "arguments": {}, "call_id": "c1"}),
+        block("tool_call", {"name": "web_search_call", "arguments": {"query": "w"}, "call_id": "ws_1"}),
+        "Tool: " + block("tool_response", {"name": "f", "call_id": "c1", "output": "one"}),
+        block("tool_response", {"name": "web_search_call", "call_id": "ws_1",
+                                "output": [{"url": WEB, "content": "Sunny."}]}),
+        "Assistant:"])
+
+
+def test_render_hands_over_the_response_rendered_with_the_same_pages_and_settings() -> None:
+    searched = convert_items(MIXED_CALLS, answer_start=1)
+    pages = {WEB: Page(url=WEB, status="ok", text="Sunny.")}
+    scored = render(searched, pages)
+    assert scored.response == render_response(searched, pages) and "Sunny." in scored.response
+    assert scored.conversation is searched
+    called = convert_items(WEATHER_CALLS, answer_start=1)
+    escaped = render(called, settings=Settings(ascii_json=True)).response
+    assert escaped == render_response(called, settings=Settings(ascii_json=True)) and "Z\\u00fcrich" in escaped

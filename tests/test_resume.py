@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.evidence_server import EvidenceServer
+from tests.killed_run import kill_when_saved, report_server, write_log
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 
@@ -25,76 +23,21 @@ RECORDS = 2000
 CHUNK = 100
 
 
-def record(i: int, url: str) -> str:
-    text = f"Station {i} reported {i % 7 + 10} degrees at noon."
-    return json.dumps({
-        "id": f"rec-{i:05d}",
-        "request": {"input": f"What did station {i} report?", "tools": [{"type": "web_search"}]},
-        "response": {"id": f"resp_{i}", "object": "response", "model": "gpt-4.1", "output": [
-            {"type": "web_search_call", "id": f"ws_{i}", "status": "completed",
-             "action": {"type": "search", "query": f"station {i}", "sources": [{"type": "url", "url": url}]}},
-            {"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": text, "annotations": [
-                 {"type": "url_citation", "url": url, "title": "Report", "start_index": 0,
-                  "end_index": len(text)}]}]}]}})
-
-
 def saved_rows(partial: Path) -> int:
     """Rows in the complete part files of a Parquet checkpoint (a part being written is not counted)."""
     return sum(pq.ParquetFile(part).metadata.num_rows for part in sorted(partial.glob("part-*.parquet")))
 
 
-def serve_reports(srv: EvidenceServer, records: int, chunk: int, gate: threading.Event, open_blocks: int) -> None:
-    """One report page per chunk of records (`/report/<block>`), stating what each `record` cites.
-
-    The first `open_blocks` pages are served at once, the others once `gate` is set: a run cannot
-    get past them before the test lets it, however fast the machine."""
-    for block in range(records // chunk):
-        paragraphs = [f"Station {i} reported {i % 7 + 10} degrees at noon." for i in
-                      range(block * chunk, (block + 1) * chunk)]
-        held = gate if block >= open_blocks else None
-        srv.route(f"/report/{block}", Reply(200, html_page(f"Report {block}", *paragraphs), gate=held))
-
-
-def write_log(path: Path, srv: EvidenceServer, records: int, chunk: int) -> None:
-    """A log of `records` records, each citing the report page of its chunk on `srv` (see `serve_reports`)."""
-    path.write_text("\n".join(record(i, srv.url(f"/report/{i // chunk}")) for i in range(records)) + "\n",
-                    encoding="utf-8")
-
-
-def kill_when_saved(proc: subprocess.Popen[bytes], saved: Callable[[], int], at_least: int, timeout: float) -> None:
-    """SIGKILL `proc` once `saved()` reaches `at_least`; it must still be running until then, and
-    get there within `timeout` seconds (else the test fails: the run is killed all the same)."""
-    deadline = time.monotonic() + timeout
-    while saved() < at_least:
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        if time.monotonic() > deadline:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-            pytest.fail(f"{saved()} rows saved after {timeout:.0f} s, not the {at_least} the test waits for")
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-
-
 @pytest.fixture
-def later_reports() -> Iterator[threading.Event]:
-    """Set to serve the last report page (set at the end in any case): the run cannot end before it."""
-    gate = threading.Event()
-    yield gate
-    gate.set()
+def reports() -> Iterator[tuple[EvidenceServer, threading.Event]]:
+    """The report pages; the last is served once the gate is set, so the run cannot end before it."""
+    with report_server(RECORDS, CHUNK, open_blocks=RECORDS // CHUNK - 1) as running:
+        yield running
 
 
-@pytest.fixture
-def server(later_reports: threading.Event) -> Iterator[EvidenceServer]:
-    with EvidenceServer() as srv:
-        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=RECORDS // CHUNK - 1)
-        yield srv
-        later_reports.set()  # before the server stops, so no request is left held
-
-
-def test_a_killed_run_resumes_to_exactly_one_row_per_record(tmp_path: Path, server: EvidenceServer,
-                                                          later_reports: threading.Event) -> None:
+def test_a_killed_run_resumes_to_exactly_one_row_per_record(
+        tmp_path: Path, reports: tuple[EvidenceServer, threading.Event]) -> None:
+    server, later_reports = reports
     log = tmp_path / "log.jsonl"
     write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "scores.parquet"

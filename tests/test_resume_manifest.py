@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.evidence_server import EvidenceServer
-from tests.test_resume import kill_when_saved, serve_reports, write_log
+from tests.killed_run import kill_when_saved, report_server, write_log
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.output._manifest import manifest_path, read_manifest
@@ -33,23 +33,15 @@ def saved_lines(path: Path) -> int:
 
 
 @pytest.fixture
-def later_reports() -> Iterator[threading.Event]:
-    """Set to serve the report pages past the first `KILL_AT` records' (set at the end in any case)."""
-    gate = threading.Event()
-    yield gate
-    gate.set()
+def reports() -> Iterator[tuple[EvidenceServer, threading.Event]]:
+    """The report pages; those past the first `KILL_AT` records' are served once the gate is set."""
+    with report_server(RECORDS, CHUNK, open_blocks=KILL_AT // CHUNK) as running:
+        yield running
 
 
-@pytest.fixture
-def server(later_reports: threading.Event) -> Iterator[EvidenceServer]:
-    with EvidenceServer() as srv:
-        serve_reports(srv, RECORDS, CHUNK, later_reports, open_blocks=KILL_AT // CHUNK)
-        yield srv
-        later_reports.set()  # before the server stops, so no request is left held
-
-
-def test_kill_9_then_resume_under_another_path_gives_every_row_once(tmp_path: Path, server: EvidenceServer,
-                                                                    later_reports: threading.Event) -> None:
+def test_kill_9_then_resume_under_another_path_gives_every_row_once(
+        tmp_path: Path, reports: tuple[EvidenceServer, threading.Event]) -> None:
+    server, later_reports = reports
     log = tmp_path / "log.jsonl"
     write_log(log, server, RECORDS, CHUNK)
     out = tmp_path / "rows.jsonl"
