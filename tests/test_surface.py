@@ -295,3 +295,14 @@ def test_ray_refuses_what_it_cannot_do_yet_before_any_work(tmp_path: Path, flags
     assert capsys.readouterr().err == f"tlmscore: error: {refused}\n"  # one line
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()  # Ray never started
     assert not out.exists()
+
+
+def test_ray_refuses_a_live_source_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["prepare", "phoenix://127.0.0.1:9/project", "-o", str(out), "--engine", "ray", "--quiet",
+                 "--cache-dir", str(tmp_path / "c")])
+    assert code == 2
+    refused = "live sources and --format: not available with --engine ray yet"
+    assert capsys.readouterr().err == f"tlmscore: error: {refused}\n"
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    assert not out.exists()
