@@ -25,6 +25,8 @@ from tests.ray_cluster import ROOT, Cluster
 
 FIXTURES = ROOT / "fixtures"
 INPUTS = [str(FIXTURES / n) for n in ("demo.jsonl", "chain_a.jsonl", "chain_b.jsonl", "items.jsonl")]
+# inputs without follow-up calls: the library's calls are shown here, the chain joins in test_ray
+PLAIN = [str(FIXTURES / n) for n in ("citations.jsonl", "fidelity.jsonl")]
 OFFLINE = ["--offline", "--pages", str(FIXTURES / "pages"), "--quiet"]
 FAST_BATCHES = ["--option", "poll_interval=0.05", "--option", "max_poll_interval=0.2"]
 
@@ -134,15 +136,15 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
                                  progress=False)
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        rows = tlm_ray.score(INPUTS, settings, "grounding",
+        rows = tlm_ray.score(PLAIN, settings, "grounding",
                              engine=tlm_ray.Engine(page_store=work / "store-lib", fetchers=4))   # a ray.data.Dataset
         scored = rows.to_pandas().sort_values("position")                                # input order
-        prepared = tlm_ray.prepare(INPUTS, settings, engine=tlm_ray.Engine(fetchers=1)).to_pandas()
-        result = tlmscore.run(INPUTS, work / "lib-run", scorer="grounding", settings=settings,
+        prepared = tlm_ray.prepare(PLAIN, settings, engine=tlm_ray.Engine(fetchers=1)).to_pandas()
+        result = tlmscore.run(PLAIN, work / "lib-run", scorer="grounding", settings=settings,
                               engine=tlm_ray.Engine(scorers=2))
     finally:
         ray.shutdown()
-    local = tlmscore.score(INPUTS, "grounding", settings)
+    local = tlmscore.score(PLAIN, "grounding", settings)
     return {"scored_ids": scored["id"].tolist(), "scored": [None if math.isnan(s) else s for s in scored["score"]],
             "prepared_ids": sorted(prepared["id"].tolist()), "local_ids": local["id"].tolist(),
             "local_scored": [None if math.isnan(s) else s for s in local["score"]],
