@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from tests.batch_server import BatchServer
 from tests.judge_server import ChatReply, ChatServer, completion
 from tests.ray_cluster import ROOT, Cluster
@@ -125,6 +127,12 @@ def _knobs(work: Path, cluster: Cluster) -> dict[str, Any]:
     return made
 
 
+def _floats(column: Any) -> list[float | None]:
+    """A score column as JSON values: a missing score (NaN, or null read back from Parquet) is None."""
+    return [None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+            else float(value) for value in column.astype(object)]
+
+
 def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
     """`tlmscore.ray.score/prepare/Engine` and `tlmscore.run(..., engine=...)`, called as the docs show them."""
     import ray
@@ -145,9 +153,9 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
     finally:
         ray.shutdown()
     local = tlmscore.score(PLAIN, "grounding", settings)
-    return {"scored_ids": scored["id"].tolist(), "scored": [None if math.isnan(s) else s for s in scored["score"]],
+    return {"scored_ids": scored["id"].tolist(), "scored": _floats(scored["score"]),
             "prepared_ids": sorted(prepared["id"].tolist()), "local_ids": local["id"].tolist(),
-            "local_scored": [None if math.isnan(s) else s for s in local["score"]],
+            "local_scored": _floats(local["score"]),
             "run": {"output": str(result.output), "rows": result.rows, "earlier": result.earlier,
                     "total": result.total},
             "store_written": any((work / "store-lib").rglob("*.parquet"))}
