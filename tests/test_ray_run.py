@@ -32,7 +32,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
     if reason is not None:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("ray-run")
-    done = namespaced([sys.executable, "-m", "tests.ray_run_scenarios", str(work)], timeout=2400)
+    done = namespaced([sys.executable, "-m", "tests.ray_run_scenarios", str(work)], timeout=3000)
     assert done.returncode == 0, done.stderr[-4000:]
     return work, json.loads((work / "report.json").read_text(encoding="utf-8"))
 
