@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tlmscore
+import tlmscore.pipeline
 from tlmscore.errors import ConfigError
-from tlmscore.scoring import calibration
+from tlmscore.model import ScoringInput
+from tlmscore.scoring import Score, calibration
+from tlmscore.scoring.base import Precomputed, input_key
 
 ROWS_IN_DEMO = 17
 
@@ -75,3 +80,70 @@ def test_calibration_adds_its_column_from_a_value_or_a_file(tmp_path: Path, demo
         tlmscore.run([demo_path], tmp_path / "c.jsonl", scorer="judge", options={"model": "m"}, settings=config,
                      calibration=fitted)
     assert not (tmp_path / "c.jsonl").exists()
+
+
+# ---------------------------------------------------------------- engines and the scorer wrappers
+
+
+class Recording:
+    """An engine that keeps the job it is given and writes nothing (what a third engine would get)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tlmscore.pipeline.Job] = []
+
+    def run(self, job: tlmscore.pipeline.Job) -> tlmscore.RunResult:
+        self.jobs.append(job)
+        return tlmscore.RunResult(job.output, 0, 0, 0)
+
+
+def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) -> None:
+    fitted = calibration.fit([0.1, 0.9], [0, 1], scorer="judge")
+    calibration.save(fitted, tmp_path / "calib.json")
+    engine = Recording()
+    assert isinstance(engine, tlmscore.pipeline.Engine) and isinstance(tlmscore.Local(), tlmscore.pipeline.Engine)
+    config = settings(tmp_path, demo_path)
+    tlmscore.run([demo_path], tmp_path / "out", scorer="judge", options={"model": "m", "base_url": "http://127.0.0.1:9"},
+                 settings=config, calibration=tmp_path / "calib.json", engine=engine)
+    (job,) = engine.jobs
+    assert job.inputs == (demo_path,) and job.output == tmp_path / "out" and job.command == "score"
+    assert job.calibration == fitted  # the file, loaded and checked against the scorer before the engine runs
+    assert job.options["cache_dir"] == str(tmp_path / "c" / "judge")  # the verdict cache, as the local run has it
+    assert job.columns()[-1] == "calibrated_score"
+    made = job.make_scorer()
+    assert isinstance(made, calibration.Calibrated) and made.name == "judge"
+    assert not (tmp_path / "out").exists()  # the engine writes; `run` itself wrote nothing
+
+
+def test_calibrated_wraps_any_scorer_and_adds_its_column() -> None:
+    fitted = calibration.fit([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], scorer="fixed")
+    inner = Fixed({"low": 0.15, "high": 0.85})
+    wrapped = calibration.Calibrated(inner, fitted)
+    items = [ScoringInput(prompt=p, response="r") for p in ("low", "high", "none")]
+    scores = asyncio.run(wrapped.score_many(items))
+    assert [s.score for s in scores[:2]] == [0.15, 0.85] and math.isnan(scores[2].score)
+    got = [s.columns["calibrated_score"] for s in scores]
+    assert got[:2] == calibration.apply(fitted, [0.15, 0.85]).tolist() and got[0] < got[1]
+    assert math.isnan(got[2])
+    with pytest.raises(ConfigError, match="fitted for the 'grounding' scorer"):
+        calibration.Calibrated(inner, calibration.fit([0.1, 0.9], [0, 1], scorer="grounding"))
+
+
+def test_precomputed_looks_scores_up_by_input_and_fails_an_unknown_one() -> None:
+    known = ScoringInput(prompt="p", response="r")
+    table = {input_key(ScoringInput(prompt="p", response="r")): Score(0.7, "kept")}  # equal content, same key
+    scores = asyncio.run(Precomputed("judge", table).score_many([known, ScoringInput(prompt="p", response="other")]))
+    assert scores[0] == Score(0.7, "kept")
+    assert math.isnan(scores[1].score) and scores[1].error == "no score was worked out for this input before the run"
+
+
+class Fixed:
+    """A scorer with a score per prompt (NaN for others)."""
+
+    name = "fixed"
+
+    def __init__(self, by_prompt: dict[str, float]) -> None:
+        self.by_prompt = by_prompt
+
+    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        return [Score(self.by_prompt[x.prompt]) if x.prompt in self.by_prompt else Score.unscorable("no")
+                for x in inputs]

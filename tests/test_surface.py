@@ -282,8 +282,7 @@ def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp
 
 
 @pytest.mark.parametrize(("flags", "refused"), [
-    (["--scorer", "judge", "--model", "m", "--judge-batch"], "--judge-batch: not available with --engine ray yet"),
-    (["--calibration", str(BATCH_IN)], "--calibration: not available with --engine ray yet"),
+    (["--batch-input", str(BATCH_IN)], "--batch-input: not available with --engine ray yet"),
     (["--annotate", "otlp-json:{tmp}/spans.json"], "--annotate: not available with --engine ray yet"),
     (["--format", "records"], "live sources and --format: not available with --engine ray yet"),
     (["--hydrate"], "--hydrate: not available with --engine ray yet"),
@@ -294,5 +293,17 @@ def test_ray_refuses_what_it_cannot_do_yet_before_any_work(tmp_path: Path, flags
     code = main(["score", str(BATCH_OUT), "-o", str(out), "--engine", "ray", "--offline", "--quiet",
                  "--cache-dir", str(tmp_path / "c"), *(f.format(tmp=tmp_path) for f in flags)])
     assert code == 2
-    assert refused in capsys.readouterr().err
+    assert capsys.readouterr().err == f"tlmscore: error: {refused}\n"  # one line
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()  # Ray never started
+    assert not out.exists()
+
+
+def test_ray_refuses_a_live_source_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["prepare", "phoenix://127.0.0.1:9/project", "-o", str(out), "--engine", "ray", "--quiet",
+                 "--cache-dir", str(tmp_path / "c")])
+    assert code == 2
+    refused = "live sources and --format: not available with --engine ray yet"
+    assert capsys.readouterr().err == f"tlmscore: error: {refused}\n"
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
     assert not out.exists()

@@ -15,7 +15,7 @@ if _typing.TYPE_CHECKING:
     from tlmscore.ingest import read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
     from tlmscore.output import Row, RowSink
-    from tlmscore.pipeline import RunResult, aiter_rows, aprepare, ascore, prepare, run, score
+    from tlmscore.pipeline import Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
     from tlmscore.rendering import render
     from tlmscore.settings import Settings
 
@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "Conversation",
     "FetchError",
+    "Local",
     "MemoryPages",
     "Page",
     "PageSource",
@@ -56,6 +57,7 @@ _HOMES = {
     "score": "tlmscore.pipeline",
     "run": "tlmscore.pipeline",
     "RunResult": "tlmscore.pipeline",
+    "Local": "tlmscore.pipeline",
     "ConfigError": "tlmscore.errors",
     "FetchError": "tlmscore.errors",
     "ScorerError": "tlmscore.errors",

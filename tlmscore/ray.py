@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tlmscore.engines._links import with_links
 from tlmscore.engines._pages import FetchPages, planned_urls, store_pages, stored_pages
 from tlmscore.engines._read import input_rows, read_input
-from tlmscore.engines._rows import ScoreRows, convert_row, render_rows, with_pages
+from tlmscore.engines._rows import ScoreRows, convert_row, judged_on_driver, render_rows, with_pages
 from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import Scorer
@@ -34,6 +34,9 @@ from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
     from ray.data import Dataset
+
+    from tlmscore.pipeline import Job, RunResult
+    from tlmscore.scoring.calibration import Calibration
 
 __all__ = ["Engine", "complete_inputs", "connect", "prepare", "read", "run", "score", "write"]
 
@@ -75,6 +78,26 @@ class Engine:
         self.partitions = partitions
         self.page_store = str(page_store) if page_store is not None else None
         self.only_inputs = set(only_inputs) if only_inputs is not None else None
+
+    def run(self, job: Job) -> RunResult:
+        """`tlmscore.run`'s job on the cluster (`tlmscore.pipeline.Engine`): rows to the output folder.
+
+        Connects to a cluster only if the caller has not (Ray Data starts a local one on first use).
+        """
+        from tlmscore.pipeline import RunResult  # noqa: PLC0415  (a later stage's value, named only here)
+
+        if job.output is None:
+            raise ConfigError("the Ray engine writes its rows to an output folder: give one")
+        if job.scorer is not None:
+            job.make_scorer()  # the scorer's options and keys, checked before Ray works
+        names = [str(p) for p in job.inputs]
+        earlier = complete_inputs(job.output, names) if job.resume and (job.output / _MANIFEST).is_file() else []
+        if job.on_start is not None:
+            job.on_start(_count_rows(job.output, earlier))
+        done = run(names, job.output, job.settings, scorer=job.scorer, options=job.options, engine=self,
+                   resume=job.resume, calibration=job.calibration)
+        now, before = _count_rows(job.output, done), _count_rows(job.output, earlier)
+        return RunResult(job.output, now, before, now + before)
 
     def shuffle_partitions(self) -> int:
         """Partitions of each join and group-by: the given number, else the cluster's CPUs."""
@@ -162,14 +185,25 @@ def prepare(source: Sequence[str | Path] | str | Path | Dataset, settings: Setti
 
 def score(source: Sequence[str | Path] | str | Path | Dataset, settings: Settings | None = None,
           scorer: str | Scorer = "grounding", *, options: Mapping[str, Any] | None = None,
-          engine: Engine | None = None) -> Dataset:
-    """`prepare`, plus the score columns, scored by `engine.scorers` actors (the in-flight limit)."""
+          engine: Engine | None = None, calibration: Calibration | None = None) -> Dataset:
+    """`prepare`, plus the score columns, scored by `engine.scorers` actors (the in-flight limit).
+
+    `calibration` wraps the scorer in each actor (`tlmscore.scoring.calibration.Calibrated`), which
+    adds `calibrated_score`. A judge in Batch API mode (`options={"batch": True, "batch_dir": ...}`)
+    sees every row at once: the rows' inputs are rendered first and judged on the driver, through
+    batches, when this is called; the actors then look each row's verdict up.
+    """
     settings = settings or Settings()
     engine = engine or Engine()
-    rows: Dataset = _joined(source, settings, engine).map_batches(
+    joined = _joined(source, settings, engine)
+    if isinstance(scorer, str) and (options or {}).get("batch"):
+        joined = joined.materialize()  # rendered twice: for the driver's batches, then for the rows
+        scorer, options = judged_on_driver(joined, settings, scorer, options or {}), None
+    rows: Dataset = joined.map_batches(
         ScoreRows, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.scorers),
         num_cpus=_ACTOR_CPUS,
-        fn_constructor_kwargs={"settings": settings, "scorer": scorer, "options": options})
+        fn_constructor_kwargs={"settings": settings, "scorer": scorer, "options": options,
+                               "calibration": calibration})
     return rows
 
 
@@ -216,7 +250,8 @@ def write(rows: Dataset, out_dir: str | Path, inputs: Sequence[str | Path], pend
 
 
 def run(inputs: Sequence[str | Path], out_dir: str | Path, settings: Settings, *, scorer: str | Scorer | None = None,
-        options: Mapping[str, Any] | None = None, engine: Engine | None = None, resume: bool = False) -> list[int]:
+        options: Mapping[str, Any] | None = None, engine: Engine | None = None, resume: bool = False,
+        calibration: Calibration | None = None) -> list[int]:
     """Prepare or score `inputs` into `out_dir`; returns the inputs done now (the others were done before)."""
     names = [str(p) for p in inputs]
     out = Path(out_dir)
@@ -230,6 +265,13 @@ def run(inputs: Sequence[str | Path], out_dir: str | Path, settings: Settings, *
     engine = Engine(fetchers=base.fetchers, scorers=base.scorers, partitions=base.partitions,
                     page_store=base.page_store, only_inputs=pending if done else None)
     rows = prepare(names, settings, engine=engine) if scorer is None else score(
-        names, settings, scorer, options=options, engine=engine)
+        names, settings, scorer, options=options, engine=engine, calibration=calibration)
     write(rows, out, names, pending)
     return pending
+
+
+def _count_rows(out_dir: Path, parts: Sequence[int]) -> int:
+    import pyarrow.dataset as pads  # noqa: PLC0415
+
+    parts_there = [_part(out_dir, i) for i in parts if _part(out_dir, i).is_dir()]
+    return sum(int(pads.dataset(str(part), format="parquet").count_rows()) for part in parts_there)

@@ -110,15 +110,15 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     options = _check_run(args, scoring=scoring)
+    options = _judge_batch(args, options) if scoring else {}
     if args.engine == "ray":
-        unsupported = [flag for flag, given in (("--judge-batch", getattr(args, "judge_batch", False)),
-                                                ("--calibration", getattr(args, "calibration", None)),
+        unsupported = [flag for flag, given in (("--batch-input", args.batch_input),
                                                 ("--annotate", getattr(args, "annotate", None)),
                                                 ("--hydrate", args.hydrate)) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
-        return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)
-    options = _judge_batch(args, options) if scoring else {}
+        with _scorer_log(scoring):
+            return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)
     settings = settings_from_args(args)
     summary = Summary()
 

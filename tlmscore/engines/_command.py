@@ -30,20 +30,26 @@ def _summary(out: Path) -> str:
 
 
 def run_ray(args: argparse.Namespace, settings: Settings, scorer: str | None, options: dict[str, Any]) -> int:
-    """Run `prepare` (scorer None) or `score` on the cluster at `--address`; returns the exit code."""
+    """Run `prepare` (scorer None) or `score` through `tlmscore.run` on the cluster at `--address`.
+
+    Returns the exit code. `--calibration` wraps the scorer in every scoring actor; with
+    `--judge-batch` the rows' prompts are judged in batches on this process, before the actors score.
+    """
     from tlmscore import ray as engine  # noqa: PLC0415  (Ray loads only for this engine)
+    from tlmscore.pipeline import run  # noqa: PLC0415
 
     ray = engine.connect(args.address)
     ray.data.DataContext.get_current().enable_progress_bars = bool(settings.progress)
     inputs = [_uri(str(p)) for p in args.inputs]
+    earlier = len(engine.complete_inputs(args.output, inputs)) if args.resume else 0
+    calibration = getattr(args, "calibration", None) if scorer is not None else None
     try:
-        done = engine.run(inputs, args.output, settings, scorer=scorer, options=options, resume=args.resume,
-                          engine=engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency,
-                                               page_store=args.page_store))
+        run(inputs, args.output, scorer=scorer, options=options, settings=settings, resume=args.resume,
+            calibration=calibration, command=args.command,
+            engine=engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency, page_store=args.page_store))
     finally:
         ray.shutdown()
     if args.resume:
-        print(f"tlmscore: resuming: {len(inputs) - len(done)} of {len(inputs)} inputs were already done",
-              file=sys.stderr)
+        print(f"tlmscore: resuming: {earlier} of {len(inputs)} inputs were already done", file=sys.stderr)
     print(_summary(args.output), file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ so a row is the one a single machine makes of the same record and pages.
 from __future__ import annotations
 
 import asyncio
+import functools
 import pickle
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,14 +17,17 @@ from tlmscore.engines._links import chain_index_of
 from tlmscore.engines._read import transcript_of
 from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.evidence.page import Page
+from tlmscore.model import ScoringInput
 from tlmscore.output._encoding import arrow_table
 from tlmscore.pipeline._run import convert_record, record_row, score_rows
-from tlmscore.scoring.base import Scorer, get_scorer
+from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from ray.data import Dataset
+
+    from tlmscore.scoring.calibration import Calibration
 
 
 _PAGE_FIELDS = tuple(Page.__dataclass_fields__)
@@ -118,12 +122,46 @@ def render_rows(batch: pa.Table, settings: Settings) -> pa.Table:
     return _table(rows, batch)
 
 
-class ScoreRows:
-    """An actor that renders and scores batches of records with one scorer set up once."""
+def judged_on_driver(joined: Dataset, settings: Settings, scorer: str, options: Mapping[str, Any]) -> Precomputed:
+    """A scorer that must see every row at once (the judge's Batch API mode), run once, on the driver.
 
-    def __init__(self, settings: Settings, scorer: str | Scorer, options: Mapping[str, Any] | None) -> None:
+    The rows' inputs are rendered in the workers and brought to the driver, where the scorer
+    scores the distinct ones in one call (its batches hold every row's requests); the result
+    looks each input's score up, in the scoring actors.
+    """
+    inputs = joined.map_batches(functools.partial(_scoring_inputs, settings=settings), batch_format="pyarrow")
+    distinct: dict[str, ScoringInput] = {}
+    for row in inputs.iter_rows():
+        item = pickle.loads(row["input"])  # noqa: S301  (rows this engine wrote)
+        distinct.setdefault(input_key(item), item)
+    chosen = get_scorer(scorer, options)
+    scores = asyncio.run(chosen.score_many(list(distinct.values())))
+    return Precomputed(chosen.name, dict(zip(distinct, scores, strict=True)))
+
+
+def _scoring_inputs(batch: pa.Table, settings: Settings) -> pa.Table:
+    """What the scorer gets of each row that is not an error row, pickled."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    _, inputs = _render(batch, settings)
+    return pa.table({"input": pa.array([pickle.dumps(x) for x in inputs if x is not None], pa.binary())})
+
+
+class ScoreRows:
+    """An actor that renders and scores batches of records with one scorer set up once.
+
+    With `calibration`, the scorer is wrapped as on one machine (`calibrated_score` added).
+    """
+
+    def __init__(self, settings: Settings, scorer: str | Scorer, options: Mapping[str, Any] | None,
+                 calibration: Calibration | None = None) -> None:
         self._settings = settings
-        self._scorer = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+        made = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+        if calibration is not None:
+            from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
+
+            made = Calibrated(made, calibration)
+        self._scorer = made
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""

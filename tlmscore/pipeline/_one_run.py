@@ -1,19 +1,21 @@
-"""`tlmscore.run`: the library's one run, with everything the command line's run has.
+"""`tlmscore.run`: the library's one run, with everything the command line's run has, on an `Engine`.
 
-A run reads its inputs chunk by chunk and hands each chunk's rows to the caller's `on_rows`; with
-an `output` it also saves them to a checkpoint as they complete (a killed run loses at most one
-chunk), checks `resume` against the manifest of the run it continues, and writes the output file
-at the end. `calibration` adds `calibrated_score` to scored rows; a judge in Batch API mode
-(`options={"batch": True, ...}`) first submits every chunk's requests, then collects them.
+A run checks what it can before work starts (the output's format, the calibration's scorer, the
+scorer's options), then hands a `Job` to its engine. `Local` (the default) reads the inputs chunk
+by chunk and hands each chunk's rows to the caller's `on_rows`; with an `output` it also saves them
+to a checkpoint as they complete (a killed run loses at most one chunk), checks `resume` against
+the manifest of the run it continues, and writes the output file at the end. `tlmscore.ray.Engine`
+runs the same steps on a Ray cluster. `calibration` wraps the scorer
+(`tlmscore.scoring.calibration.Calibrated`), which adds `calibrated_score`; a judge in Batch API
+mode (`options={"batch": True, ...}`) first submits every chunk's requests, then collects them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tlmscore.output import Checkpoint, Row, build_manifest, describe_file, output_format, start_run
 from tlmscore.pipeline._run import Progress, run_batch
@@ -39,13 +41,89 @@ class RunResult:
     """Rows in the output."""
 
 
-def _with_calibrated(rows: Rows, calibration: Calibration, scorer: str) -> None:
-    """Add `calibrated_score` to scored rows in place (NaN where `score` is NaN)."""
-    from tlmscore.scoring.calibration import apply  # noqa: PLC0415  (numpy only when calibrating)
+@dataclass(frozen=True)
+class Job:
+    """One run as `tlmscore.run` hands it to an engine, checked: what to read, score and write."""
 
-    scores = [float(v) if isinstance(v := r.get("score"), (int, float)) else math.nan for r in rows]
-    for row, value in zip(rows, apply(calibration, scores, scorer=scorer).tolist(), strict=True):
-        row["calibrated_score"] = value
+    inputs: tuple[str | Path, ...]
+    output: Path | None
+    settings: Settings
+    scorer: str | Scorer | None = None
+    """A registered name (set up with `options`), a `Scorer`, or None: prepare only."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    calibration: Calibration | None = None
+    resume: bool = False
+    recorded: Mapping[str, Any] = field(default_factory=dict)
+    """The options a resumed run must share with the run it continues (the manifest's)."""
+    command: str = "prepare"
+    on_rows: Callable[[list[Row]], None] | None = None
+    progress: Progress | None = None
+    on_start: Callable[[int], None] | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The scorer's name (None: prepare only)."""
+        return _scorer_name(self.scorer)
+
+    @property
+    def batch_mode(self) -> bool:
+        """A judge in Batch API mode: every row's requests are sent before any result is awaited."""
+        return isinstance(self.scorer, str) and bool(self.options.get("batch"))
+
+    def make_scorer(self, scorer: str | Scorer | None = None, **more: Any) -> Scorer:
+        """The scorer (or `scorer`, with `more` options), wrapped by the calibration when there is one."""
+        chosen = scorer if scorer is not None else self.scorer
+        if chosen is None:
+            raise ValueError("a prepare-only job has no scorer")
+        made = get_scorer(chosen, {**self.options, **more}) if isinstance(chosen, str) else chosen
+        if self.calibration is None:
+            return made
+        from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
+
+        return Calibrated(made, self.calibration)
+
+    def columns(self) -> tuple[str, ...]:
+        """The output's columns, in order."""
+        scored = self.scorer is not None
+        return Row.columns(scored=scored, calibrated=scored and self.calibration is not None)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Where a run's steps run: `Local` (this process) or `tlmscore.ray.Engine` (a Ray cluster)."""
+
+    def run(self, job: Job) -> RunResult:
+        """Run `job`: every input record becomes one row, written to `job.output` when it has one."""
+        ...
+
+
+class Local:
+    """The engine of one machine: chunk by chunk, rows checkpointed as each chunk completes."""
+
+    def run(self, job: Job) -> RunResult:
+        """Run `job` in this process; a judge in Batch API mode goes over the inputs twice (submit, collect)."""
+        the_scorer = job.make_scorer() if job.scorer is not None else None  # options checked before any write
+        checkpoint, skip = _start(job)
+        written = 0
+        if job.on_start is not None:
+            job.on_start(len(checkpoint.done) if checkpoint is not None else 0)
+
+        def sink(rows: Rows) -> None:
+            nonlocal written
+            final = [Row.from_record(row) for row in rows]  # scored and calibrated: nothing changes them now
+            if checkpoint is not None:
+                checkpoint.write(final)
+            written += len(final)
+            if job.on_rows is not None:
+                job.on_rows(final)
+
+        if job.batch_mode and not job.options.get("batch_submit_only"):
+            _submit_ahead(job, skip)
+        run_batch(list(job.inputs), job.settings, sink, progress=job.progress, scorer=the_scorer, skip=skip)
+        if checkpoint is None:
+            return RunResult(None, written, 0, written)
+        total = checkpoint.finish(job.settings.chunk_size, job.columns())
+        return RunResult(job.output, written, len(checkpoint.done), total)
 
 
 def _load_calibration(path: str | Path) -> Calibration:
@@ -63,22 +141,22 @@ def _scorer_name(scorer: str | Scorer | None) -> str | None:
     return str(getattr(scorer, "name", type(scorer).__name__))
 
 
-def _submit_ahead(inputs: Sequence[str | Path], settings: Settings, scorer: str, options: Mapping[str, Any],
-                  skip: set[tuple[str, int]]) -> None:
+def _submit_ahead(job: Job, skip: set[tuple[str, int]]) -> None:
     """A judge in Batch API mode, first pass: every chunk's requests are submitted before any chunk waits.
 
     The second pass renders the same prompts (same input and cache), so it finds the same
     custom_ids in the batches submitted here and only polls and collects them.
     """
-    submitter = get_scorer(scorer, {**options, "batch_submit_only": True})
-    run_batch(list(inputs), settings, lambda rows: None, scorer=submitter, skip=skip)
+    assert isinstance(job.scorer, str)  # noqa: S101  (batch_mode says so)
+    submitter = get_scorer(job.scorer, {**job.options, "batch_submit_only": True})
+    run_batch(list(job.inputs), job.settings, lambda rows: None, scorer=submitter, skip=skip)
 
 
 def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, scorer: str | Scorer | None = None,
         options: Mapping[str, Any] | None = None, settings: Settings | None = None, resume: bool = False,
         calibration: Calibration | str | Path | None = None, on_rows: Callable[[list[Row]], None] | None = None,
         progress: Progress | None = None, on_start: Callable[[int], None] | None = None,
-        command: str | None = None) -> RunResult:
+        command: str | None = None, engine: Engine | None = None) -> RunResult:
     """Prepare (no `scorer`) or score `inputs`, writing the rows to `output` (.jsonl, .csv, .parquet).
 
     `scorer` is a registered name (with `options`) or a `Scorer`; `calibration` (a
@@ -86,7 +164,9 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     saved it in) adds `calibrated_score`;
     `resume` continues an interrupted run into the same `output`, after checking that it read the
     same inputs with the same settings. `on_start` is told how many rows an earlier run saved, before
-    work starts; `on_rows` sees every chunk's final `Row`s as it completes.
+    work starts; `on_rows` sees every chunk's final `Row`s as it completes. `engine` is where the work runs:
+    `Local()` (the default), or `tlmscore.ray.Engine(...)` on a Ray cluster (its `output` is a folder
+    of Parquet parts; `on_rows`, `progress` and `on_start` are the local engine's).
     """
     settings = settings or Settings()
     options = dict(options or {})
@@ -100,47 +180,23 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         from tlmscore.scoring.calibration import apply  # noqa: PLC0415
 
         apply(calibration, [], scorer=name)  # refuses a calibration fitted for another scorer, before work
+    engine = engine if engine is not None else Local()
     target = Path(output) if output is not None else None
-    if target is not None:
+    if target is not None and isinstance(engine, Local):
         output_format(target)
     if scorer == "judge" and "cache_dir" not in options:  # the verdict cache beside the page cache
         options["cache_dir"] = str(settings.cache_dir / "judge")
-    the_scorer = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    checkpoint, skip = _start(inputs, target, settings, name, recorded, resume=resume,
-                              command=command or ("score" if scorer is not None else "prepare"))
-    written = 0
-    if on_start is not None:
-        on_start(len(checkpoint.done) if checkpoint is not None else 0)
-
-    def sink(rows: Rows) -> None:
-        nonlocal written
-        if calibration is not None and name is not None:
-            _with_calibrated(rows, calibration, name)
-        final = [Row.from_record(row) for row in rows]  # scored and calibrated: nothing changes them now
-        if checkpoint is not None:
-            checkpoint.write(final)
-        written += len(final)
-        if on_rows is not None:
-            on_rows(final)
-
-    if isinstance(scorer, str) and options.get("batch") and not options.get("batch_submit_only"):
-        _submit_ahead(inputs, settings, scorer, options, skip)
-    run_batch(list(inputs), settings, sink, progress=progress, scorer=the_scorer, skip=skip)
-    if checkpoint is None:
-        return RunResult(None, written, 0, written)
-    columns = Row.columns(scored=scorer is not None, calibrated=scorer is not None and calibration is not None)
-    total = checkpoint.finish(settings.chunk_size, columns)
-    return RunResult(target, written, len(checkpoint.done), total)
+    job = Job(tuple(inputs), target, settings, scorer, options, calibration if scorer is not None else None,
+              resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
+              on_start)
+    return engine.run(job)
 
 
-def _start(inputs: Sequence[str | Path], output: Path | None, settings: Settings, scorer: str | None,
-           options: Mapping[str, Any], *, resume: bool, command: str) -> tuple[Checkpoint | None, set[tuple[str, int]]]:
+def _start(job: Job) -> tuple[Checkpoint | None, set[tuple[str, int]]]:
     """The checkpoint of a run with an output (after checking `resume` against its manifest) and what to skip."""
-    if output is None:
+    if job.output is None:
         return None, set()
-    manifest = build_manifest(command, inputs, settings, scorer=scorer, scorer_options=options)
-    names = start_run(output, manifest, resume=resume)
-    checkpoint = Checkpoint(output, resume=resume)
+    manifest = build_manifest(job.command, job.inputs, job.settings, scorer=job.name, scorer_options=job.recorded)
+    names = start_run(job.output, manifest, resume=job.resume)
+    checkpoint = Checkpoint(job.output, resume=job.resume)
     return checkpoint, {(names.get(source, source), line) for source, line in checkpoint.done}
-
-

@@ -145,10 +145,12 @@ async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], 
     todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
     scores = await scorer.score_many([x for _, x in todo])
     by_row = {i: s for (i, _), s in zip(todo, scores, strict=True)}
+    unscored = dict.fromkeys(getattr(scorer, "columns", ()), math.nan)  # a wrapper's columns, on every row
     for i, row in enumerate(rows):
         score = by_row.get(i)
         row.update({"scorer": scorer.name, "score": score.score if score else math.nan,
-                    "explanation": score.explanation if score else "", "details": score.details if score else {}})
+                    "explanation": score.explanation if score else "", "details": score.details if score else {}}
+                   | unscored | (score.columns if score else {}))
         if score is not None and score.error and not row["error"]:
             row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
 

@@ -11,6 +11,7 @@ through the `tlmscore.scorers` entry-point group. Each scorer module exposes
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +28,12 @@ from tlmscore.model import ScoringInput
 __all__ = [
     "ENTRY_POINT_GROUP",
     "SCORERS",
+    "Precomputed",
     "Score",
     "Scorer",
     "ScorerFactory",
     "get_scorer",
+    "input_key",
     "parse_options",
     "score_rows",
     "scorer_names",
@@ -53,13 +56,16 @@ class Score:
 
     `score` is in [0, 1], or NaN when the row could not be scored: then `explanation` says why
     (nothing to check it against, say) and, when the scorer failed on this row, `error` holds the
-    failure. `details` is a JSON-able dict whose keys depend on the scorer.
+    failure. `details` is a JSON-able dict whose keys depend on the scorer. `columns` are more
+    columns for the row, added by a scorer that wraps another (`calibrated_score`); such a scorer
+    names them in a `columns` attribute, so rows it never saw get them too (as NaN).
     """
 
     score: float
     explanation: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    columns: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (math.isnan(self.score) or 0.0 <= self.score <= 1.0):
@@ -148,3 +154,30 @@ async def score_rows(inputs: Sequence[ScoringInput], score_one: Callable[[Scorin
                 return Score.failed(f"{type(exc).__name__}: {exc}")
 
     return list(await asyncio.gather(*(guarded(item) for item in inputs)))
+
+
+def input_key(item: ScoringInput) -> str:
+    """A key of an input's content: the same rendered input has the same key in any process."""
+    return hashlib.sha256(repr(item).encode()).hexdigest()
+
+
+class Precomputed:
+    """A scorer that looks up scores worked out before, by `input_key` of their inputs.
+
+    An engine that spreads rows over workers uses it for a scorer that must see every row at once
+    (the judge's Batch API mode): the driver scores all inputs, the workers look the scores up.
+    """
+
+    def __init__(self, name: str, scores: Mapping[str, Score]) -> None:
+        self._name = name
+        self._scores = dict(scores)
+
+    @property
+    def name(self) -> str:
+        """The name of the scorer that worked the scores out."""
+        return self._name
+
+    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        """The score of each input; one not scored before fails its row."""
+        missing = Score.failed("no score was worked out for this input before the run")
+        return [self._scores.get(input_key(item), missing) for item in inputs]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,8 +25,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tlmscore.errors import ConfigError
+from tlmscore.model import ScoringInput
+from tlmscore.scoring.base import Score, Scorer
 
 __all__ = [
+    "Calibrated",
     "Calibration",
     "CrossValidation",
     "ReliabilityBin",
@@ -187,6 +190,32 @@ def apply(calibration: Calibration, scores: Sequence[float] | Floats, *, scorer:
         raise ConfigError(f"the calibration was fitted for the {calibration.scorer!r} scorer, "
                           f"not for {scorer!r}; fit one for {scorer!r} with `tlmscore calibrate`")
     return calibration(scores)
+
+
+class Calibrated:
+    """A scorer that wraps another and adds the column `calibrated_score` to each of its scores.
+
+    A scorer like any other, so every engine runs it as it runs the scorer it wraps (on Ray, in
+    each scoring actor). Refuses, when made, a calibration fitted for another scorer.
+    """
+
+    columns = ("calibrated_score",)
+
+    def __init__(self, scorer: Scorer, calibration: Calibration) -> None:
+        apply(calibration, [], scorer=scorer.name)
+        self._scorer = scorer
+        self._calibration = calibration
+
+    @property
+    def name(self) -> str:
+        """The wrapped scorer's name: the rows' `scorer` column is the one that gave the raw score."""
+        return self._scorer.name
+
+    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        """The wrapped scorer's scores, each with `calibrated_score` (NaN where the score is NaN)."""
+        scores = await self._scorer.score_many(inputs)
+        values = self._calibration([s.score for s in scores]).tolist() if scores else []
+        return [replace(s, columns={**s.columns, "calibrated_score": v}) for s, v in zip(scores, values, strict=True)]
 
 
 def reliability(probabilities: Sequence[float] | Floats, labels: Sequence[Any] | npt.NDArray[Any], *,
