@@ -1,8 +1,9 @@
 """`tlmscore.run` on a real Ray cluster, for `tests/test_ray_run.py` (run inside the namespaces).
 
 `python -m tests.ray_run_scenarios WORK` starts a two-node cluster, the fake Batch API and the
-fake chat server on loopback, then runs, through the command line: the fixtures scored by the
-judge in Batch API mode with a calibration, on one machine and on Ray; a live judge with two
+fake chat server on loopback, then runs, through the command line: the fixtures (with Batch API
+output lines joined to their input file) scored by the judge in Batch API mode with a calibration,
+on one machine and on Ray; a live judge with two
 settings of `--fetchers` and `--scorer-concurrency`, noting the actor processes each run started
 and the judge requests in flight at once; and the library's
 `tlmscore.ray.score/prepare/Engine` and `tlmscore.run(engine=...)` as the docs show them.
@@ -27,6 +28,8 @@ from tests.ray_cluster import ROOT, Cluster
 
 FIXTURES = ROOT / "fixtures"
 INPUTS = [str(FIXTURES / n) for n in ("demo.jsonl", "chain_a.jsonl", "chain_b.jsonl", "items.jsonl")]
+# Batch API output lines, joined to their requests by --batch-input on both engines
+BATCH = [str(FIXTURES / "batch_output.jsonl"), "--batch-input", str(FIXTURES / "batch_input.jsonl")]
 # inputs without follow-up calls: the library's calls are shown here, the chain joins in test_ray
 PLAIN = [str(FIXTURES / n) for n in ("citations.jsonl", "fidelity.jsonl")]
 OFFLINE = ["--offline", "--pages", str(FIXTURES / "pages"), "--quiet"]
@@ -58,11 +61,11 @@ def _judge_batch(work: Path, cluster: Cluster) -> dict[str, Any]:
     with BatchServer(varied_reply) as server:
         judge = ["--scorer", "judge", "--base-url", server.url, "--model", "fake", "--judge-batch",
                  "--calibration", str(work / "calib.json"), *FAST_BATCHES, *OFFLINE]
-        report["local"] = main(["score", *INPUTS, "-o", str(work / "jb-local.parquet"),
+        report["local"] = main(["score", *INPUTS, *BATCH, "-o", str(work / "jb-local.parquet"),
                                 "--cache-dir", str(work / "cache-jl"), *judge])
         report["local_submitted"] = dict(server.submitted)
         server.submitted.clear()
-        report["ray"] = main(["score", *INPUTS, "-o", str(work / "jb-ray"), "--engine", "ray",
+        report["ray"] = main(["score", *INPUTS, *BATCH, "-o", str(work / "jb-ray"), "--engine", "ray",
                               "--address", cluster.address, "--cache-dir", str(work / "cache-jr"), *judge])
         report["ray_submitted"] = dict(server.submitted)
     return report
@@ -78,23 +81,35 @@ class ActorProcesses:
 
     def __init__(self) -> None:
         self.seen: dict[int, str] = {}
+        self._earlier: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
+    @staticmethod
+    def _actors() -> dict[int, str]:
+        """The actor processes alive now, by process id."""
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if title.startswith("ray::") and "MapWorker" in title:
+                found[int(entry.name)] = title
+        return found
+
     def _poll(self) -> None:
         while not self._stop.is_set():
-            for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                except OSError:
-                    continue
-                if title.startswith("ray::") and "MapWorker" in title:
-                    self.seen.setdefault(int(entry.name), title)
+            for pid, title in self._actors().items():
+                if pid not in self._earlier:
+                    self.seen.setdefault(pid, title)
             self._stop.wait(0.1)
 
     def __enter__(self) -> ActorProcesses:
+        # an earlier run's actors may still be exiting: they are not this run's
+        self._earlier = set(self._actors())
         self._thread.start()
         return self
 

@@ -20,7 +20,7 @@ from tests.ray_cluster import can_namespace, namespaced
 pytest.importorskip("ray", reason="the Ray engine's extra is not installed: pip install -e '.[ray]'")
 pads = pytest.importorskip("pyarrow.dataset")
 
-ROWS = 48  # the four fixture inputs, bad lines included
+ROWS = 51  # the four fixture inputs, bad lines included, and three Batch API output lines
 PLAIN_ROWS = 18  # citations.jsonl and fidelity.jsonl
 COMPARED = ("id", "source", "line", "model", "prompt", "response", "error", "response_status", "scorer", "score",
             "explanation", "details", "calibrated_score")
@@ -69,6 +69,11 @@ def test_judge_batch_with_calibration_on_ray_gives_the_local_rows(runs: tuple[Pa
     assert all(0.0 <= r["calibrated_score"] <= 1.0 for r in scored)
     assert len({r["calibrated_score"] for r in scored}) > 1
     assert all(_missing(r["calibrated_score"]) for r in ray_rows if _missing(r["score"]))
+    batch = [r for r in ray_rows if r["source"].endswith("batch_output.jsonl")]
+    joined = [r for r in batch if r["error"] is None]
+    assert len(batch) == 3 and len(joined) == 2  # one line is the Batch API's 429: an error row
+    asked = ("What is the capital of Portugal?", "Name one prime above 100.")  # the requests, from the input file
+    assert sorted(q for q in asked for r in joined if q in r["prompt"]) == sorted(asked)
 
 
 def test_judge_batch_on_ray_sends_each_request_once_through_batches(runs: tuple[Path, dict[str, Any]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import pickle
 import subprocess
 import sys
 import threading
@@ -166,6 +167,20 @@ def test_batch_inputs_in_gz_are_joined_without_rereading(tmp_path: Path) -> None
             "question 499", "question 0", "question 7"]
     finally:
         batch.close()
+
+
+def test_batch_inputs_pickle_as_their_index_and_read_the_files_again(tmp_path: Path) -> None:
+    """Sent to another process (the Ray engine's tasks), the index goes along and the files are reopened."""
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"custom_id": f"c{i}", "body": {"input": f"q{i}"}}) + "\n"
+                              for i in range(3)), encoding="utf-8")
+    batch = BatchInputs([inputs])
+    assert batch.request("c1") == {"input": "q1"}  # its file is open now
+    copy = pickle.loads(pickle.dumps(batch))  # noqa: S301 -- our own bytes
+    batch.close()
+    inputs.write_text(inputs.read_text(encoding="utf-8").replace("q2", "Q2"), encoding="utf-8")
+    assert len(copy) == 3 and copy.request("c2") == {"input": "Q2"}  # read again, from the same path
+    copy.close()
 
 
 def test_chains_across_a_gz_file(tmp_path: Path) -> None:

@@ -282,7 +282,6 @@ def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp
 
 
 @pytest.mark.parametrize(("flags", "refused"), [
-    (["--batch-input", str(BATCH_IN)], "--batch-input: not available with --engine ray yet"),
     (["--annotate", "otlp-json:{tmp}/spans.json"], "--annotate: not available with --engine ray yet"),
     (["--format", "records"], "live sources and --format: not available with --engine ray yet"),
     (["--hydrate"], "--hydrate: not available with --engine ray yet"),

@@ -29,6 +29,7 @@ from tlmscore.engines._read import input_rows, read_input
 from tlmscore.engines._rows import ScoreRows, convert_row, judged_on_driver, render_rows, with_pages
 from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.errors import ConfigError
+from tlmscore.ingest import BatchInputs
 from tlmscore.scoring.base import Scorer
 from tlmscore.settings import Settings
 
@@ -125,19 +126,19 @@ def _records(source: Sequence[str | Path] | str | Path | Dataset) -> Dataset:
 
 
 def _converted(source: Sequence[str | Path] | str | Path | Dataset, settings: Settings, engine: Engine) -> Dataset:
-    if settings.batch_inputs:
-        raise ConfigError("OpenAI Batch API input files (--batch-input) are not joined by the Ray engine yet; "
-                          "run those batches on one machine")
     if settings.hydrate:
         raise ConfigError("records holding only a response id are not filled in (hydrate) by the Ray engine yet; "
                           "run `tlmscore pull` first, or hydrate on one machine")
     partitions = engine.shuffle_partitions()
     records = _records(source).materialize()
-    linked = with_links(records, partitions)
+    # Batch API output lines get their requests from the input files: indexed once here, each task
+    # reads the lines it needs from the same files (at the same paths on every node, as the inputs)
+    batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
+    linked = with_links(records, partitions, batch)
     if engine.only_inputs is not None:
         keep = engine.only_inputs
         linked = linked.filter(lambda r: r["input"] in keep)
-    converted: Dataset = linked.map(functools.partial(convert_row, settings=settings)).materialize()
+    converted: Dataset = linked.map(functools.partial(convert_row, settings=settings, batch=batch)).materialize()
     return converted
 
 

@@ -112,8 +112,7 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     options = _check_run(args, scoring=scoring)
     options = _judge_batch(args, options) if scoring else {}
     if args.engine == "ray":
-        unsupported = [flag for flag, given in (("--batch-input", args.batch_input),
-                                                ("--annotate", getattr(args, "annotate", None)),
+        unsupported = [flag for flag, given in (("--annotate", getattr(args, "annotate", None)),
                                                 ("--hydrate", args.hydrate)) if given]
         if unsupported:
             raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")

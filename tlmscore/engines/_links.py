@@ -39,6 +39,8 @@ from tlmscore.ingest._records import Location
 if TYPE_CHECKING:
     from ray.data import Dataset
 
+    from tlmscore.ingest import BatchInputs
+
 
 _MAX_LEVELS = 100_000  # a bound on the loop; each level follows one more link of some chain
 _NONE = pickle.dumps([])
@@ -58,9 +60,9 @@ def _refs(items: list[dict[str, Any]]) -> list[str]:
     return [f"i:{ref}" for ref in reference_ids(items)]
 
 
-def _keys(row: dict[str, Any]) -> dict[str, Any]:
+def _keys(row: dict[str, Any], batch: BatchInputs | None = None) -> dict[str, Any]:
     """What a record wants and offers, as pickled lists (joins carry lists as bytes)."""
-    t = transcript_of(row)
+    t = transcript_of(row, batch)
     wants: list[str] = []
     offers: list[str] = []
     onward: list[str] = []
@@ -143,9 +145,12 @@ def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"owner": row["owner"], "key": key, "seen": pickle.dumps(sorted(seen))}
 
 
-def with_links(records: Dataset, partitions: int) -> Dataset:
-    """`records` with a `links` column: the pickled records each one's history is made of (or null)."""
-    keyed = flat_rows(records, lambda r: [_keys(r)], _KEYED).materialize()
+def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = None) -> Dataset:
+    """`records` with a `links` column: the pickled records each one's history is made of (or null).
+
+    `batch` holds the requests of Batch API output lines (`--batch-input`), which say what they refer to.
+    """
+    keyed = flat_rows(records, lambda r: [_keys(r, batch)], _KEYED).materialize()
     wanted = flat_rows(keyed, _explode("wants", "key"), _KEY_ROWS).select_columns(["position", "key"])
     wanted = flat_rows(wanted, lambda r: [{"owner": r["position"], "key": r["key"], "seen": _NONE}],
                        _FRONTIER).materialize()
@@ -177,8 +182,8 @@ def with_links(records: Dataset, partitions: int) -> Dataset:
     return linked
 
 
-def chain_index_of(links: bytes | None) -> ChainIndex:
-    """The `ChainIndex` over the records a row's history is made of."""
+def chain_index_of(links: bytes | None, batch: BatchInputs | None = None) -> ChainIndex:
+    """The `ChainIndex` over the records a row's history is made of (`batch`: Batch API requests)."""
     responses: dict[str, Location] = {}
     items: dict[str, Location] = {}
     conversations: dict[str, list[Location]] = {}
@@ -189,4 +194,4 @@ def chain_index_of(links: bytes | None) -> ChainIndex:
         source, line, record = value
         target = responses if kind == "r" else items
         target[key] = Location(source, line, record=pickle.loads(record))  # noqa: S301
-    return ChainIndex(responses=responses, items=items, conversations=conversations)
+    return ChainIndex(responses=responses, items=items, conversations=conversations, batch=batch)

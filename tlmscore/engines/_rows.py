@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from ray.data import Dataset
 
+    from tlmscore.ingest import BatchInputs
     from tlmscore.scoring.calibration import Calibration
 
 
@@ -34,9 +35,12 @@ _PAGE_FIELDS = tuple(Page.__dataclass_fields__)
 _PARTS = schema(position="int64", input="int64", converted="binary", urls="binary", pages="binary")
 
 
-def convert_row(row: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """A record row converted (with its history): the pickled result and the URLs it plans."""
-    item = convert_record(transcript_of(row), settings, chain_index_of(row.get("links")))
+def convert_row(row: dict[str, Any], settings: Settings, batch: BatchInputs | None = None) -> dict[str, Any]:
+    """A record row converted (with its history): the pickled result and the URLs it plans.
+
+    `batch` holds the requests of Batch API output lines (`--batch-input`).
+    """
+    item = convert_record(transcript_of(row, batch), settings, chain_index_of(row.get("links"), batch))
     urls = list(item.conversation.urls) if item.conversation is not None else []
     return {"input": row["input"], "position": row["position"], "converted": pickle.dumps(item),
             "urls": pickle.dumps(urls)}

@@ -1,7 +1,8 @@
 """OpenAI Batch API input files: the request bodies of a Batch run, found by `custom_id`.
 
 A Batch output line holds the response only; the request it answers is the input line with the
-same `custom_id`. `BatchInputs` keeps where each input line is and reads it on demand.
+same `custom_id`. `BatchInputs` keeps where each input line is and reads it on demand; it pickles
+as its files and that index (the Ray engine's tasks read the same files at the same paths).
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ class BatchInputs:
 
     def __len__(self) -> int:
         return len(self._where)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # sent to other processes (the Ray engine's tasks) as the files and the index, not the open files
+        return {"paths": self.paths, "where": self._where}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.paths = state["paths"]
+        self._where = state["where"]
+        self._files = RandomAccess()
 
     def close(self) -> None:
         """Close the input files (and remove decompressed copies); later lookups open them again."""
