@@ -7,15 +7,13 @@ through the command line); the tests read what it wrote and what the servers cou
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ray_cluster import can_namespace, namespaced
+from tests.ray_cluster import run_scenarios
 
 pytest.importorskip("ray", reason="the Ray engine's extra is not installed: pip install -e '.[ray]'")
 pa = pytest.importorskip("pyarrow")
@@ -31,14 +29,8 @@ SCORED = ("scorer", "score", "explanation", "details")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    reason = can_namespace()
-    if reason is not None:
-        pytest.skip(reason)
     work = tmp_path_factory.mktemp("ray")
-    done = namespaced([sys.executable, "-m", "tests.ray_scenarios", str(work), str(RECORDS), str(URLS)],
-                      timeout=1500)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return work, json.loads((work / "report.json").read_text(encoding="utf-8"))
+    return work, run_scenarios(work, "tests.ray_scenarios", str(RECORDS), str(URLS), timeout=1500)
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:

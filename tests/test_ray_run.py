@@ -7,15 +7,13 @@ the docs show it); the tests read what it wrote and what the servers and Ray's s
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ray_cluster import can_namespace, namespaced
+from tests.ray_cluster import run_scenarios
 
 pytest.importorskip("ray", reason="the Ray engine's extra is not installed: pip install -e '.[ray]'")
 pads = pytest.importorskip("pyarrow.dataset")
@@ -28,13 +26,8 @@ COMPARED = ("id", "source", "line", "model", "prompt", "response", "error", "res
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    reason = can_namespace()
-    if reason is not None:
-        pytest.skip(reason)
     work = tmp_path_factory.mktemp("ray-run")
-    done = namespaced([sys.executable, "-m", "tests.ray_run_scenarios", str(work)], timeout=3000)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return work, json.loads((work / "report.json").read_text(encoding="utf-8"))
+    return work, run_scenarios(work, "tests.ray_run_scenarios", timeout=3000)
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
