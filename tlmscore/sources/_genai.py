@@ -27,7 +27,7 @@ def as_value(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)  # keys in their order
 
 
 def _reference(part: Mapping[str, Any]) -> str:
@@ -125,6 +125,10 @@ def genai_call(attributes: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     """(request, response, warnings) of a GenAI span's attributes."""
     inputs, warned_in = messages_items(attributes.get("gen_ai.input.messages"), output=False)
     outputs, warned_out = messages_items(attributes.get("gen_ai.output.messages"), output=True)
+    answers = sum(1 for item in outputs if item.get("type") == "message")
+    if answers > 1:  # Responses' `phase` (commentary or final answer) has no place in the convention
+        warned_out.append(f"the output holds {answers} assistant messages and not which were commentary: "
+                          "all are read as the answer")
     model = attributes.get("gen_ai.request.model")
     request: dict[str, Any] = {"model": model, "input": inputs}
     instructions = _instructions(attributes.get("gen_ai.system_instructions"))
