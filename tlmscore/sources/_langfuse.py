@@ -16,12 +16,12 @@ is named in the record's warnings.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources._tables import Peek, Read, rows, table_kind
+from tlmscore.sources._genai import as_value
+from tlmscore.sources._tables import Peek, Read, read_rows, rows, table_kind
 
 ORIGIN = "langfuse"
 _TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
@@ -49,14 +49,7 @@ def _get(row: Mapping[str, Any], *names: str) -> Any:
 
 def _json(value: Any) -> Any:
     """A cell that holds JSON text, parsed; plain text or anything else as it is; "" (not set) as None."""
-    if value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
+    return None if value == "" else as_value(value)
 
 
 def is_observation(row: Mapping[str, Any]) -> bool:
@@ -183,17 +176,7 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def observations_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
     """The records of numbered observation rows (or messages saying why a row is not one)."""
-    for number, row in numbered:
-        if isinstance(row, str):
-            yield Read(number, error=row)
-            continue
-        try:
-            record = observation_record(row)
-        except (ValueError, TypeError, AttributeError) as exc:
-            yield Read(number, error=f"observation {row.get('id')}: {exc}")
-            continue
-        if record is not None:
-            yield Read(number, record)
+    return read_rows(numbered, observation_record, "observation")
 
 
 def read(address: str) -> Iterator[Read]:

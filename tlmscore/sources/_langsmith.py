@@ -14,24 +14,14 @@ and response are those of the raw call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources._tables import Peek, Read, rows, table_kind
+from tlmscore.sources._genai import as_value
+from tlmscore.sources._tables import Peek, Read, read_rows, rows, table_kind
 
 ORIGIN = "langsmith"
-
-
-def _json(value: Any) -> Any:
-    """A cell that holds JSON text, parsed; anything else as it is."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
 
 
 def is_run(row: Mapping[str, Any]) -> bool:
@@ -73,7 +63,7 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     if str(run.get("run_type")).lower() != "llm":
         return None
-    inputs, outputs = _json(run.get("inputs")), _json(run.get("outputs"))
+    inputs, outputs = as_value(run.get("inputs")), as_value(run.get("outputs"))
     if not outputs and run.get("error"):
         first = (str(run["error"]).strip().splitlines() or ["error"])[0]  # repr of the exception, then its trace
         raise ValueError(f"the LLM call failed: {first}")
@@ -95,17 +85,7 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def runs_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
     """The records of numbered run rows (or messages saying why a row is not one)."""
-    for number, row in numbered:
-        if isinstance(row, str):
-            yield Read(number, error=row)
-            continue
-        try:
-            record = run_record(row)
-        except (ValueError, TypeError, AttributeError) as exc:
-            yield Read(number, error=f"run {row.get('id')}: {exc}")
-            continue
-        if record is not None:
-            yield Read(number, record)
+    return read_rows(numbered, run_record, "run")
 
 
 def read(address: str) -> Iterator[Read]:

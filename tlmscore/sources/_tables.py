@@ -11,7 +11,7 @@ import datetime as dt
 import gzip
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +29,26 @@ class Read:
     line: int
     record: dict[str, Any] | None = None
     error: str | None = None
+
+
+def read_rows(numbered: Iterator[tuple[int, dict[str, Any] | str]],
+              record: Callable[[dict[str, Any]], dict[str, Any] | None], what: str) -> Iterator[Read]:
+    """The records `record` makes of numbered rows (None: the row is no call), in order.
+
+    A message in place of a row, or a row `record` cannot read, is an error naming the row's
+    number and (as "`what` ID") the row.
+    """
+    for number, row in numbered:
+        if isinstance(row, str):
+            yield Read(number, error=row)
+            continue
+        try:
+            made = record(row)
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield Read(number, error=f"{what} {row.get('id')}: {exc}")
+            continue
+        if made is not None:
+            yield Read(number, made)
 
 
 @dataclass(frozen=True)
