@@ -219,8 +219,8 @@ def child_cleanlab(batch: Path) -> None:
 
 def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str = "") -> None:
     """Fetch the batch's planned URLs with `Fetcher.pages`; print the timing and statuses as JSON."""
-    from tlmscore.evidence._plan import plan_urls
     from tlmscore.evidence.fetch import Fetcher
+    from tlmscore.evidence.plan import Plan
     from tlmscore.settings import Settings
 
     records = [json.loads(line) for line in batch.read_text().splitlines()]
@@ -235,7 +235,7 @@ def child_direct(batch: Path, cache: Path, hosts: int, concurrency: int, ca: str
     async def run() -> dict:
         start = time.perf_counter()
         async with Fetcher(settings) as fetcher:
-            pages = await fetcher.pages(plan_urls(cited))
+            pages = await fetcher.pages(Plan.of(cited).urls)
         statuses: dict[str, int] = {}
         for page in pages.values():
             statuses[page.status] = statuses.get(page.status, 0) + 1

@@ -8,6 +8,7 @@ import matplotlib
 import pandas as pd
 
 from tlmscore import read_transcripts
+from tlmscore._urls import url_key
 from tlmscore.audit import TranscriptView, plot_fetch_status, plot_scores, results_html
 from tlmscore.evidence.page import MemoryPages, Page
 from tlmscore.evidence.sources import load_page_records
@@ -18,7 +19,7 @@ matplotlib.use("Agg")
 def view_of(demo_path: Path, record_id: str) -> TranscriptView:
     (t,) = [t for t in read_transcripts(demo_path) if t.id == record_id]
     pages = MemoryPages(load_page_records(demo_path.parent / "pages"))
-    return TranscriptView(t, pages={u: pages.get(u) for u in t.raw and _urls(t)})
+    return TranscriptView(t, pages={url_key(u): pages.get(u) for u in t.raw and _urls(t)})
 
 
 def _urls(t: object) -> list[str]:

@@ -27,9 +27,9 @@ from tlmscore.evidence import cache as cache_module
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence import fetch as fetch_module
 from tlmscore.evidence._guard import Resolver
-from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence.fetch import USER_AGENT, Fetcher
 from tlmscore.evidence.page import PAGE_STATUSES, Page
+from tlmscore.evidence.plan import Plan
 from tlmscore.pipeline import aprepare
 from tlmscore.settings import Settings
 
@@ -84,9 +84,16 @@ def test_plan_keeps_the_first_spelling_of_each_page_in_order() -> None:
         ["", "https://B.example/x", "https://c.example/#top", "  "],
         ["https://a.example", "https://c.example/"],
     ]
-    planned = plan_urls(lists)
-    assert planned == ["https://b.example/x?utm_source=openai", "https://a.example/", "https://c.example/#top"]
-    assert plan_urls(iter(lists)) == planned
+    plan = Plan.of(lists, {"https://a.example/": 5.0})
+    assert plan.urls == ["https://b.example/x?utm_source=openai", "https://a.example/", "https://c.example/#top"]
+    assert plan.spellings == {
+        "https://b.example/x": ("https://b.example/x?utm_source=openai", "https://B.example/x"),
+        "https://a.example/": ("https://a.example/", "https://a.example"),
+        "https://c.example/": ("https://c.example/#top", "https://c.example/"),
+    }
+    assert len(plan) == 3
+    assert plan.as_of == {"https://a.example/": 5.0}
+    assert Plan.of(iter(lists)) == Plan.of(lists, {})
 
 
 # ------------------------------------------------------------------------------------------------ ok

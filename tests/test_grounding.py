@@ -16,7 +16,8 @@ import pytest
 
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import ScorerError
-from tlmscore.evidence.page import MemoryPages
+from tlmscore.evidence.page import MemoryPages, keyed_pages
+from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import load_page_records
 from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
@@ -40,7 +41,7 @@ def rendered(path: Path, pages_dir: Path) -> list[tuple[Transcript, ScoringInput
         if transcript.error is not None:
             continue
         conversation = convert_transcript(transcript, Settings())
-        known = asyncio.run(pages.pages(list(conversation.urls)))
+        known = asyncio.run(keyed_pages(pages, Plan.of([conversation.urls])))
         found.append((transcript, render(conversation, known, Settings())))
     return found
 

@@ -157,7 +157,6 @@ KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.engines._rows", "tlmscore.pipeline._run"),
     ("tlmscore.fixtures", "tlmscore.pipeline._run"),
     ("tlmscore.pipeline._run", "tlmscore.convert._status"),
-    ("tlmscore.pipeline._run", "tlmscore.evidence._plan"),
     ("tlmscore.pipeline._run", "tlmscore.ingest._batch_api"),
     ("tlmscore.pipeline._run", "tlmscore.ingest._chains"),
     ("tlmscore.pipeline._run", "tlmscore.ingest._history"),

@@ -18,9 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
+from tlmscore._urls import url_key
 from tlmscore.convert import convert_chat, convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._web import UNCITED
+from tlmscore.evidence.page import keyed_pages, page_for
+from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import load_page_records
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, WebRef, WebResult
 from tlmscore.rendering._prompt import _json_block, _text_block, render, render_prompt, render_response
@@ -205,7 +208,7 @@ def test_demo_web_records_render_their_pages(demo_path: Path, record_id: str) ->
     a failed one as not retrieved, with why."""
     (t,) = [t for t in read_transcripts(demo_path) if t.id == record_id]
     conv = convert_transcript(t)
-    known = asyncio.run(MemoryPages(load_page_records(demo_path.parent / "pages")).pages(list(conv.urls)))
+    known = asyncio.run(keyed_pages(MemoryPages(load_page_records(demo_path.parent / "pages")), Plan.of([conv.urls])))
     shown: dict[str, str] = {}
     for block in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", render_prompt(conv, known, Settings()),
                             re.DOTALL):
@@ -214,11 +217,26 @@ def test_demo_web_records_render_their_pages(demo_path: Path, record_id: str) ->
     assert set(conv.urls) == set(shown) and len(set(conv.urls)) >= 2
     assert any(page.ok for page in known.values()) and not all(page.ok for page in known.values())
     for url in conv.urls:
-        page = known[url]
+        page = known[url_key(url)]
         if page.ok:
             assert shown[url] == page.text
         else:
             assert shown[url].startswith(f"This page could not be retrieved ({page.status}")
+
+
+def test_render_looks_pages_up_by_url_key_only() -> None:
+    """Pages are keyed by `url_key`: a mapping keyed by another spelling holds no page for the URL."""
+    tracked = WIKI + "?utm_source=openai"
+    page = Page(url=tracked, status="ok", text="The tower is 330 m tall.")
+    assert page_for({url_key(tracked): page}, WIKI) is page
+    assert page_for({url_key(tracked): page}, tracked + "#top") is page
+    missed = page_for({tracked: page}, tracked)
+    assert missed.status == "offline_miss" and missed.text is None
+    (t,) = read_transcripts([{"request": {"input": "How tall?", "tools": [{"type": "web_search"}]},
+                              "response": {"output": [search("ws", [tracked]), message(ANSWER, [])]}}])
+    conv = convert_transcript(t)
+    assert "330 m tall" in render_prompt(conv, {url_key(tracked): page})
+    assert "could not be retrieved (offline_miss" in render_prompt(conv, {tracked: page})
 
 
 def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tmp_path: Path) -> None:
@@ -228,13 +246,17 @@ def test_a_page_fetched_under_one_spelling_serves_every_spelling_in_the_chunk(tm
         return {"id": f"r{i}", "request": {"input": "How tall?", "tools": [{"type": "web_search"}]},
                 "response": {"output": [search("ws", [url]), message(ANSWER, [])]}}
 
+    asked: list[list[str]] = []
+
     class ExactPages(PageSource):
         async def pages(self, urls: list[str], as_of: object = None) -> dict[str, Page]:
+            asked.append(list(urls))
             return {u: Page(url=u, status="ok", text="The tower is 330 m tall.") for u in urls}
 
     tracked = WIKI + "?utm_source=openai"
     df = prepare([record(1, tracked), record(2, WIKI)], Settings(offline=True, cache_dir=tmp_path),
                  pages=ExactPages())
+    assert asked == [[tracked]]  # one page, asked for once, by the spelling cited first
     assert list(df.n_urls_ok) == [1, 1] and list(df.n_urls_failed) == [0, 0]
     assert "could not be retrieved" not in df.prompt[1]
     assert "The tower is 330 m tall." in df.prompt[1]

@@ -20,7 +20,8 @@ from tlmscore._urls import url_key
 from tlmscore.convert import convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.errors import ConfigError
-from tlmscore.evidence.page import Page, find_page
+from tlmscore.evidence.page import Page, PagesByKey, keyed_pages, page_for
+from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
@@ -83,7 +84,7 @@ class TranscriptView:
     """One transcript with its pages, shown in Jupyter as a conversation with evidence."""
 
     transcript: Transcript
-    pages: Mapping[str, Page] = field(default_factory=dict)
+    pages: PagesByKey = field(default_factory=dict)
     row: Mapping[str, Any] = field(default_factory=dict)
     settings: Settings = field(default_factory=Settings)
     support: Support = _lexical_support
@@ -99,7 +100,7 @@ class TranscriptView:
 
     def page(self, url: str) -> Page:
         """The page shown for `url` (an `offline_miss` page when it was not read)."""
-        return find_page(self.pages, url)
+        return page_for(self.pages, url)
 
     def shown_pages(self) -> list[Page]:
         """The pages of every URL the conversation refers to, in order."""
@@ -226,8 +227,9 @@ class TranscriptView:
 
 
 async def _offline_pages(urls: Sequence[str], settings: Settings) -> dict[str, Page]:
+    """The pages of `urls` from the saved page files and the cache, keyed by `url_key`."""
     async with open_page_source(settings) as source:
-        return await source.pages(urls)
+        return await keyed_pages(source, Plan.of([urls]))
 
 
 def results_html(df: pd.DataFrame, columns: Sequence[str] = ("id", "model", "score", "n_urls", "n_urls_ok",

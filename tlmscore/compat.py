@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from tlmscore._urls import url_key
 from tlmscore.convert import convert_chat, convert_items, input_items, split_answer
 from tlmscore.evidence.page import Page
 from tlmscore.model import Conversation
@@ -137,7 +138,8 @@ def form_prompt_string(
         if last.get("role") == "assistant" or "tool_calls" in last:
             _warn_last()
         conv = convert_chat(messages, tools=tools, settings=settings)
-    return render_prompt(conv, pages, settings)
+    keyed = {url_key(url): page for url, page in (pages or {}).items()}  # render looks pages up by key
+    return render_prompt(conv, keyed, settings)
 
 
 def form_response_string_responses_api(response: Any) -> str:

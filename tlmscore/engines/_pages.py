@@ -3,7 +3,7 @@
 The URLs every record plans are grouped by host: a host's URLs form one group, handled by one
 call of one fetch actor, so `per_host` requests at most are in flight to a host anywhere in the
 cluster. Within the group they are deduplicated by `url_key` (the first spelling in input order
-is fetched, as `plan_urls` does on one machine), so each page is fetched once in the cluster.
+is fetched, as a `Plan` does on one machine), so each page is fetched once in the cluster.
 Each actor keeps one `Fetcher` open (the same guard, disk cache, limits and extraction as on one
 machine) on its own event loop.
 
@@ -30,6 +30,7 @@ from tlmscore._urls import url_key
 from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.evidence.cache import CONTENT_STATUSES
 from tlmscore.evidence.page import Page, PageSource
+from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import open_page_source
 from tlmscore.settings import Settings
 
@@ -78,13 +79,9 @@ def _urls_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
                    "host": _host(url)}
 
 
-def _first_spellings(group: pa.Table) -> tuple[list[str], list[str]]:
+def _plan(group: pa.Table) -> Plan:
     """The distinct pages of a group, each by the spelling cited first in input order."""
-    order = group.sort_by("order")
-    first: dict[str, str] = {}
-    for key, url in zip(order["key"].to_pylist(), order["url"].to_pylist(), strict=True):
-        first.setdefault(key, url)
-    return list(first), list(first.values())
+    return Plan.of([group.sort_by("order")["url"].to_pylist()])
 
 
 def planned_urls(converted: Dataset) -> Dataset:
@@ -137,9 +134,9 @@ class FetchPages:
 
     def __call__(self, group: pa.Table) -> pa.Table:
         """The pages of one host's URLs (one group), each distinct page once, with their keys."""
-        keys, urls = _first_spellings(group)
-        pages = self._run(self._source.pages(urls))
-        return _table([(key, pages[url]) for key, url in zip(keys, urls, strict=True)])
+        plan = _plan(group)
+        pages = self._run(self._source.pages(plan.urls))
+        return _table([(key, pages[spellings[0]]) for key, spellings in plan.spellings.items()])
 
 
 def store_pages(pages: Dataset, store: str | None) -> None:

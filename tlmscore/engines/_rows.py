@@ -90,23 +90,16 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     return joined
 
 
-def _pages_of(blob: bytes | None, urls: list[str]) -> dict[str, Page]:
-    """The pages a record renders with, keyed as `prepare_chunk` keys them (URL as planned and key)."""
-    by_key: Mapping[str, Page] = dict(pickle.loads(blob)) if blob else {}  # noqa: S301
-    pages: dict[str, Page] = {}
-    for url in urls:
-        page = by_key.get(url_key(url))
-        if page is not None:
-            pages[url] = pages[url_key(url)] = page
-    return pages
+def _pages_of(blob: bytes | None) -> dict[str, Page]:
+    """The pages a record renders with, keyed by `url_key` as `prepare_chunk` keys them."""
+    return dict(pickle.loads(blob)) if blob else {}  # noqa: S301  (rows this engine wrote)
 
 
 def _render(batch: pa.Table, settings: Settings) -> tuple[list[dict[str, Any]], list[Any]]:
     rows, inputs = [], []
     for row in batch.to_pylist():
         item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
-        urls = pickle.loads(row["urls"])  # noqa: S301
-        out, scoring = record_row(item, _pages_of(row.get("pages"), urls), settings)
+        out, scoring = record_row(item, _pages_of(row.get("pages")), settings)
         rows.append(out)
         inputs.append(scoring)
     return rows, inputs

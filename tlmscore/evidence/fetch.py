@@ -21,16 +21,15 @@ from typing import TypeVar
 
 import httpx
 
-from tlmscore._urls import url_key
 from tlmscore.evidence._download import Downloader
 from tlmscore.evidence._guard import Resolver, system_resolver
-from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type
 from tlmscore.evidence.page import AsOf, Page, in_given_order
+from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
 
 __all__ = ["ACCEPT", "USER_AGENT", "Fetcher", "Progress"]
@@ -126,25 +125,29 @@ class Fetcher:
             yield item
 
     async def _stream(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
-        unique = plan_urls([urls])
-        spellings: dict[str, list[str]] = {}
+        plan = Plan.of([urls])
         for url in dict.fromkeys(urls):
-            if url and url.strip():
-                spellings.setdefault(url_key(url), []).append(url)
-            else:
+            if not url or not url.strip():
                 yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
+        unique = plan.urls
         done = _Counter(self._progress, len(unique))
         hits = await self._opened(self._cache).lookup(unique)
-        tasks = [asyncio.ensure_future(self._page(url, hits.get(url), done)) for url in unique]
+        tasks = [asyncio.ensure_future(self._spelled(spellings, hits.get(spellings[0]), done))
+                 for spellings in plan.spellings.values()]
         try:
             for next_page in asyncio.as_completed(tasks):
-                page = await next_page
-                for given in spellings.pop(url_key(page.url), ()):
+                spellings, page = await next_page
+                for given in spellings:
                     yield given, page if page.url == given else replace(page, url=given)
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _spelled(self, spellings: tuple[str, ...], hit: CachedPage | None,
+                       done: _Counter) -> tuple[tuple[str, ...], Page]:
+        """The page of the first spelling, with every spelling it is cited by."""
+        return spellings, await self._page(spellings[0], hit, done)
 
     @staticmethod
     def _opened(resource: _T | None) -> _T:

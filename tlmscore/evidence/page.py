@@ -1,9 +1,10 @@
 """The page record (a contract) and the `PageSource` seam the renderer reads pages through.
 
-A source is asked for pages together with `as_of`: for each URL (by `url_key`), the time the
-answer citing it was given, so a source that keeps history (a web archive) can give the page as
-the model read it. A URL cited by several answers is asked for as of the earliest of them: a
-snapshot at or before that time is at or before every answer citing it.
+A source is asked for a plan's pages together with `as_of`: for each URL (by `url_key`), the time
+the answer citing it was given, so a source that keeps history (a web archive) can give the page
+as the model read it. A URL cited by several answers is asked for as of the earliest of them: a
+snapshot at or before that time is at or before every answer citing it. What comes back is keyed
+by `url_key` alone (`PagesByKey`); `page_for` looks a cited URL's page up in it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from tlmscore._urls import url_key
+from tlmscore.evidence.plan import Plan
 
-__all__ = ["PAGE_STATUSES", "AsOf", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus", "answered_at",
-           "find_page", "in_given_order", "pages_as_done"]
+__all__ = ["PAGE_STATUSES", "AsOf", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus", "PagesByKey",
+           "answered_at", "in_given_order", "keyed_pages", "page_for", "pages_as_done", "planned_pages"]
 
 PageStatus = Literal[
     "ok",
@@ -77,12 +79,16 @@ class Page:
         return cls(**{k: v for k, v in record.items() if k in names})
 
 
-def find_page(pages: Mapping[str, Page], url: str) -> Page:
-    """The page for `url` in a mapping keyed by URLs as given and/or by `url_key`.
+PagesByKey = Mapping[str, Page]
+"""Pages keyed by the `url_key` of their URL: one entry per page, whatever spelling cites it."""
+
+
+def page_for(pages: PagesByKey, url: str) -> Page:
+    """The page cited as `url` in `pages` (keyed by `url_key`).
 
     A URL the mapping lacks is a failed page saying so, never invented content.
     """
-    page = pages.get(url) or pages.get(url_key(url))
+    page = pages.get(url_key(url))
     return page if page is not None else Page(url=url, status="offline_miss", error="no page was available")
 
 
@@ -127,6 +133,22 @@ async def pages_as_done(source: PageSource, urls: Sequence[str],
     async with aclosing(source.pages_as_done(urls, as_of)) as items:
         async for item in items:
             yield item
+
+
+async def planned_pages(source: PageSource, plan: Plan) -> AsyncGenerator[tuple[str, Page], None]:
+    """`(key, page)` for every page of `plan` from `source`, each as soon as it is ready.
+
+    The source is asked for each page once, by the spelling cited first, as of the plan's times.
+    """
+    async with aclosing(source.pages_as_done(plan.urls, plan.as_of)) as items:
+        async for url, page in items:
+            yield url_key(url), page
+
+
+async def keyed_pages(source: PageSource, plan: Plan) -> dict[str, Page]:
+    """Every page of `plan` from `source`, keyed by `url_key`: what `render` takes."""
+    async with aclosing(planned_pages(source, plan)) as found:
+        return {key: page async for key, page in found}
 
 
 class MemoryPages(PageSource):

@@ -33,8 +33,8 @@ from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
-from tlmscore.evidence._plan import plan_urls
-from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
+from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
+from tlmscore.evidence.plan import Plan
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._chains import ChainIndex
 from tlmscore.ingest._history import with_history
@@ -115,7 +115,7 @@ def _origin(t: Transcript) -> dict[str, Any]:
     return {"origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
 
 
-def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[dict[str, Any],
+def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[str, Any],
                                                                                 ScoringInput | None]:
     """The row of one record, and what a scorer needs of it (None for an error row)."""
     row = _base_row(item.transcript)
@@ -133,7 +133,7 @@ def _row(item: _Converted, pages: dict[str, Page], settings: Settings) -> tuple[
         return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
                                        f"{type(exc).__name__}: {exc}"} | origin, None
     keys = {url_key(u): u for u in conv.urls}
-    ok = sum(1 for u in keys.values() if find_page(pages, u).ok)
+    ok = sum(1 for u in keys.values() if page_for(pages, u).ok)
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
@@ -155,8 +155,8 @@ async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], 
             row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
 
 
-def _as_of(converted: Sequence[_Converted]) -> dict[str, float]:
-    """When each page was read: the earliest time an answer citing it was given, by `url_key`."""
+def _plan(converted: Sequence[_Converted]) -> Plan:
+    """The chunk's pages, each as of the earliest answer citing it (by `url_key`)."""
     times: dict[str, float] = {}
     for item in converted:
         when = answered_at(item.transcript.response)
@@ -165,13 +165,13 @@ def _as_of(converted: Sequence[_Converted]) -> dict[str, float]:
         for url in item.conversation.urls:
             key = url_key(url)
             times[key] = min(times.get(key, when), when)
-    return times
+    return Plan.of((c.conversation.urls for c in converted if c.conversation is not None), times)
 
 
 async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
                         chains: ChainIndex | None = None, scorer: Scorer | None = None, *,
                         converters: Mapping[str, ItemConverter] | None = None) -> list[dict[str, Any]]:
-    """Rows for one chunk: convert all, fetch the chunk's unique URLs once, render each, score.
+    """Rows for one chunk: convert all, fetch the chunk's distinct pages once, render each, score.
 
     A record is rendered as soon as its own pages are ready (from a source that streams them),
     while the pages of later records are still on their way. With `chains`, a follow-up call is
@@ -189,12 +189,11 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
         missing[i] = len(keys)
         if not keys:
             rendered[i] = _row(item, pages, settings)
-    urls = plan_urls(c.conversation.urls for c in converted if c.conversation is not None)
-    if urls:
-        async with aclosing(pages_as_done(source, urls, _as_of(converted))) as arriving:
-            async for url, page in arriving:
-                key = url_key(url)
-                pages[url] = pages[key] = page
+    plan = _plan(converted)
+    if plan:
+        async with aclosing(planned_pages(source, plan)) as arriving:
+            async for key, page in arriving:
+                pages[key] = page
                 for i in waiting.pop(key, ()):
                     missing[i] -= 1
                     if not missing[i]:

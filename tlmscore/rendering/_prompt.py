@@ -10,12 +10,12 @@ Every JSON block keeps Unicode too, unless `Settings.ascii_json` asks for the re
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from tlmscore.evidence.page import Page
+from tlmscore.evidence.page import PagesByKey
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, ToolCall, ToolResult, Turn, WebRef, WebResult
 from tlmscore.rendering._shown import UNLOGGED_NOTE, PageShelf, cite_spans, tool_evidence
 from tlmscore.settings import Settings
@@ -164,7 +164,7 @@ def _web_refs(turns: Sequence[Turn]) -> list[tuple[WebRef, tuple[str, ...]]]:
     return [(ref, t.focus) for t in turns if isinstance(t, WebResult) for ref in t.refs]
 
 
-def _prompt(conv: Conversation, pages: Mapping[str, Page] | None,
+def _prompt(conv: Conversation, pages: PagesByKey | None,
             settings: Settings | None) -> tuple[str, list[Evidence]]:
     """The prompt, and the evidence it shows as values, in prompt order."""
     settings = settings or Settings()
@@ -180,7 +180,7 @@ def _prompt(conv: Conversation, pages: Mapping[str, Page] | None,
     return (body + "\n\nAssistant:").strip(), shelf.shown
 
 
-def render_prompt(conv: Conversation, pages: Mapping[str, Page] | None = None,
+def render_prompt(conv: Conversation, pages: PagesByKey | None = None,
                   settings: Settings | None = None) -> str:
     """The prompt: everything the model saw before it answered, ending with `Assistant:`."""
     return _prompt(conv, pages, settings)[0]
@@ -196,7 +196,7 @@ def _chat_response(turn: Turn, unicode: bool) -> str:
     return f"{turn.text}\n{calls}".strip() if turn.text else calls
 
 
-def render_response(conv: Conversation, pages: Mapping[str, Page] | None = None,
+def render_response(conv: Conversation, pages: PagesByKey | None = None,
                     settings: Settings | None = None) -> str:
     """The response: the answer the model gave, its tool calls included."""
     settings = settings or Settings()
@@ -208,10 +208,12 @@ def render_response(conv: Conversation, pages: Mapping[str, Page] | None = None,
     return body.replace("Assistant:", "", 1).strip()
 
 
-def render(conv: Conversation, pages: Mapping[str, Page] | None = None,
+def render(conv: Conversation, pages: PagesByKey | None = None,
            settings: Settings | None = None) -> ScoringInput:
     """Both strings a scorer needs, and the evidence the prompt shows as values.
 
+    `pages` are keyed by the `url_key` of their URL (as the pipeline's plan keys them); a cited
+    URL without one is shown as a page that could not be retrieved.
     Each `Evidence` is a page entry, a file search result or another tool's response, in prompt
     order, with the spans of the rendered response that cite it.
     """

@@ -1,6 +1,6 @@
 """The evidence render shows, built as text for the prompt and as `Evidence` values for scorers.
 
-Pure: pages are looked up in the mapping given. Each page entry of a web tool's response is
+Pure: pages are looked up by `url_key` in the mapping given. Each page entry of a web tool's response is
 written once here, and the same budgeted text becomes the `Evidence` value, so scorers read
 exactly what the prompt shows. Pages the answer numbers carry their number (`"citation": "[n]"`);
 what the provider logged about a page (snippet, date) stands beside the fetched text and is the
@@ -10,13 +10,13 @@ evidence when the page could not be fetched.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from tlmscore._urls import url_key
 from tlmscore.convert import FILE_SEARCH_NOT_LOGGED, NOT_LOGGED, SEARCH_NOT_LOGGED, UNCITED
-from tlmscore.evidence.page import Page, find_page
+from tlmscore.evidence.page import Page, PagesByKey, page_for
 from tlmscore.model import Evidence, FileResult, ToolResult, Turn, WebRef, WebResult
 from tlmscore.rendering._excerpt import allocate, excerpt
 from tlmscore.settings import Settings
@@ -52,13 +52,13 @@ class PageShelf:
     Each page entry it writes is also kept as an `Evidence` value, in prompt order (`shown`).
     """
 
-    def __init__(self, pages: Mapping[str, Page], refs: Sequence[tuple[WebRef, tuple[str, ...]]],
+    def __init__(self, pages: PagesByKey, refs: Sequence[tuple[WebRef, tuple[str, ...]]],
                  settings: Settings) -> None:
         self._pages = pages
         keys = [url_key(ref.url) for ref, _ in refs]
         repeats = [keys.index(key) != i and not focus
                    for i, (key, (_, focus)) in enumerate(zip(keys, refs, strict=True))]
-        texts = [(p.text or "") if (p := find_page(pages, ref.url)).ok and not repeat else ""
+        texts = [(p.text or "") if (p := page_for(pages, ref.url)).ok and not repeat else ""
                  for (ref, _), repeat in zip(refs, repeats, strict=True)]  # a page shown again takes no budget
         self._budgets = allocate([len(t) for t in texts], settings.page_chars, settings.evidence_chars)
         self._next = 0
@@ -71,7 +71,7 @@ class PageShelf:
         A page a search lists again, after it was shown in full, is shown once: the second place
         refers to the first (a page action with its own focus still shows its passages).
         """
-        page = find_page(self._pages, ref.url)
+        page = page_for(self._pages, ref.url)
         budget = self._budgets[self._next]
         self._next += 1
         key = url_key(ref.url)
