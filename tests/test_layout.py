@@ -145,8 +145,6 @@ KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.audit", "tlmscore.pipeline._run"),
     ("tlmscore.audit", "tlmscore.rendering._shown"),
     ("tlmscore.compat", "tlmscore.rendering._prompt"),
-    ("tlmscore.convert._custom", "tlmscore.ingest._history"),
-    ("tlmscore.convert.registry", "tlmscore.ingest._history"),
     ("tlmscore.engines._links", "tlmscore.ingest._chains"),
     ("tlmscore.engines._links", "tlmscore.ingest._history"),
     ("tlmscore.engines._links", "tlmscore.ingest._records"),

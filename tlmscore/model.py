@@ -20,7 +20,13 @@ __all__ = [
     "Turn",
     "WebRef",
     "WebResult",
+    "is_item_reference",
 ]
+
+
+def is_item_reference(item: dict[str, Any]) -> bool:
+    """Whether an input item stands for an earlier one by id (`type` may be left out: a bare `{id}`)."""
+    return item.get("type") == "item_reference" or (item.get("type") is None and set(item) == {"id"})
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 from tlmscore.convert._content import content_text
 from tlmscore.convert._think import split_think
 from tlmscore.convert.registry import REGISTRY, item_type
+from tlmscore.model import Transcript
 
 COMPLETED = "completed"
 _UNFINISHED = {
@@ -224,3 +225,17 @@ def record_status(record: Any) -> ResponseStatus | None:
         return ResponseStatus("failed", error=f"record is an API error, not a response: "
                                              f"{error_detail(record['error'])}")
     return None
+
+
+def transcript_status(transcript: Transcript) -> ResponseStatus | None:
+    """A transcript's response status; for a record ingest could not read, what the record says went wrong.
+
+    None when it is not known: an unforeseen shape leaves the status unknown, and the record still
+    gets its row.
+    """
+    try:
+        if transcript.error is not None:
+            return record_status(transcript.raw)
+        return response_status(transcript.response, transcript.request, transcript.fmt)
+    except Exception:  # noqa: BLE001  (a status is a help, never a reason to lose the record)
+        return None

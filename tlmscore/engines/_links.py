@@ -29,12 +29,12 @@ from tlmscore.ingest._chains import ChainIndex
 from tlmscore.ingest._history import (
     call_input,
     conversation_id,
-    is_item_reference,
     own_items,
     previous_response_id,
     reference_ids,
 )
 from tlmscore.ingest._records import Location
+from tlmscore.model import is_item_reference
 
 if TYPE_CHECKING:
     from ray.data import Dataset

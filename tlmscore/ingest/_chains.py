@@ -29,14 +29,13 @@ from tlmscore.ingest._history import (
     History,
     call_input,
     conversation_id,
-    is_item_reference,
     own_items,
     previous_response_id,
     reference_ids,
 )
 from tlmscore.ingest._logfile import RandomAccess
 from tlmscore.ingest._records import Location, Look, Source, load_at, scan
-from tlmscore.model import Transcript
+from tlmscore.model import Transcript, is_item_reference
 
 _PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*"')
 _CONVERSATION = re.compile(rb'"conversation"\s*:\s*[{"]')

@@ -15,12 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tlmscore.model import Transcript
-
-
-def is_item_reference(item: dict[str, Any]) -> bool:
-    """Whether an item stands for an earlier one by id (`type` may be left out: a bare `{id}`)."""
-    return item.get("type") == "item_reference" or (item.get("type") is None and set(item) == {"id"})
+from tlmscore.model import Transcript, is_item_reference
 
 
 @dataclass(frozen=True)

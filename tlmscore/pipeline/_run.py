@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore._urls import url_key
 from tlmscore.convert import NO_REQUEST, convert_transcript
-from tlmscore.convert._status import COMPLETED, ResponseStatus, record_status, response_status
+from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
@@ -37,7 +37,7 @@ from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, pa
 from tlmscore.evidence.plan import Plan
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import with_history
+from tlmscore.ingest._history import History, with_history
 from tlmscore.ingest._records import Source, read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
@@ -64,39 +64,46 @@ class _Converted:
     status: ResponseStatus | None = None
 
 
-def _status(transcript: Transcript) -> ResponseStatus | None:
-    """The response's status; for a record ingest could not read, what the record says went wrong (or None)."""
-    try:
-        if transcript.error is not None:
-            return record_status(transcript.raw)
-        return response_status(transcript.response, transcript.request, transcript.fmt)
-    except Exception:  # noqa: BLE001  (an unforeseen shape leaves the status unknown; the record still gets its row)
-        return None
+def _failure(transcript: Transcript, exc: Exception) -> str:
+    """A record's error: where it is, and what went wrong (a tlmscore error says it in its own words)."""
+    said = str(exc) if isinstance(exc, TlmscoreError) else f"{type(exc).__name__}: {exc}"
+    return f"{transcript.source}:{transcript.line}: {said}"
+
+
+def _continued(transcript: Transcript, chains: ChainIndex | None) -> tuple[Transcript, History | None]:
+    """The record with the calls it continues in front of its input (ingest's last step), and that history."""
+    if chains is None or transcript.error is not None:
+        return transcript, None
+    history = chains.history(transcript)
+    return with_history(transcript, history), history
 
 
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
              converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
-    status = _status(transcript)
+    """One record, its history joined first (ingest), then its status read and its items converted."""
+    try:
+        joined, history = _continued(transcript, chains)
+        failed = None
+    except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
+        joined, history, failed = transcript, None, _failure(transcript, exc)
+    status = transcript_status(transcript)
     if status is not None and status.error is not None:
         return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
     if transcript.error is not None:
         return _Converted(transcript, None, transcript.error, status=status)
+    if failed is not None:
+        return _Converted(transcript, None, failed, status=status)
     extra = (*transcript.warnings, *((status.warning,) if status is not None and status.warning else ()))
     try:
-        if chains is None:
-            conv = convert_transcript(transcript, settings, converters=converters)
-            return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None,
-                              bool(transcript.request), status)
-        history = chains.history(transcript)
-        conv = convert_transcript(with_history(transcript, history), settings, converters=converters)
-        own = (NO_REQUEST,) if not transcript.request and NO_REQUEST not in conv.warnings else ()
-        conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *own, *extra))
-        return _Converted(transcript, conv, None, history.complete and bool(transcript.request), status)
-    except TlmscoreError as exc:
-        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {exc}", status=status)
+        conv = convert_transcript(joined, settings, converters=converters)
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
-        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: "
-                                            f"{type(exc).__name__}: {exc}", status=status)
+        return _Converted(transcript, None, _failure(transcript, exc), status=status)
+    if history is None:
+        return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None,
+                          bool(transcript.request), status)
+    own = (NO_REQUEST,) if not transcript.request and NO_REQUEST not in conv.warnings else ()
+    conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *own, *extra))
+    return _Converted(transcript, conv, None, history.complete and bool(transcript.request), status)
 
 
 def _count_calls(conv: Conversation) -> int:
