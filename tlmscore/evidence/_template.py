@@ -24,6 +24,7 @@ This module imports no event loop and no pool machinery: it is all a worker need
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -116,7 +117,10 @@ def _warm_up() -> None:
 
     Library log records and warnings stay off the user's terminal; a lower priority means the
     fetching process never waits behind an extraction for a core; trafilatura is imported and
-    run once (`_warmup`).
+    run once (`_warmup`). What the imports and the warm-up made is then moved out of the cycle
+    collector's reach (`gc.freeze`): it lives as long as the process, and a full collection in a
+    worker would otherwise walk all of it, writing to every page it touches, which a forked
+    worker must first copy from the template.
     """
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -125,6 +129,8 @@ def _warm_up() -> None:
         with contextlib.suppress(OSError):
             os.nice(_WORKER_NICENESS)
     import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
+
+    gc.freeze()
 
 
 def _bind_to_pool(limits: Limits) -> None:
