@@ -21,6 +21,8 @@ _MARKER = re.compile(r"\[\[\d+\]\]\([^)\s]*\)|\[\d+\]|\u3010\d+\u3011")
 
 def _words(text: str) -> frozenset[str]:
     """The words of `text`: words of three letters or more, and character pairs of unspaced scripts."""
+    if text.isascii():  # the same words, found in one pass: no unspaced script, and lower case maps letters to letters
+        return frozenset(_WORD.findall(text.lower()))
     words = {w.lower() for w in _WORD.findall(_UNSPACED.sub(" ", text))}
     for run in _UNSPACED.findall(text):
         words.update(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
