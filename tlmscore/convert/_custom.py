@@ -19,7 +19,7 @@ from tlmscore.convert._functions import PROGRAM, call_kind, parse_arguments, pro
 from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import declare_tool, qualified_name
 from tlmscore.convert.context import Context, ItemConverter
-from tlmscore.ingest._history import is_item_reference
+from tlmscore.ingest import is_item_reference
 from tlmscore.model import Message, ToolCall, ToolResult, Turn
 
 TOOL_SEARCH = "tool_search"

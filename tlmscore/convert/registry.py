@@ -47,7 +47,7 @@ from tlmscore.convert import (
     _web as web,
 )
 from tlmscore.convert.context import Converter, ItemConverter
-from tlmscore.ingest._history import is_item_reference
+from tlmscore.ingest import is_item_reference
 
 __all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "ConverterLike", "converters", "item_type", "plugin_converters"]
 

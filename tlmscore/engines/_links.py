@@ -25,8 +25,9 @@ import pyarrow as pa
 
 from tlmscore.engines._read import transcript_of
 from tlmscore.engines._tables import flat_rows, schema
-from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import (
+from tlmscore.ingest import (
+    ChainIndex,
+    Location,
     call_input,
     conversation_id,
     is_item_reference,
@@ -34,7 +35,6 @@ from tlmscore.ingest._history import (
     previous_response_id,
     reference_ids,
 )
-from tlmscore.ingest._records import Location
 
 if TYPE_CHECKING:
     from ray.data import Dataset

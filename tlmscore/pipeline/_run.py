@@ -35,10 +35,7 @@ from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence._plan import plan_urls
 from tlmscore.evidence.page import Page, PageSource, answered_at, find_page, pages_as_done
-from tlmscore.ingest._batch_api import BatchInputs
-from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import with_history
-from tlmscore.ingest._records import Source, read_transcripts
+from tlmscore.ingest import BatchInputs, ChainIndex, Source, read_transcripts, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
