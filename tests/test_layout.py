@@ -141,14 +141,12 @@ def outside_private_imports(path: Path) -> set[tuple[str, str]]:
 # replaced by a public name of the package (its `__init__`, or `model.py` for shared values); the
 # list only shrinks (a test below fails when an entry is no longer needed).
 KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
-    ("tlmscore.audit", "tlmscore.convert._citations"),
     ("tlmscore.audit", "tlmscore.pipeline._run"),
     ("tlmscore.audit", "tlmscore.rendering._shown"),
     ("tlmscore.compat", "tlmscore.rendering._prompt"),
     ("tlmscore.engines._rows", "tlmscore.output._encoding"),
     ("tlmscore.engines._rows", "tlmscore.pipeline._run"),
     ("tlmscore.fixtures", "tlmscore.pipeline._run"),
-    ("tlmscore.pipeline._run", "tlmscore.convert._status"),
     ("tlmscore.pipeline._run", "tlmscore.evidence._plan"),
     ("tlmscore.pipeline._run", "tlmscore.rendering._prompt"),
     ("tlmscore.ray", "tlmscore.engines._links"),
@@ -156,7 +154,6 @@ KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.ray", "tlmscore.engines._read"),
     ("tlmscore.ray", "tlmscore.engines._rows"),
     ("tlmscore.ray", "tlmscore.engines._tables"),
-    ("tlmscore.scoring.grounding._evidence", "tlmscore.convert._files"),
     ("tlmscore.scoring.grounding._evidence", "tlmscore.rendering._prompt"),
 }
 

@@ -17,8 +17,7 @@ from typing import Any
 import pandas as pd
 
 from tlmscore._urls import url_key
-from tlmscore.convert import convert_transcript
-from tlmscore.convert._citations import cited_sentence
+from tlmscore.convert import cited_sentence, convert_transcript
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page, find_page
 from tlmscore.evidence.sources import open_page_source

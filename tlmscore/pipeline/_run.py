@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import NO_REQUEST, convert_transcript
-from tlmscore.convert._status import COMPLETED, ResponseStatus, record_status, response_status
+from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, convert_transcript, record_status, response_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tlmscore._urls import url_key
-from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
+from tlmscore.convert import FILE_SEARCH_NOT_LOGGED
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
 from tlmscore.rendering._prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
