@@ -142,19 +142,15 @@ def outside_private_imports(path: Path) -> set[tuple[str, str]]:
 # list only shrinks (a test below fails when an entry is no longer needed).
 KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.audit", "tlmscore.pipeline._run"),
-    ("tlmscore.audit", "tlmscore.rendering._shown"),
-    ("tlmscore.compat", "tlmscore.rendering._prompt"),
     ("tlmscore.engines._rows", "tlmscore.output._encoding"),
     ("tlmscore.engines._rows", "tlmscore.pipeline._run"),
     ("tlmscore.fixtures", "tlmscore.pipeline._run"),
     ("tlmscore.pipeline._run", "tlmscore.evidence._plan"),
-    ("tlmscore.pipeline._run", "tlmscore.rendering._prompt"),
     ("tlmscore.ray", "tlmscore.engines._links"),
     ("tlmscore.ray", "tlmscore.engines._pages"),
     ("tlmscore.ray", "tlmscore.engines._read"),
     ("tlmscore.ray", "tlmscore.engines._rows"),
     ("tlmscore.ray", "tlmscore.engines._tables"),
-    ("tlmscore.scoring.grounding._evidence", "tlmscore.rendering._prompt"),
 }
 
 

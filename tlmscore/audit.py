@@ -24,7 +24,7 @@ from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.pipeline._run import run_sync
-from tlmscore.rendering._shown import unavailable_text
+from tlmscore.rendering import unavailable_text
 from tlmscore.settings import Settings
 
 __all__ = [

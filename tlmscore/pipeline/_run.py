@@ -38,7 +38,7 @@ from tlmscore.ingest import BatchInputs, ChainIndex, Source, read_transcripts, w
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 from tlmscore.sources.registry import is_live
