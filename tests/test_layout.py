@@ -141,10 +141,6 @@ def outside_private_imports(path: Path) -> set[tuple[str, str]]:
 # replaced by a public name of the package (its `__init__`, or `model.py` for shared values); the
 # list only shrinks (a test below fails when an entry is no longer needed).
 KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
-    ("tlmscore.audit", "tlmscore.pipeline._run"),
-    ("tlmscore.engines._rows", "tlmscore.output._encoding"),
-    ("tlmscore.engines._rows", "tlmscore.pipeline._run"),
-    ("tlmscore.fixtures", "tlmscore.pipeline._run"),
     ("tlmscore.pipeline._run", "tlmscore.evidence._plan"),
     ("tlmscore.ray", "tlmscore.engines._links"),
     ("tlmscore.ray", "tlmscore.engines._pages"),

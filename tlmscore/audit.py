@@ -23,7 +23,7 @@ from tlmscore.evidence.page import Page, find_page
 from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
-from tlmscore.pipeline._run import run_sync
+from tlmscore.pipeline import run_sync
 from tlmscore.rendering import unavailable_text
 from tlmscore.settings import Settings
 
