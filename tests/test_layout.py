@@ -142,11 +142,6 @@ def outside_private_imports(path: Path) -> set[tuple[str, str]]:
 # list only shrinks (a test below fails when an entry is no longer needed).
 KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
     ("tlmscore.pipeline._run", "tlmscore.evidence._plan"),
-    ("tlmscore.ray", "tlmscore.engines._links"),
-    ("tlmscore.ray", "tlmscore.engines._pages"),
-    ("tlmscore.ray", "tlmscore.engines._read"),
-    ("tlmscore.ray", "tlmscore.engines._rows"),
-    ("tlmscore.ray", "tlmscore.engines._tables"),
 }
 
 
