@@ -137,48 +137,11 @@ def outside_private_imports(path: Path) -> set[tuple[str, str]]:
     return outside_of(module, private_modules(tree, module, path.name == "__init__.py"))
 
 
-# Imports of another package's private module made before this rule was checked. Each is to be
-# replaced by a public name of the package (its `__init__`, or `model.py` for shared values); the
-# list only shrinks (a test below fails when an entry is no longer needed).
-KNOWN_OUTSIDE_PRIVATE_IMPORTS = {
-    ("tlmscore.audit", "tlmscore.convert._citations"),
-    ("tlmscore.audit", "tlmscore.pipeline._run"),
-    ("tlmscore.audit", "tlmscore.rendering._shown"),
-    ("tlmscore.compat", "tlmscore.rendering._prompt"),
-    ("tlmscore.engines._links", "tlmscore.ingest._chains"),
-    ("tlmscore.engines._links", "tlmscore.ingest._history"),
-    ("tlmscore.engines._links", "tlmscore.ingest._records"),
-    ("tlmscore.engines._read", "tlmscore.ingest._batch_api"),
-    ("tlmscore.engines._read", "tlmscore.ingest._logfile"),
-    ("tlmscore.engines._read", "tlmscore.ingest._records"),
-    ("tlmscore.engines._rows", "tlmscore.output._encoding"),
-    ("tlmscore.engines._rows", "tlmscore.pipeline._run"),
-    ("tlmscore.fixtures", "tlmscore.pipeline._run"),
-    ("tlmscore.pipeline._run", "tlmscore.convert._status"),
-    ("tlmscore.pipeline._run", "tlmscore.ingest._batch_api"),
-    ("tlmscore.pipeline._run", "tlmscore.ingest._chains"),
-    ("tlmscore.pipeline._run", "tlmscore.ingest._history"),
-    ("tlmscore.pipeline._run", "tlmscore.ingest._records"),
-    ("tlmscore.pipeline._run", "tlmscore.rendering._prompt"),
-    ("tlmscore.ray", "tlmscore.engines._links"),
-    ("tlmscore.ray", "tlmscore.engines._pages"),
-    ("tlmscore.ray", "tlmscore.engines._read"),
-    ("tlmscore.ray", "tlmscore.engines._rows"),
-    ("tlmscore.ray", "tlmscore.engines._tables"),
-    ("tlmscore.scoring.grounding._evidence", "tlmscore.convert._files"),
-    ("tlmscore.scoring.grounding._evidence", "tlmscore.rendering._prompt"),
-}
-
-
 @pytest.mark.parametrize("path", MODULE_FILES, ids=module_name)
 def test_no_private_module_is_imported_from_outside_its_package(path: Path) -> None:
-    new = sorted(outside_private_imports(path) - KNOWN_OUTSIDE_PRIVATE_IMPORTS)
-    assert new == [], f"{module_name(path)} imports private modules of other packages: {new}"
-
-
-def test_the_known_outside_private_imports_are_all_still_there() -> None:
-    found = set().union(*(outside_private_imports(path) for path in MODULE_FILES))
-    assert sorted(KNOWN_OUTSIDE_PRIVATE_IMPORTS - found) == []
+    """A package's private modules are its own: others use its `__init__` (or `model.py` for shared values)."""
+    found = sorted(outside_private_imports(path))
+    assert found == [], f"{module_name(path)} imports private modules of other packages: {found}"
 
 
 def test_the_private_check_sees_an_outside_import_and_allows_an_inside_one() -> None:

@@ -17,16 +17,15 @@ from typing import Any
 import pandas as pd
 
 from tlmscore._urls import url_key
-from tlmscore.convert import convert_transcript
-from tlmscore.convert._citations import cited_sentence
+from tlmscore.convert import cited_sentence, convert_transcript
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page, PagesByKey, keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
-from tlmscore.pipeline._run import run_sync
-from tlmscore.rendering._shown import unavailable_text
+from tlmscore.pipeline import run_sync
+from tlmscore.rendering import unavailable_text
 from tlmscore.settings import Settings
 
 __all__ = [

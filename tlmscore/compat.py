@@ -18,7 +18,7 @@ from tlmscore._urls import url_key
 from tlmscore.convert import convert_chat, convert_items, input_items, split_answer
 from tlmscore.evidence.page import Page
 from tlmscore.model import Conversation
-from tlmscore.rendering._prompt import render_prompt, render_response
+from tlmscore.rendering import render_prompt, render_response
 from tlmscore.settings import Settings
 
 __all__ = [

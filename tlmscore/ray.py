@@ -23,11 +23,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tlmscore.engines._links import with_links
-from tlmscore.engines._pages import FetchPages, planned_urls, store_pages, stored_pages
-from tlmscore.engines._read import input_rows, read_input
-from tlmscore.engines._rows import ScoreRows, convert_row, judged_on_driver, render_rows, with_pages
-from tlmscore.engines._tables import flat_rows, schema
+from tlmscore.engines import (
+    FetchPages,
+    ScoreRows,
+    convert_row,
+    flat_rows,
+    input_rows,
+    judged_on_driver,
+    planned_urls,
+    read_input,
+    render_rows,
+    schema,
+    store_pages,
+    stored_pages,
+    with_links,
+    with_pages,
+)
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import BatchInputs
 from tlmscore.scoring.base import Scorer

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._content import content_text
 from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.convert._functions import parse_arguments
@@ -14,6 +15,7 @@ from tlmscore.convert._instructions import call_instructions
 from tlmscore.convert._messages import message_text
 from tlmscore.convert._outputs import NOT_LOGGED
 from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
+from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
 from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
@@ -26,17 +28,21 @@ from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcri
 from tlmscore.settings import Settings
 
 __all__ = [
+    "COMPLETED",
     "FILE_SEARCH_NOT_LOGGED",
     "NOT_LOGGED",
     "NO_REQUEST",
     "REGISTRY",
     "SEARCH_NOT_LOGGED",
     "UNCITED",
+    "ResponseStatus",
+    "cited_sentence",
     "convert_chat",
     "convert_items",
     "convert_transcript",
     "input_items",
     "split_answer",
+    "transcript_status",
 ]
 
 

@@ -25,15 +25,15 @@ import pyarrow as pa
 
 from tlmscore.engines._read import transcript_of
 from tlmscore.engines._tables import flat_rows, schema
-from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import (
+from tlmscore.ingest import (
+    ChainIndex,
+    Location,
     call_input,
     conversation_id,
     own_items,
     previous_response_id,
     reference_ids,
 )
-from tlmscore.ingest._records import Location
 from tlmscore.model import is_item_reference
 
 if TYPE_CHECKING:

@@ -20,9 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from tlmscore.ingest._batch_api import BatchInputs
-from tlmscore.ingest._logfile import is_jsonl, load_line
-from tlmscore.ingest._records import normalize_record
+from tlmscore.ingest import BatchInputs, is_jsonl, load_line, normalize_record
 from tlmscore.model import Transcript
 
 LINE_BITS = 32

@@ -18,8 +18,8 @@ from tlmscore.engines._read import transcript_of
 from tlmscore.engines._tables import flat_rows, schema
 from tlmscore.evidence.page import Page
 from tlmscore.model import ScoringInput
-from tlmscore.output._encoding import arrow_table
-from tlmscore.pipeline._run import convert_record, record_row, score_rows
+from tlmscore.output import arrow_table
+from tlmscore.pipeline import convert_record, record_row, score_rows
 from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
 

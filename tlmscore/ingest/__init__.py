@@ -8,15 +8,43 @@
 - `_history`: what an earlier call contributes to a follow-up's context (`previous_response_id`,
   `conversation`, `item_reference`); `_chains`: `ChainIndex`, which finds those records across
   every input of a run.
+
+Later stages (convert, the pipeline, the engines) import what they use from here, not from the
+private modules.
 """
 
 from __future__ import annotations
 
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import History, with_history
-from tlmscore.ingest._logfile import check_readable, load_line, safe_text
-from tlmscore.ingest._records import normalize_record, read_transcripts
+from tlmscore.ingest._history import (
+    History,
+    call_input,
+    conversation_id,
+    own_items,
+    previous_response_id,
+    reference_ids,
+    with_history,
+)
+from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
+from tlmscore.ingest._records import Location, Source, normalize_record, read_transcripts
 
-__all__ = ["BatchInputs", "ChainIndex", "History", "check_readable", "load_line", "normalize_record",
-           "read_transcripts", "safe_text", "with_history"]
+__all__ = [
+    "BatchInputs",
+    "ChainIndex",
+    "History",
+    "Location",
+    "Source",
+    "call_input",
+    "check_readable",
+    "conversation_id",
+    "is_jsonl",
+    "load_line",
+    "normalize_record",
+    "own_items",
+    "previous_response_id",
+    "read_transcripts",
+    "reference_ids",
+    "safe_text",
+    "with_history",
+]

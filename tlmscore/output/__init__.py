@@ -2,7 +2,7 @@
 
 - `_row`: `Row`, one output row, typed and frozen; `to_record` is the contract's dict.
 - `_sinks`: `RowSink`, the built-in file sinks, the `tlmscore.sinks` entry points.
-- `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure).
+- `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure; `arrow_table`).
 - `_writers`: `RowWriter`, row records to one file (what the file sinks write with).
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from tlmscore.output._checkpoint import Checkpoint
-from tlmscore.output._encoding import FORMATS
+from tlmscore.output._encoding import FORMATS, arrow_table
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
 from tlmscore.output._row import CALIBRATED_COLUMN, ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.output._sinks import (
@@ -45,6 +45,7 @@ __all__ = [
     "RowSink",
     "RowWriter",
     "SinkFactory",
+    "arrow_table",
     "build_manifest",
     "describe_file",
     "open_sink",

@@ -4,14 +4,44 @@
 Batch API passes, and the output file, on an `Engine` (`Local`, or `tlmscore.ray.Engine`). `_run`
 drives the stages chunk by chunk (each chunk on its own, so an engine can map the same functions
 over partitions) and hands rows to a sink as each chunk completes. The functions here are also
-`tlmscore.prepare`, `tlmscore.score` and their async forms.
+`tlmscore.prepare`, `tlmscore.score` and their async forms. For the later stages: `aiter_chunks`
+(rows chunk by chunk), `run_sync` (a coroutine run to its end, inside a running event loop too), and
+`convert_record`, `record_row`, `score_rows`, a chunk's steps one record at a time (the engines').
 """
 
 from __future__ import annotations
 
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS
 from tlmscore.pipeline._one_run import Engine, Job, Local, RunResult, run
-from tlmscore.pipeline._run import aiter_rows, aprepare, ascore, prepare, score
+from tlmscore.pipeline._run import (
+    aiter_chunks,
+    aiter_rows,
+    aprepare,
+    ascore,
+    convert_record,
+    prepare,
+    record_row,
+    run_sync,
+    score,
+    score_rows,
+)
 
-__all__ = ["ROW_COLUMNS", "SCORE_COLUMNS", "Engine", "Job", "Local", "RunResult", "aiter_rows", "aprepare", "ascore",
-           "prepare", "run", "score"]
+__all__ = [
+    "ROW_COLUMNS",
+    "SCORE_COLUMNS",
+    "Engine",
+    "Job",
+    "Local",
+    "RunResult",
+    "aiter_chunks",
+    "aiter_rows",
+    "aprepare",
+    "ascore",
+    "convert_record",
+    "prepare",
+    "record_row",
+    "run",
+    "run_sync",
+    "score",
+    "score_rows",
+]

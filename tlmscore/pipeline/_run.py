@@ -27,22 +27,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import NO_REQUEST, convert_transcript
-from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
+from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, convert_transcript, transcript_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest._batch_api import BatchInputs
-from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import History, with_history
-from tlmscore.ingest._records import Source, read_transcripts
+from tlmscore.ingest import BatchInputs, ChainIndex, History, Source, read_transcripts, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering import render
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 from tlmscore.sources.registry import is_live

@@ -5,10 +5,20 @@ prompt format; `_shown` builds the evidence each tool response shows, once, as p
 `Evidence` values for scorers; `_excerpt` cuts page text to its budget, cited passages first.
 
 The package is named `rendering` because `tlmscore.render` is the public function it provides.
+Later stages also use its halves (`render_prompt`, `render_response`), the prompt's tool-section
+wording (`TOOL_DEFINITIONS_PREFIX`, `TOOL_CALL_SCHEMA`) and `unavailable_text`, from here.
 """
 
 from __future__ import annotations
 
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering._prompt import (
+    TOOL_CALL_SCHEMA,
+    TOOL_DEFINITIONS_PREFIX,
+    render,
+    render_prompt,
+    render_response,
+)
+from tlmscore.rendering._shown import unavailable_text
 
-__all__ = ["render"]
+__all__ = ["TOOL_CALL_SCHEMA", "TOOL_DEFINITIONS_PREFIX", "render", "render_prompt", "render_response",
+           "unavailable_text"]

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tlmscore._urls import url_key
-from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
+from tlmscore.convert import FILE_SEARCH_NOT_LOGGED
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
-from tlmscore.rendering._prompt import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
+from tlmscore.rendering import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
 UNAVAILABLE_PREFIX = "This page could not be retrieved ("
 IMAGE_ONLY = "only an image, no text to check against"
