@@ -6,8 +6,9 @@ The names below are imported on first use, so importing one stage (say, the extr
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from tlmscore._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
@@ -77,15 +78,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name from its module the first time it is asked for."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tlmscore' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES, __all__, globals())

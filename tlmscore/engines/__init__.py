@@ -10,9 +10,9 @@ are imported on first use (they need pyarrow), so the command line's start does 
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
 
+from tlmscore._lazy import lazy_exports as _lazy_exports
 from tlmscore.engines._command import run_ray
 
 if _typing.TYPE_CHECKING:
@@ -58,15 +58,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """Import an operator from its module the first time it is asked for."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tlmscore.engines' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES, __all__, globals())
