@@ -118,8 +118,7 @@ def _origin(t: Transcript) -> dict[str, Any]:
     return {"origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
 
 
-def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[str, Any],
-                                                                                ScoringInput | None]:
+def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[str, Any], ScoringInput | None]:
     """The row of one record, and what a scorer needs of it (None for an error row)."""
     row = _base_row(item.transcript)
     status = item.status.value if item.status else None
