@@ -111,11 +111,56 @@ def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: lis
             "again_requests": servers.requests()}
 
 
+def _empty_first_block(cluster: Cluster) -> dict[str, Any]:
+    """`_joins_of_empty_blocks` on the cluster (connected for it only, as each run connects on its own)."""
+    import ray
+
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        return _joins_of_empty_blocks()
+    finally:
+        ray.shutdown()
+
+
+def _joins_of_empty_blocks() -> dict[str, Any]:
+    """Joins whose left side starts with an empty block without columns, as chained maps make one.
+
+    The first input block maps to no row, so the second map is not called on it and Ray passes it
+    on without columns. Blocks come in the order their tasks end; the left side is put together
+    with that block first, the order in which Ray's own join fails (run too, to show it does).
+    """
+    import ray.data
+
+    from tlmscore.engines import flat_rows, join_on_key, schema
+
+    keyed = schema(key="string", owner="int64")
+    numbers = ray.data.from_items([{"n": n} for n in range(3)], override_num_blocks=3)
+    first = flat_rows(numbers, lambda r: [{"key": f"k{r['n']}", "owner": r["n"]}] if r["n"] else [], keyed)
+    blocks = [ref for bundle in flat_rows(first, lambda r: [r], keyed).materialize().iter_internal_ref_bundles()
+              for ref in bundle.block_refs]
+    columns = {ref: ray.get(ref).num_columns for ref in blocks}
+    left = ray.data.from_arrow_refs(sorted(blocks, key=lambda ref: columns[ref] > 0))
+    right = ray.data.from_items([{"key": f"k{n}", "value": n} for n in range(3)])
+    try:
+        left.join(right, join_type="inner", num_partitions=4, on=("key",)).take_all()
+        plain = "joined"
+    except Exception as error:  # noqa: BLE001  (what Ray's join raised, for the report)
+        plain = type(error).__name__
+    joined = join_on_key(left, right, "inner", 4).take_all()
+    anti = join_on_key(left, right.filter(lambda r: r["value"] == 1), "left_anti", 4).take_all()
+    nothing = flat_rows(flat_rows(numbers, lambda r: [], keyed), lambda r: [r], keyed)
+    return {"block_columns": sorted(columns.values()), "plain_join": plain,
+            "joined": sorted((r["key"], r["owner"], r["value"]) for r in joined),
+            "anti": sorted(r["key"] for r in anti),
+            "nothing_joined": join_on_key(nothing, right, "inner", 4).count()}
+
+
 def run(work: Path, records: int, urls: int) -> dict[str, Any]:
     """Every scenario, in one cluster; the report of what happened."""
     report: dict[str, Any] = {}
     with PageServers(hosts=4) as servers, Cluster(work / "ray") as cluster:
         report["nodes"] = cluster.nodes
+        report["empty_first_block"] = _empty_first_block(cluster)
         inputs = generate(work / "gen", records, urls, servers.names)
         report["inputs"] = inputs
         report["fixtures"] = _fixtures(work, cluster)

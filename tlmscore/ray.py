@@ -29,6 +29,7 @@ from tlmscore.engines import (
     convert_row,
     flat_rows,
     input_rows,
+    join_on_key,
     judged_on_driver,
     planned_urls,
     read_input,
@@ -159,8 +160,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
     stored = stored_pages(engine.page_store, settings)
     todo = planned
     if stored is not None:
-        todo = planned.join(stored.select_columns(["key"]), join_type="left_anti", num_partitions=partitions,
-                            on=("key",))
+        todo = join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
     fetched: Dataset = todo.groupby("host", num_partitions=partitions).map_groups(
         FetchPages, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.fetchers),
         num_cpus=_ACTOR_CPUS,

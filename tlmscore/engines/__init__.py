@@ -2,7 +2,8 @@
 
 The Ray Data engine (extra `tlmscore[ray]`): `_read` reads inputs as datasets, `_links` resolves
 chains by joins, `_pages` fetches unique URLs grouped by host into a page store, `_rows` renders and
-scores, `_tables` holds the Arrow schemas, `_command` runs it for the command line (`run_ray`).
+scores, `_tables` holds the Arrow schemas and the one join on a key, `_command` runs it for the
+command line (`run_ray`).
 
 The command line imports this package for `run_ray`; the operators `tlmscore.ray` puts together
 are imported on first use (they need pyarrow), so the command line's start does not load them.
@@ -20,7 +21,7 @@ if _typing.TYPE_CHECKING:
     from tlmscore.engines._pages import FetchPages, planned_urls, store_pages, stored_pages
     from tlmscore.engines._read import input_rows, read_input
     from tlmscore.engines._rows import ScoreRows, convert_row, judged_on_driver, render_rows, with_pages
-    from tlmscore.engines._tables import flat_rows, schema
+    from tlmscore.engines._tables import flat_rows, join_on_key, schema
 
 __all__ = [
     "FetchPages",
@@ -28,6 +29,7 @@ __all__ = [
     "convert_row",
     "flat_rows",
     "input_rows",
+    "join_on_key",
     "judged_on_driver",
     "planned_urls",
     "read_input",
@@ -54,6 +56,7 @@ _HOMES = {
     "render_rows": "tlmscore.engines._rows",
     "with_pages": "tlmscore.engines._rows",
     "flat_rows": "tlmscore.engines._tables",
+    "join_on_key": "tlmscore.engines._tables",
     "schema": "tlmscore.engines._tables",
 }
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tlmscore.engines._read import transcript_of
-from tlmscore.engines._tables import flat_rows, schema
+from tlmscore.engines._tables import flat_rows, join_on_key, rows_only, schema
 from tlmscore.ingest import (
     ChainIndex,
     Location,
@@ -162,11 +162,11 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     if wanted.count():
         offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
         asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
-        targets = offered.union(asked).groupby("key", num_partitions=partitions).map_groups(
-            _target, batch_format="pyarrow").materialize()
+        targets = rows_only(offered.union(asked).groupby("key", num_partitions=partitions).map_groups(
+            _target, batch_format="pyarrow"))
         frontier = wanted
         for _ in range(_MAX_LEVELS):
-            hits = frontier.join(targets, join_type="inner", num_partitions=partitions, on=("key",)).materialize()
+            hits = join_on_key(frontier, targets, "inner", partitions).materialize()
             if not hits.count():
                 break
             parts.append(flat_rows(hits, lambda r: [_found(r)], _FOUND))

@@ -1,7 +1,9 @@
-"""Row functions applied batch-wise with a fixed schema.
+"""Row functions applied batch-wise with a fixed schema, and joins on a `key` column.
 
 Joins and group-bys fail on a block without columns, which `flat_map` makes of a batch it maps
-to no rows; `flat_rows` gives every block, empty or not, the columns of `schema`.
+to no rows; `flat_rows` gives the blocks it writes the columns of `schema`. A map is not called on
+an empty block, though: Ray passes it on as a block without columns, so `flat_rows` over a dataset
+with empty blocks still yields some. `join_on_key` leaves them out before it joins.
 """
 
 from __future__ import annotations
@@ -33,3 +35,29 @@ def flat_rows(data: Dataset, fn: RowFn, columns: pa.Schema) -> Dataset:
 
     result: Dataset = data.map_batches(apply, batch_format="pyarrow")
     return result
+
+
+def join_on_key(left: Dataset, right: Dataset, how: str, partitions: int) -> Dataset:
+    """`left` joined with `right` on their `key` column (`how`: Ray's `join_type`), empty blocks left out.
+
+    Ray's hash shuffle sends the first block it gets of each side to every partition, to tell
+    them the side's columns. When that block is an empty one without columns, a partition that
+    gets no row of that side has no `key` column and the join fails (ray-project/ray#60013).
+    Which block comes first depends on timing, so without this the failure comes and goes.
+    """
+    joined: Dataset = rows_only(left).join(rows_only(right), join_type=how, num_partitions=partitions,
+                                           on=("key",))
+    return joined
+
+
+def rows_only(data: Dataset) -> Dataset:
+    """`data`, computed, without its blocks of no rows (no blocks at all when it has no row)."""
+    import ray.data  # noqa: PLC0415
+
+    done: Dataset = data.materialize()
+    refs = [ref for bundle in done.iter_internal_ref_bundles()
+            for ref, meta in zip(bundle.block_refs, bundle.metadata, strict=True) if meta.num_rows != 0]
+    if len(refs) == done.num_blocks():
+        return done
+    kept: Dataset = ray.data.from_arrow_refs(refs)
+    return kept
