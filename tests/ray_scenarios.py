@@ -123,15 +123,16 @@ def _empty_first_block(cluster: Cluster) -> dict[str, Any]:
 
 
 def _joins_of_empty_blocks() -> dict[str, Any]:
-    """Joins whose left side starts with an empty block without columns, as chained maps make one.
+    """Joins and group-bys whose (left) side starts with an empty block without columns, as chained maps make one.
 
     The first input block maps to no row, so the second map is not called on it and Ray passes it
     on without columns. Blocks come in the order their tasks end; the left side is put together
-    with that block first, the order in which Ray's own join fails (run too, to show it does).
+    with that block first, the order in which Ray's own join and group-by fail (run too, to show they do).
     """
+    import pyarrow as pa
     import ray.data
 
-    from tlmscore.engines import flat_rows, join_on_key, schema
+    from tlmscore.engines import flat_rows, grouped, join_on_key, schema
 
     keyed = schema(key="string", owner="int64")
     numbers = ray.data.from_items([{"n": n} for n in range(3)], override_num_blocks=3)
@@ -141,15 +142,27 @@ def _joins_of_empty_blocks() -> dict[str, Any]:
     columns = {ref: ray.get(ref).num_columns for ref in blocks}
     left = ray.data.from_arrow_refs(sorted(blocks, key=lambda ref: columns[ref] > 0))
     right = ray.data.from_items([{"key": f"k{n}", "value": n} for n in range(3)])
-    try:
-        left.join(right, join_type="inner", num_partitions=4, on=("key",)).take_all()
-        plain = "joined"
-    except Exception as error:  # noqa: BLE001  (what Ray's join raised, for the report)
-        plain = type(error).__name__
+    more = ray.data.from_items([{"key": "k1", "owner": 9}])
+
+    def sizes(group: pa.Table) -> pa.Table:
+        return pa.table({"key": [group["key"][0]], "rows": [len(group)]})
+
+    def ray_own(run: Any) -> str:
+        try:
+            run()
+        except Exception as error:  # noqa: BLE001  (what Ray raised, for the report)
+            return type(error).__name__
+        return "done"
+
+    plain = ray_own(lambda: left.join(right, join_type="inner", num_partitions=4, on=("key",)).take_all())
+    plain_groups = ray_own(lambda: left.union(more).groupby("key", num_partitions=4).map_groups(
+        sizes, batch_format="pyarrow").take_all())
+    groups = grouped(left.union(more), "key", 4).map_groups(sizes, batch_format="pyarrow").take_all()
     joined = join_on_key(left, right, "inner", 4).take_all()
     anti = join_on_key(left, right.filter(lambda r: r["value"] == 1), "left_anti", 4).take_all()
     nothing = flat_rows(flat_rows(numbers, lambda r: [], keyed), lambda r: [r], keyed)
-    return {"block_columns": sorted(columns.values()), "plain_join": plain,
+    return {"block_columns": sorted(columns.values()), "plain_join": plain, "plain_groupby": plain_groups,
+            "groups": sorted((r["key"], r["rows"]) for r in groups),
             "joined": sorted((r["key"], r["owner"], r["value"]) for r in joined),
             "anti": sorted(r["key"] for r in anti),
             "nothing_joined": join_on_key(nothing, right, "inner", 4).count()}

@@ -28,6 +28,7 @@ from tlmscore.engines import (
     ScoreRows,
     convert_row,
     flat_rows,
+    grouped,
     input_rows,
     join_on_key,
     judged_on_driver,
@@ -161,7 +162,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
     todo = planned
     if stored is not None:
         todo = join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
-    fetched: Dataset = todo.groupby("host", num_partitions=partitions).map_groups(
+    fetched: Dataset = grouped(todo, "host", partitions).map_groups(
         FetchPages, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.fetchers),
         num_cpus=_ACTOR_CPUS,
         fn_constructor_kwargs={"settings": settings}).materialize()

@@ -2,7 +2,7 @@
 
 The Ray Data engine (extra `tlmscore[ray]`): `_read` reads inputs as datasets, `_links` resolves
 chains by joins, `_pages` fetches unique URLs grouped by host into a page store, `_rows` renders and
-scores, `_tables` holds the Arrow schemas and the one join on a key, `_command` runs it for the
+scores, `_tables` holds the Arrow schemas, the joins and the group-bys, `_command` runs it for the
 command line (`run_ray`).
 
 The command line imports this package for `run_ray`; the operators `tlmscore.ray` puts together
@@ -21,13 +21,14 @@ if _typing.TYPE_CHECKING:
     from tlmscore.engines._pages import FetchPages, planned_urls, store_pages, stored_pages
     from tlmscore.engines._read import input_rows, read_input
     from tlmscore.engines._rows import ScoreRows, convert_row, judged_on_driver, render_rows, with_pages
-    from tlmscore.engines._tables import flat_rows, join_on_key, schema
+    from tlmscore.engines._tables import flat_rows, grouped, join_on_key, schema
 
 __all__ = [
     "FetchPages",
     "ScoreRows",
     "convert_row",
     "flat_rows",
+    "grouped",
     "input_rows",
     "join_on_key",
     "judged_on_driver",
@@ -57,6 +58,7 @@ _HOMES = {
     "with_pages": "tlmscore.engines._rows",
     "flat_rows": "tlmscore.engines._tables",
     "join_on_key": "tlmscore.engines._tables",
+    "grouped": "tlmscore.engines._tables",
     "schema": "tlmscore.engines._tables",
 }
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tlmscore.engines._read import transcript_of
-from tlmscore.engines._tables import flat_rows, join_on_key, rows_only, schema
+from tlmscore.engines._tables import flat_rows, grouped, join_on_key, rows_only, schema
 from tlmscore.ingest import (
     ChainIndex,
     Location,
@@ -157,12 +157,12 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     conversations = keyed.filter(lambda r: r["conv"] is not None)
     parts = []
     if conversations.count():
-        calls = conversations.groupby("conv", num_partitions=partitions)
+        calls = grouped(conversations, "conv", partitions)
         parts.append(calls.map_groups(_conversation, batch_format="pandas"))
     if wanted.count():
         offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
         asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
-        targets = rows_only(offered.union(asked).groupby("key", num_partitions=partitions).map_groups(
+        targets = rows_only(grouped(offered.union(asked), "key", partitions).map_groups(
             _target, batch_format="pyarrow"))
         frontier = wanted
         for _ in range(_MAX_LEVELS):
@@ -177,7 +177,7 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     if not parts:
         return plain
     found = [flat_rows(part, lambda r: [_as_link(r)], _LINKED) for part in parts]
-    linked: Dataset = plain.union(*found).groupby("position", num_partitions=partitions).map_groups(
+    linked: Dataset = grouped(plain.union(*found), "position", partitions).map_groups(
         _merge, batch_format="pyarrow")
     return linked
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tlmscore._urls import url_key
 from tlmscore.engines._links import chain_index_of
 from tlmscore.engines._read import transcript_of
-from tlmscore.engines._tables import flat_rows, join_on_key, schema
+from tlmscore.engines._tables import flat_rows, grouped, join_on_key, schema
 from tlmscore.evidence.page import Page
 from tlmscore.model import ScoringInput
 from tlmscore.output import arrow_table
@@ -84,7 +84,7 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     wanted = flat_rows(converted, _keys_of, schema(position="int64", key="string"))
     found = flat_rows(join_on_key(wanted, pages, "inner", partitions), lambda r: [_one_page(r)], _PARTS)
     records = converted.map_batches(_as_part, batch_format="pyarrow")
-    joined: Dataset = records.union(found).groupby("position", num_partitions=partitions).map_groups(
+    joined: Dataset = grouped(records.union(found), "position", partitions).map_groups(
         _assemble, batch_format="pyarrow")
     return joined
 

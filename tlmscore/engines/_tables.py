@@ -3,7 +3,7 @@
 Joins and group-bys fail on a block without columns, which `flat_map` makes of a batch it maps
 to no rows; `flat_rows` gives the blocks it writes the columns of `schema`. A map is not called on
 an empty block, though: Ray passes it on as a block without columns, so `flat_rows` over a dataset
-with empty blocks still yields some. `join_on_key` leaves them out before it joins.
+with empty blocks still yields some. `join_on_key` and `grouped` leave them out before they shuffle.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
     from ray.data import Dataset
+    from ray.data.grouped_data import GroupedData
 
 
 RowFn = Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
@@ -44,10 +45,20 @@ def join_on_key(left: Dataset, right: Dataset, how: str, partitions: int) -> Dat
     them the side's columns. When that block is an empty one without columns, a partition that
     gets no row of that side has no `key` column and the join fails (ray-project/ray#60013).
     Which block comes first depends on timing, so without this the failure comes and goes.
+    A group-by's shuffle fails the same way (`grouped`).
     """
     joined: Dataset = rows_only(left).join(rows_only(right), join_type=how, num_partitions=partitions,
                                            on=("key",))
     return joined
+
+
+def grouped(data: Dataset, key: str, partitions: int) -> GroupedData:
+    """`data` grouped by `key` in `partitions`, its blocks of no rows left out first (see `join_on_key`).
+
+    A partition given the first block without columns, then rows, cannot put them in one table.
+    """
+    groups: GroupedData = rows_only(data).groupby(key, num_partitions=partitions)
+    return groups
 
 
 def rows_only(data: Dataset) -> Dataset:
