@@ -12,19 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-CHILD = """
-import resource, sys, time
-from tlmscore import read_transcripts
-start = time.process_time()
-n = sum(1 for t in read_transcripts(sys.argv[1]) if t.error is None)
-cpu = time.process_time() - start
-print(n, round(cpu, 2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
-"""
+from read_cost import measure
 
 
 def _response(i: int, text: str, status: str) -> dict[str, object]:
@@ -57,10 +48,6 @@ def write(folder: Path, size: int) -> tuple[Path, Path]:
     return stream, records
 
 
-def measure(path: Path) -> str:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True)
-    n, cpu, rss = out.stdout.split()
-    return f"{n} records, {cpu} CPU s ({int(n) / max(float(cpu), 0.01):,.0f}/s), peak RSS {rss} MB"
 
 
 def main() -> None:

@@ -14,23 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-# Peak RSS from /proc (VmHWM, this process's own): getrusage's ru_maxrss survives exec on Linux, so
-# it would report the parent's peak (which built the tables) instead.
-CHILD = """
-import sys, time
-from tlmscore import read_transcripts
-start = time.process_time()
-n = sum(1 for t in read_transcripts(sys.argv[1]) if t.error is None)
-cpu = time.process_time() - start
-peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(n, round(cpu, 2), peak // 1024)
-"""
+from read_cost import measure
+
 INSTRUCTIONS = "Answer briefly."
 
 
@@ -85,10 +74,6 @@ def write(folder: Path, size: int) -> dict[str, Path]:
     return paths
 
 
-def measure(path: Path) -> str:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True)
-    n, cpu, rss = out.stdout.split()
-    return f"{n} records, {cpu} CPU s ({int(n) / max(float(cpu), 0.01):,.0f}/s), peak RSS {rss} MB"
 
 
 def main() -> None:
