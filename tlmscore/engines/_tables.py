@@ -1,4 +1,4 @@
-"""Row functions applied batch-wise with a fixed schema, and joins on a `key` column.
+"""Row functions applied batch-wise with a fixed schema, and the joins and group-bys over them.
 
 Joins and group-bys fail on a block without columns, which `flat_map` makes of a batch it maps
 to no rows; `flat_rows` gives the blocks it writes the columns of `schema`. A map is not called on
