@@ -48,8 +48,6 @@ def write(folder: Path, size: int) -> tuple[Path, Path]:
     return stream, records
 
 
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])

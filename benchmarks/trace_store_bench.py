@@ -74,8 +74,6 @@ def write(folder: Path, size: int) -> dict[str, Path]:
     return paths
 
 
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000])
