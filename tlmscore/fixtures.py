@@ -31,9 +31,9 @@ import json
 import math
 import os
 import re
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from tlmscore._urls import url_key
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
+from tlmscore.output import Row
 from tlmscore.pipeline import aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
@@ -136,7 +137,7 @@ def _inputs(folder: Path) -> tuple[list[Path], list[Path]]:
     return transcripts, batch
 
 
-def golden_name(row: dict[str, Any]) -> str:
+def golden_name(row: Mapping[str, Any]) -> str:
     """The file name stem of a row's golden files: its id, or its line when the id was made up."""
     source, line = str(row["source"]), int(row["line"])
     rid = str(row["id"])
@@ -146,7 +147,7 @@ def golden_name(row: dict[str, Any]) -> str:
     return name
 
 
-def _golden_files(folder: Path, row: dict[str, Any]) -> dict[Path, str]:
+def _golden_files(folder: Path, row: Row) -> dict[Path, str]:
     base = folder / GOLDEN / Path(str(row["source"])).stem / golden_name(row)
     meta = {k: row.get(k) for k in _META_KEYS}
     for key in ("score", "scorer"):
@@ -171,28 +172,25 @@ def _saved_pages(folder: Path) -> MemoryPages:
 
 
 async def _render(folder: Path, settings: Settings, pages: PageSource,
-                  scorer: Scorer | None = None) -> list[dict[str, Any]]:
+                  scorer: Scorer | None = None) -> list[Row]:
     """Every transcript of the folder in one run (scored when `scorer`), so chains across its files resolve."""
     transcripts, batch = _inputs(folder)
     settings = settings.model_copy(update={"batch_inputs": (*settings.batch_inputs, *batch)})
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     async for chunk in aiter_chunks(transcripts, settings, pages=pages, scorer=scorer):
         rows.extend(_portable(row, folder) for row in chunk)
     return rows
 
 
-def _portable(row: dict[str, Any], folder: Path) -> dict[str, Any]:
+def _portable(row: Row, folder: Path) -> Row:
     """The row with the folder's own path taken out of messages, so golden files move with it."""
     prefix = f"{folder}{os.sep}"
-    row = dict(row)
-    if isinstance(row.get("error"), str):
-        row["error"] = row["error"].replace(prefix, "")
-    row["warnings"] = [str(w).replace(prefix, "") for w in row.get("warnings") or []]
-    return row
+    return replace(row, error=row.error.replace(prefix, "") if row.error is not None else None,
+                   warnings=tuple(w.replace(prefix, "") for w in row.warnings))
 
 
 async def _record(folder: Path, settings: Settings, pages: PageSource | None,
-                  scorer: Scorer | None) -> tuple[list[dict[str, Any]], list[Page]]:
+                  scorer: Scorer | None) -> tuple[list[Row], list[Page]]:
     async with AsyncExitStack() as stack:
         inner = pages if pages is not None else await stack.enter_async_context(open_page_source(settings))
         recorder = RecordingPages(LayeredPages(_saved_pages(folder), inner))
@@ -219,7 +217,7 @@ def record_fixtures(folder: Path, settings: Settings | None = None,
     return len(rows)
 
 
-def _write(folder: Path, rows: list[dict[str, Any]], pages: Iterable[Page]) -> None:
+def _write(folder: Path, rows: list[Row], pages: Iterable[Page]) -> None:
     for page in pages:
         target = _page_file(folder, page)
         target.parent.mkdir(parents=True, exist_ok=True)

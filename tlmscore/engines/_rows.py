@@ -1,6 +1,6 @@
 """Records to rows on Ray Data: convert, join each record's pages back to it, render, score.
 
-The per-record steps are `tlmscore.pipeline._run`'s own (`convert_record`, `record_row`, `score_rows`),
+The per-record steps are the pipeline's own (`convert_record`, `record_row`, `score_rows`),
 so a row is the one a single machine makes of the same record and pages.
 """
 
@@ -18,7 +18,7 @@ from tlmscore.engines._read import transcript_of
 from tlmscore.engines._tables import flat_rows, grouped, join_on_key, schema
 from tlmscore.evidence.page import Page
 from tlmscore.model import ScoringInput
-from tlmscore.output import arrow_table
+from tlmscore.output import Row, arrow_table
 from tlmscore.pipeline import convert_record, record_row, score_rows
 from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
@@ -94,7 +94,7 @@ def _pages_of(blob: bytes | None) -> dict[str, Page]:
     return dict(pickle.loads(blob)) if blob else {}  # noqa: S301  (rows this engine wrote)
 
 
-def _render(batch: pa.Table, settings: Settings) -> tuple[list[dict[str, Any]], list[Any]]:
+def _render(batch: pa.Table, settings: Settings) -> tuple[list[Row], list[Any]]:
     rows, inputs = [], []
     for row in batch.to_pylist():
         item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
@@ -104,11 +104,11 @@ def _render(batch: pa.Table, settings: Settings) -> tuple[list[dict[str, Any]], 
     return rows, inputs
 
 
-def _table(rows: list[dict[str, Any]], batch: pa.Table) -> pa.Table:
+def _table(rows: list[Row], batch: pa.Table) -> pa.Table:
     """Rows as the single-machine Parquet output encodes them, plus `position` and `input`."""
     if not rows:
         return batch.select(["position", "input"])
-    table = arrow_table(rows)
+    table = arrow_table([row.to_record() for row in rows])
     return table.append_column("position", batch["position"]).append_column("input", batch["input"])
 
 
@@ -162,5 +162,4 @@ class ScoreRows:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""
         rows, inputs = _render(batch, self._settings)
-        asyncio.run(score_rows(rows, inputs, self._scorer))
-        return _table(rows, batch)
+        return _table(asyncio.run(score_rows(rows, inputs, self._scorer)), batch)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -26,7 +26,20 @@ SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 CALIBRATED_COLUMN = "calibrated_score"
 """The column a calibration adds, after `SCORE_COLUMNS`."""
 
+COLUMN_KINDS: Mapping[str, str] = MappingProxyType({
+    "line": "int", "n_tool_calls": "int", "n_urls": "int", "n_urls_ok": "int", "n_urls_failed": "int",
+    "warnings": "list", "history_complete": "bool", "score": "float", CALIBRATED_COLUMN: "float",
+    "details": "dict",
+})
+"""The kind of every column that is not text (`int`, `float`, `bool`, `list` of text, `dict`): how files
+encode it and how a row read back from one decodes it. Every other column is text."""
+
 _NAMED = frozenset((*ROW_COLUMNS, *SCORE_COLUMNS, CALIBRATED_COLUMN))
+
+
+def column_kind(name: str) -> str:
+    """The kind of a column (`text` for any column not in `COLUMN_KINDS`, extra columns included)."""
+    return COLUMN_KINDS.get(name, "text")
 
 
 def _score(value: Any) -> float:
@@ -86,6 +99,12 @@ class Row(Mapping[str, Any]):
         if known.get(CALIBRATED_COLUMN, 0) is None:
             known[CALIBRATED_COLUMN] = math.nan  # calibrated, NaN written as null
         return cls(**known, extra=extra)
+
+    def with_columns(self, **columns: Any) -> Row:
+        """A copy with `columns` set: the row's own columns by name, any other added to `extra`."""
+        own = {name: value for name, value in columns.items() if name in _NAMED}
+        more = {name: value for name, value in columns.items() if name not in _NAMED}
+        return replace(self, **own, extra={**self.extra, **more}) if more else replace(self, **own)
 
     @staticmethod
     def columns(*, scored: bool = False, calibrated: bool = False) -> tuple[str, ...]:

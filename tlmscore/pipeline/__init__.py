@@ -12,19 +12,9 @@ over partitions) and hands rows to a sink as each chunk completes. The functions
 from __future__ import annotations
 
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS
+from tlmscore.pipeline._frames import Pages, aiter_rows, aprepare, ascore, frame, prepare, score
 from tlmscore.pipeline._one_run import Engine, Job, Local, RunResult, run
-from tlmscore.pipeline._run import (
-    aiter_chunks,
-    aiter_rows,
-    aprepare,
-    ascore,
-    convert_record,
-    prepare,
-    record_row,
-    run_sync,
-    score,
-    score_rows,
-)
+from tlmscore.pipeline._stages import aiter_chunks, convert_record, record_row, run_batch, run_sync, score_rows
 
 __all__ = [
     "ROW_COLUMNS",
@@ -32,15 +22,18 @@ __all__ = [
     "Engine",
     "Job",
     "Local",
+    "Pages",
     "RunResult",
     "aiter_chunks",
     "aiter_rows",
     "aprepare",
     "ascore",
     "convert_record",
+    "frame",
     "prepare",
     "record_row",
     "run",
+    "run_batch",
     "run_sync",
     "score",
     "score_rows",

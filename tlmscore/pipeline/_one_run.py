@@ -18,15 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tlmscore.output import Checkpoint, Row, build_manifest, describe_file, output_format, start_run
-from tlmscore.pipeline._run import Progress, run_batch
+from tlmscore.pipeline._stages import Progress, run_batch
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
     from tlmscore.scoring.calibration import Calibration
-
-Rows = list[dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class RunResult:
@@ -108,14 +105,13 @@ class Local:
         if job.on_start is not None:
             job.on_start(len(checkpoint.done) if checkpoint is not None else 0)
 
-        def sink(rows: Rows) -> None:
+        def sink(rows: list[Row]) -> None:
             nonlocal written
-            final = [Row.from_record(row) for row in rows]  # scored and calibrated: nothing changes them now
             if checkpoint is not None:
-                checkpoint.write(final)
-            written += len(final)
+                checkpoint.write(rows)
+            written += len(rows)
             if job.on_rows is not None:
-                job.on_rows(final)
+                job.on_rows(rows)
 
         if job.batch_mode and not job.options.get("batch_submit_only"):
             _submit_ahead(job, skip)

@@ -12,7 +12,6 @@ import itertools
 import math
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
     Awaitable,
     Callable,
     Container,
@@ -24,7 +23,7 @@ from collections.abc import (
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 from tlmscore._urls import url_key
 from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, convert_transcript, transcript_status
@@ -36,16 +35,12 @@ from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, pa
 from tlmscore.evidence.plan import Plan
 from tlmscore.ingest import BatchInputs, ChainIndex, History, Source, read_transcripts, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
-from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS, Row
+from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
 from tlmscore.rendering import render
-from tlmscore.scoring.base import Scorer, get_scorer
+from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
 from tlmscore.sources.registry import is_live
-
-if TYPE_CHECKING:
-    import pandas as pd
-
 
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")
@@ -108,53 +103,52 @@ def _count_calls(conv: Conversation) -> int:
         len(t.calls) for t in turns if isinstance(t, Message))
 
 
-def _base_row(t: Transcript) -> dict[str, Any]:
-    return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
-            "response_id": t.response.get("id") if t.response else None}
+def _draft(item: _Converted, error: str | None) -> Row:
+    """The row of a record that has no prompt: where it was read, its status, and why (`error`)."""
+    t = item.transcript
+    return Row(id=t.id, source=t.source, line=t.line, model=t.model,
+               response_id=t.response.get("id") if t.response else None, error=error,
+               response_status=item.status.value if item.status else None,
+               origin=t.origin, trace_id=t.trace_id, span_id=t.span_id)
 
 
-def _origin(t: Transcript) -> dict[str, Any]:
-    """The row's last contract columns: where a source found the record."""
-    return {"origin": t.origin, "trace_id": t.trace_id, "span_id": t.span_id}
-
-
-def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[str, Any], ScoringInput | None]:
+def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[Row, ScoringInput | None]:
     """The row of one record, and what a scorer needs of it (None for an error row)."""
-    row = _base_row(item.transcript)
-    status = item.status.value if item.status else None
-    empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
-                             "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
-                             "response_status": status}
     conv = item.conversation
-    origin = _origin(item.transcript)
     if conv is None:
-        return row | empty | origin, None
+        return _draft(item, item.error), None
+    status = item.status.value if item.status else None
     try:
         scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
-        return row | empty | {"error": f"{item.transcript.source}:{item.transcript.line}: render failed: "
-                                       f"{type(exc).__name__}: {exc}"} | origin, None
+        where = f"{item.transcript.source}:{item.transcript.line}"
+        return _draft(item, f"{where}: render failed: {type(exc).__name__}: {exc}"), None
     keys = {url_key(u): u for u in conv.urls}
     ok = sum(1 for u in keys.values() if page_for(pages, u).ok)
-    return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
-                  "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
-                  "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete, "response_status": status} | origin, scoring
+    row = replace(_draft(item, None), prompt=scoring.prompt, response=scoring.response,
+                  n_tool_calls=_count_calls(conv), n_urls=len(keys), n_urls_ok=ok, n_urls_failed=len(keys) - ok,
+                  warnings=conv.warnings, history_complete=item.history_complete)
+    return row, scoring
 
 
-async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
-    """Add the score columns to `rows` in place; a scorer failure becomes that row's error."""
+def _scored(row: Row, scorer: Scorer, score: Score | None) -> Row:
+    """`row` with the score columns of `scorer` (None: the row was not given to it, an error row)."""
+    added = dict.fromkeys(getattr(scorer, "columns", ()), math.nan)  # a wrapper's columns, on every row
+    if score is None:
+        return row.with_columns(scorer=scorer.name, score=math.nan, explanation="", details={}, **added)
+    error = row.error
+    if score.error and not error:
+        error = f"{row.source}:{row.line}: scoring failed: {score.error}"
+    return row.with_columns(scorer=scorer.name, score=score.score, explanation=score.explanation,
+                            details=score.details, error=error, **(added | score.columns))
+
+
+async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None], scorer: Scorer) -> list[Row]:
+    """`rows` with the score columns; a scorer failure becomes that row's error."""
     todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
     scores = await scorer.score_many([x for _, x in todo])
     by_row = {i: s for (i, _), s in zip(todo, scores, strict=True)}
-    unscored = dict.fromkeys(getattr(scorer, "columns", ()), math.nan)  # a wrapper's columns, on every row
-    for i, row in enumerate(rows):
-        score = by_row.get(i)
-        row.update({"scorer": scorer.name, "score": score.score if score else math.nan,
-                    "explanation": score.explanation if score else "", "details": score.details if score else {}}
-                   | unscored | (score.columns if score else {}))
-        if score is not None and score.error and not row["error"]:
-            row["error"] = f"{row['source']}:{row['line']}: scoring failed: {score.error}"
+    return [_scored(row, scorer, by_row.get(i)) for i, row in enumerate(rows)]
 
 
 def _plan(converted: Sequence[_Converted]) -> Plan:
@@ -172,7 +166,7 @@ def _plan(converted: Sequence[_Converted]) -> Plan:
 
 async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
                         chains: ChainIndex | None = None, scorer: Scorer | None = None, *,
-                        converters: Mapping[str, ItemConverter] | None = None) -> list[dict[str, Any]]:
+                        converters: Mapping[str, ItemConverter] | None = None) -> list[Row]:
     """Rows for one chunk: convert all, fetch the chunk's distinct pages once, render each, score.
 
     A record is rendered as soon as its own pages are ready (from a source that streams them),
@@ -180,7 +174,7 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
     converted with the history it continues; with `scorer`, the rows get the score columns.
     """
     converted = [_convert(t, settings, chains, converters) for t in transcripts]
-    rendered: list[tuple[dict[str, Any], ScoringInput | None] | None] = [None] * len(converted)
+    rendered: list[tuple[Row, ScoringInput | None] | None] = [None] * len(converted)
     pages: dict[str, Page] = {}
     waiting: dict[str, list[int]] = {}
     missing = [0] * len(converted)
@@ -202,9 +196,9 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
                         rendered[i] = _row(converted[i], pages, settings)
     done = [r if r is not None else _row(c, pages, settings) for r, c in zip(rendered, converted, strict=True)]
     rows = [row for row, _ in done]
-    if scorer is not None:
-        await _score(rows, [x for _, x in done], scorer)
-    return rows
+    if scorer is None:
+        return rows
+    return await _score(rows, [x for _, x in done], scorer)
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -217,7 +211,7 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
                        progress: Progress | None = None, scorer: Scorer | None = None,
                        skip: Container[tuple[str, int]] = (),
                        converters: Mapping[str, ConverterLike] | None = None,
-                       ) -> AsyncGenerator[list[dict[str, Any]], None]:
+                       ) -> AsyncGenerator[list[Row], None]:
     """Rows of every record of `source`, one list per chunk of `settings.chunk_size` records.
 
     Records whose `(source, line)` is in `skip` (done by an earlier, interrupted run) are passed over.
@@ -253,24 +247,6 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
             yield rows
 
 
-async def aiter_rows(source: Source, settings: Settings | None = None, *,
-                     scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
-                     pages: PageSource | None = None, progress: Progress | None = None,
-                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[Row]:
-    """Every row, in input order, as soon as its chunk is done; scored when `scorer` is given.
-
-    Each is a final `Row` (a read-only mapping of its columns; `to_record()` gives it as a dict).
-    The async form of `prepare` and `score` for code already inside an event loop (a notebook, a
-    service): nothing is run on a loop of its own.
-    """
-    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    async with aclosing(aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
-                                     scorer=chosen, converters=converters)) as chunks:
-        async for rows in chunks:
-            for row in rows:
-                yield Row.from_record(row)
-
-
 def _chain_index(source: Source, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
     """The chain index of a source that can be read twice (paths, records, lists); else None.
 
@@ -299,86 +275,21 @@ async def _await(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-def run_batch(source: Source, settings: Settings, sink: Callable[[list[dict[str, Any]]], None], *,
+def run_batch(source: Source, settings: Settings, sink: Callable[[list[Row]], None], *,
               pages: PageSource | None = None, progress: Progress | None = None, scorer: Scorer | None = None,
               skip: Container[tuple[str, int]] = ()) -> None:
     """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""
     async def collect() -> None:
-        async for rows in aiter_chunks(source, settings, pages=pages, progress=progress, scorer=scorer,
-                                       skip=skip):
-            sink(rows)
+        async with aclosing(aiter_chunks(source, settings, pages=pages, progress=progress, scorer=scorer,
+                                         skip=skip)) as chunks:
+            async for rows in chunks:
+                sink(rows)
 
     run_sync(collect)
 
 
-def frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows (records or `Row`s) as a DataFrame with the contract's columns first, in order."""
-    import pandas as pd  # noqa: PLC0415  (the command line never builds a DataFrame; it starts faster)
-
-    df = pd.DataFrame([row.to_record() if isinstance(row, Row) else row for row in rows])
-    if df.empty:
-        empty: pd.DataFrame = pd.DataFrame({name: [] for name in ROW_COLUMNS})
-        return empty
-    first = [c for c in (*ROW_COLUMNS, *SCORE_COLUMNS) if c in df.columns or c in ROW_COLUMNS]
-    rest = [c for c in df.columns if c not in first]
-    ordered: pd.DataFrame = df.reindex(columns=[*first, *rest])
-    return ordered
-
-
-async def aprepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
-                   progress: Progress | None = None,
-                   converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
-    """`prepare`, awaited in the caller's event loop."""
-    collected: list[Row] = []
-    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress,
-                                   converters=converters):
-        collected.extend(Row.from_record(row) for row in rows)
-    result: pd.DataFrame = frame(collected)
-    return result
-
-
-async def ascore(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
-                 options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
-                 progress: Progress | None = None,
-                 converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
-    """`score`, awaited in the caller's event loop."""
-    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    collected: list[Row] = []
-    async for rows in aiter_chunks(source, settings or Settings(), pages=pages, progress=progress, scorer=chosen,
-                                   converters=converters):
-        collected.extend(Row.from_record(row) for row in rows)
-    result: pd.DataFrame = frame(collected)
-    return result
-
-
-def prepare(source: Source, settings: Settings | None = None, *, pages: PageSource | None = None,
-            progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
-    """One row per input record, in input order, with the rendered prompt and response.
-
-    `pages` takes the place of the cache and the web (e.g. `MemoryPages` in tests or audits of saved
-    evidence); `settings.page_files` are still read first (see `tlmscore.evidence.sources`);
-    `converters` adds or replaces item converters by item type. Inside a running event loop,
-    `await aprepare(...)` does the same without a thread.
-    """
-    return run_sync(lambda: aprepare(source, settings, pages=pages, progress=progress, converters=converters))
-
-
-def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
-          options: Mapping[str, Any] | None = None, pages: PageSource | None = None,
-          progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
-    """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.
-
-    `scorer` is a registered name (`grounding`, `tlm`, `judge`) set up with `options`, or a
-    `Scorer` object. Problems a scorer can see before work starts (a missing key) raise
-    `ScorerError` at once; failures on single rows become those rows' errors. Inside a running
-    event loop, `await ascore(...)` does the same without a thread.
-    """
-    chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
-    return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters))
-
-
 # The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
-# pages and scoring over machines (`tlmscore.engines`): the same functions, so the same rows.
+# pages and scoring over machines (`tlmscore.ray`): the same functions, so the same rows.
 convert_record = _convert
 record_row = _row
 score_rows = _score
