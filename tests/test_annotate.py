@@ -17,8 +17,8 @@ import pytest
 from tests.otlp_receiver import OtlpReceiver, serve_otlp
 from tlmscore.annotate import EVENT_NAME, deliver, parse_target
 from tlmscore.cli import main
-from tlmscore.compare import read_scored
 from tlmscore.errors import ConfigError
+from tlmscore.output import read_rows
 
 LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
 SECRET = "Bearer do-not-print-me"  # noqa: S105 -- a made-up header value the test looks for in the output
@@ -117,7 +117,7 @@ def test_score_with_the_receiver_down_keeps_every_score_and_the_side_file_replay
     err = capsys.readouterr().err
     assert "annotations to otlp:" in err and "0 of 25 written" in err
     side = tmp_path / "out.csv.annotate-failed.jsonl"
-    written = read_scored(out)  # every score is in the scores file
+    written = list(read_rows(out))  # every score is in the scores file
     assert [r["id"] for r in written] == [r["id"] for r in _rows(scored)]
     assert all(0.0 < r["score"] <= 1.0 for r in written)
     failed = _rows(side)

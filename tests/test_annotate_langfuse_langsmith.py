@@ -22,8 +22,8 @@ from tests.otlp_receiver import OtlpReceiver, serve_otlp
 from tests.trace_store_fakes import LANGSMITH_KEY, PUBLIC_KEY, SECRET_KEY, Store, serve_langfuse, serve_langsmith
 from tlmscore.annotate import deliver, destination, parse_target
 from tlmscore.cli import main
-from tlmscore.compare import read_scored
 from tlmscore.errors import ConfigError
+from tlmscore.output import read_rows
 
 LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
 ROWS = 25
@@ -200,7 +200,7 @@ def test_a_failing_then_down_langfuse_loses_no_score_and_the_side_file_replays(
                  "--cache-dir", str(tmp_path / "cache"), "--annotate", "langfuse"]) == 0
     err = capsys.readouterr().err
     assert f"annotations to langfuse: 0 of {ROWS} written" in err and "HTTP 500 (after 3 attempts)" in err
-    written = read_scored(out)  # every score is in the output file
+    written = list(read_rows(out))  # every score is in the output file
     assert len(written) == ROWS and all(r["origin"] == "langfuse" for r in written)
     side = tmp_path / "out.jsonl.annotate-failed.jsonl"
     assert [r["id"] for r in _lines(side)] == [r["id"] for r in written]
@@ -282,7 +282,7 @@ def test_bare_annotate_sends_each_row_back_to_its_origin(
     out = tmp_path / "out.jsonl"
     assert main(["score", str(source), "-o", str(out), "--offline", "--quiet", "--pages", str(LABELLED / "pages"),
                  "--cache-dir", str(tmp_path / "cache"), "--annotate"]) == 0
-    rows = read_scored(out)
+    rows = list(read_rows(out))
     _check_langfuse(langfuse, rows[:5])
     _check_langsmith(langsmith, rows[5:10])
     assert [r.span_id.hex() for r in receiver.records] == [r["span_id"] for r in rows[10:15]]

@@ -11,9 +11,9 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tlmscore.cli import main
-from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, read_scored, render_report
+from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, render_report
 from tlmscore.errors import ConfigError
-from tlmscore.output import RowWriter
+from tlmscore.output import RowWriter, read_rows
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
 DROPPED = ("oresund-faithful-1", "python-3.12-faithful-1", "nimbus-pricing-faithful-2",
@@ -108,7 +108,7 @@ def test_a_bad_line_names_file_and_line(scored: Path, tmp_path: Path, capsys: py
     broken = tmp_path / "broken.jsonl"
     broken.write_text(scored.read_text(encoding="utf-8") + '{"id": "cut off', encoding="utf-8")
     assert main(["compare", str(scored), str(broken)]) == 2
-    assert f"tlmscore: error: {broken}:26: not a JSON row" in capsys.readouterr().err
+    assert f"tlmscore: error: {broken}:26: not a row: invalid JSON" in capsys.readouterr().err
 
 
 def test_a_duplicate_key_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,14 +121,14 @@ def test_a_duplicate_key_is_a_usage_error(scored: Path, tmp_path: Path, capsys: 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_any_output_format_compares_equal_to_jsonl(scored: Path, tmp_path: Path, suffix: str) -> None:
     table = _write(tmp_path / f"base{suffix}", _rows(scored))
-    comparison = compare_rows(read_scored(table), read_scored(scored))
+    comparison = compare_rows(list(read_rows(table)), list(read_rows(scored)))
     assert comparison.summary.paired == 25
     assert comparison.dropped() == comparison.rose() == []
     assert comparison.summary.mean_delta.mean == pytest.approx(0.0, abs=1e-9)
 
 
 def test_errors_one_side_rows_and_threshold_crossings(scored: Path) -> None:
-    base = read_scored(scored)
+    base = list(read_rows(scored))
     new = [dict(r) for r in base[:-2]]  # the last two records are only in the base run
     new[0] |= {"score": math.nan, "error": "request failed"}  # scored before, an error now
     new[1] |= {"score": 0.2}  # oresund-faithful-2 crossed 0.5 downwards
@@ -148,7 +148,7 @@ def test_errors_one_side_rows_and_threshold_crossings(scored: Path) -> None:
 
 
 def test_aggregate_gates(scored: Path) -> None:
-    base = read_scored(scored)
+    base = list(read_rows(scored))
     new = [dict(r) | {"score": min(1.0, r["score"] + 0.1)} for r in base]
     comparison = compare_rows(base, new)
     mean = comparison.summary.new_mean
@@ -200,7 +200,7 @@ def test_by_groups_and_the_json_and_junit_reports(scored: Path, tmp_path: Path) 
 def test_an_unknown_report_suffix_is_a_usage_error(scored: Path, tmp_path: Path) -> None:
     assert main(["compare", str(scored), str(scored), "--report", str(tmp_path / "r.txt")]) == 2
     with pytest.raises(ConfigError, match="no 'name' column"):
-        compare_rows(read_scored(scored), read_scored(scored), key="name")
+        compare_rows(list(read_rows(scored)), list(read_rows(scored)), key="name")
 
 
 def test_the_scatter_of_a_big_run_keeps_every_moved_row_and_a_sample_of_the_rest() -> None:

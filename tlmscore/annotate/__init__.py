@@ -1,6 +1,6 @@
 """Scores written back where people look: annotations on the traces the rows came from.
 
-    rows = read_scored(Path("scored.jsonl"))          # tlmscore.compare.read_scored
+    rows = [row.to_record() for row in read_rows("scored.jsonl")]   # tlmscore.output.read_rows
     outcome = deliver(rows, parse_target("otlp:http://127.0.0.1:4318", os.environ), env=os.environ)
     write_side_file(Path("scored.jsonl.annotate-failed.jsonl"), outcome.failed_rows)
 

@@ -17,9 +17,10 @@ UNSUPPORTED = "unsupported"
 NOT_SCORABLE = "not scorable"
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
-SIDE_COLUMNS = ("id", "source", "scorer", "score", "explanation", "error", "response_id", "origin", "trace_id",
+SIDE_COLUMNS = ("id", "source", "line", "scorer", "score", "explanation", "error", "response_id", "origin", "trace_id",
                 "span_id")
-"""The columns a side file of failed annotations keeps: enough to annotate again, no prompt or response."""
+"""The columns a side file of failed annotations keeps: enough to annotate again (and to read it back as rows),
+no prompt or response."""
 
 
 @dataclass(frozen=True)

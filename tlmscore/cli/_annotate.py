@@ -28,8 +28,8 @@ from tlmscore.annotate import (
     side_row,
     write_side_file,
 )
-from tlmscore.compare import read_scored
 from tlmscore.errors import ConfigError
+from tlmscore.output import read_rows
 from tlmscore.sources.registry import find_reader
 
 SIDE_SUFFIX = ".annotate-failed.jsonl"
@@ -93,7 +93,7 @@ def annotate_file(scored: Path, targets: list[str], *, threshold: float, failed:
     """Annotate every row of `scored` at every target; returns the number of rows whose annotation failed."""
     targets = list(dict.fromkeys(targets))  # a target given twice is written to once
     parsed = {t: parse_target(t, os.environ) for t in targets if t != ORIGIN}
-    rows = read_scored(scored)
+    rows = [row.to_record() for row in read_rows(scored)]
     failures: dict[str, dict[str, Any]] = {}
     for text in targets:
         if text == ORIGIN:

@@ -8,14 +8,15 @@ cross-validates a `Calibration` from them (`tlmscore.run` adds the `calibrated_s
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tlmscore._tables import KINDS, rows, table_kind
 from tlmscore.errors import ConfigError
+from tlmscore.output import read_rows
 from tlmscore.scoring.calibration import Calibration, Method, cross_validate, fit
 
 
@@ -29,35 +30,22 @@ class LabelledScores:
     skipped: int
 
 
-def read_table(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL, JSON, CSV or Parquet file as dicts; a `ConfigError` names a file that cannot be read."""
-    suffix = path.suffix.lower()
+def _label_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a label table (JSONL, JSON, CSV or Parquet: a scored output, a transcript file, any table)."""
+    kind = table_kind(path)
+    if not path.is_file() or kind not in KINDS:
+        raise ConfigError(f"{path}: expected a .jsonl, .json, .csv or .parquet file")
     try:
-        if suffix in (".jsonl", ".json"):
-            text = path.read_text(encoding="utf-8")
-            if suffix == ".json":
-                value = json.loads(text)
-                return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
-            return [v for line in text.splitlines() if line.strip() and isinstance(v := json.loads(line), dict)]
-        import pandas as pd  # noqa: PLC0415  (only for tables)
-
-        if suffix == ".csv":
-            frame = pd.read_csv(path)
-        elif suffix == ".parquet":
-            frame = pd.read_parquet(path)
-        else:
-            raise ConfigError(f"{path}: expected a .jsonl, .json, .csv or .parquet file")
-        rows = [{str(k): v for k, v in row.items()} for row in frame.to_dict(orient="records")]
+        return [cells for _, cells in rows(path, kind) if isinstance(cells, dict)]
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
-    return rows
 
 
-def _label_of(row: dict[str, Any], column: str) -> Any:
+def _label_of(row: Mapping[str, Any], column: str) -> Any:
     if column in row:
         return row[column]
     metadata = row.get("metadata")
-    return metadata.get(column) if isinstance(metadata, dict) else None
+    return metadata.get(column) if isinstance(metadata, Mapping) else None
 
 
 def _binary(value: Any, positive: Sequence[str] | None, column: str) -> int | None:
@@ -78,24 +66,23 @@ def _binary(value: Any, positive: Sequence[str] | None, column: str) -> int | No
 def labelled_scores(scored: Path, column: str, *, labels_from: Path | None = None,
                     positive: Sequence[str] | None = None) -> LabelledScores:
     """The scores of `scored` with their labels (from `column` of `scored`, or of `labels_from` by `id`)."""
-    rows = read_table(scored)
-    scorers = {str(r["scorer"]) for r in rows if r.get("scorer") is not None}
-    if not rows or len(scorers) != 1:
+    scored_rows = list(read_rows(scored))
+    scorers = {r.scorer for r in scored_rows if r.scorer is not None}
+    if not scored_rows or len(scorers) != 1:
         raise ConfigError(f"{scored}: expected the rows of one scorer (a `tlmscore score` output), "
                           f"found scorers {sorted(scorers) or 'none'}")
-    by_id = {str(r.get("id")): _label_of(r, column) for r in read_table(labels_from)} if labels_from else None
-    if by_id is None and not any(column in r for r in rows):
+    by_id = {str(r.get("id")): _label_of(r, column) for r in _label_rows(labels_from)} if labels_from else None
+    if by_id is None and not any(column in r for r in scored_rows):
         raise ConfigError(f"{scored}: no column {column!r} (join labels from another file with --labels-from)")
     scores, labels = [], []
-    for row in rows:
-        raw = by_id.get(str(row.get("id"))) if by_id is not None else row.get(column)
+    for row in scored_rows:
+        raw = by_id.get(row.id) if by_id is not None else _label_of(row, column)
         label = _binary(raw, positive, column)
-        score = row.get("score")
-        if label is None or not isinstance(score, (int, float)) or math.isnan(score):
+        if label is None or math.isnan(row.score):
             continue
-        scores.append(float(score))
+        scores.append(row.score)
         labels.append(label)
-    return LabelledScores(scorers.pop(), tuple(scores), tuple(labels), len(rows) - len(scores))
+    return LabelledScores(scorers.pop(), tuple(scores), tuple(labels), len(scored_rows) - len(scores))
 
 
 def calibrate_file(data: LabelledScores, *, method: Method = "isotonic", folds: int = 5,

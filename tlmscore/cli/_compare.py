@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tlmscore.compare import Gates, check_gates, compare_rows, read_scored, render_report, report_kind
+from tlmscore.compare import Gates, check_gates, compare_rows, render_report, report_kind
 from tlmscore.errors import ConfigError
+from tlmscore.output import read_rows
 
 
 def _fraction(text: str) -> float:
@@ -50,6 +51,8 @@ def add_compare_parser(sub: Any) -> None:
                          help="write a report: .md, .xml (JUnit), .json or .html (repeatable)")
     compare.add_argument("--summary", type=Path, metavar="FILE",
                          help='append the Markdown report to FILE, e.g. "$GITHUB_STEP_SUMMARY" (any name)')
+    compare.add_argument("--allow-empty", action="store_true",
+                         help="pass when no row is scored on both sides (otherwise exit 2: no data is not a pass)")
     compare.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
 
@@ -60,11 +63,14 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.resamples < 1:
         raise ConfigError("--resamples must be at least 1")
     names = (str(args.base), str(args.new))
-    comparison = compare_rows(read_scored(args.base), read_scored(args.new), key=args.key,
+    comparison = compare_rows(read_rows(args.base), read_rows(args.new), key=args.key,
                               threshold=args.threshold, by=args.by, seed=args.seed, resamples=args.resamples,
                               names=names)
+    if not comparison.summary.paired and not args.allow_empty:
+        raise ConfigError(f"{args.base} and {args.new}: no row is scored on both sides (outputs of prepare, or "
+                          "only error rows): nothing to compare; --allow-empty lets it pass")
     gates = Gates(max_drop=args.max_drop, fail_under=args.fail_under, max_flagged_rate=args.max_flagged_rate,
-                  min_delta=args.min_delta)
+                  min_delta=args.min_delta, allow_empty=args.allow_empty)
     results = check_gates(comparison, gates)
     for path, kind in kinds:
         path.parent.mkdir(parents=True, exist_ok=True)

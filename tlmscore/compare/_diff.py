@@ -7,12 +7,13 @@ error; otherwise it is *not scorable* (an error row, or a NaN score) and the rea
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tlmscore.compare._stats import Interval, paired_bootstrap
 from tlmscore.errors import ConfigError
+from tlmscore.output import score_of
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,8 @@ class Comparison:
         return [r for r in self.rows if not r.base_scored and r.new_scored]
 
 
-def _keyed(rows: Sequence[dict[str, Any]], key: str, name: str) -> dict[str, dict[str, Any]]:
-    keyed: dict[str, dict[str, Any]] = {}
+def _keyed(rows: Iterable[Mapping[str, Any]], key: str, name: str) -> dict[str, Mapping[str, Any]]:
+    keyed: dict[str, Mapping[str, Any]] = {}
     for index, row in enumerate(rows, start=1):
         value = row.get(key)
         if value is None:
@@ -115,17 +116,19 @@ def _keyed(rows: Sequence[dict[str, Any]], key: str, name: str) -> dict[str, dic
     return keyed
 
 
-def group_of(row: dict[str, Any], column: str) -> str:
+def group_of(row: Mapping[str, Any], column: str) -> str:
     """A row's `--by` value: its column, or that key of its `metadata`; "(none)" when absent."""
     value = row.get(column)
-    if value is None and isinstance(row.get("metadata"), dict):
-        value = row["metadata"].get(column)
+    metadata = row.get("metadata")
+    if value is None and isinstance(metadata, Mapping):
+        value = metadata.get(column)
     return "(none)" if value is None else str(value)
 
 
-def _change(key: str, base: dict[str, Any], new: dict[str, Any], by: str | None) -> RowChange:
+def _change(key: str, base: Mapping[str, Any], new: Mapping[str, Any], by: str | None) -> RowChange:
     explanation = new.get("explanation")
-    return RowChange(key=key, base=base["score"], new=new["score"], base_error=base.get("error"),
+    return RowChange(key=key, base=score_of(base.get("score")), new=score_of(new.get("score")),
+                     base_error=base.get("error"),
                      new_error=new.get("error"), explanation=None if explanation is None else str(explanation),
                      group=group_of(new, by) if by else None)
 
@@ -153,11 +156,11 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
 
-def compare_rows(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *,
+def compare_rows(base: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], *,
                  key: str = "id", threshold: float = 0.5, by: str | None = None, seed: int = 0,
                  resamples: int = 2000, confidence: float = 0.95, names: tuple[str, str] = ("BASE", "NEW"),
                  ) -> Comparison:
-    """Join `base` and `new` (rows as `read_scored` gives them) on `key` and compare them.
+    """Join `base` and `new` (rows as `tlmscore.output.read_rows` gives them) on `key` and compare them.
 
     A `ConfigError` when a side has a row without `key`, a key twice, or the two share no key.
     """

@@ -4,6 +4,9 @@
 - `fail_under`: the new run's mean score (over rows scored on both sides) is at least X.
 - `max_flagged_rate`: at most R of the new run's scored rows are below the threshold.
 - `min_delta`: the interval of the mean difference does not lie below M (its upper end is ≥ M).
+
+No data is not a pass: when no row is scored on both sides (two `prepare` outputs, every row an
+error), the gates asked for give one result saying so, which fails unless `allow_empty`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from tlmscore.compare._diff import Comparison, RowChange
+from tlmscore.compare._numbers import figure, percent
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,15 @@ class Gates:
     fail_under: float | None = None
     max_flagged_rate: float | None = None
     min_delta: float | None = None
+    allow_empty: bool = False
+    """Let a comparison with no row scored on both sides pass its gates (it has nothing to gate)."""
+
+    def given(self) -> bool:
+        """Whether any gate is asked for."""
+        return any(v is not None for v in (self.max_drop, self.fail_under, self.max_flagged_rate, self.min_delta))
+
+
+NO_DATA = "no row is scored on both sides: nothing to gate"
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,9 @@ def row_fails_drop(row: RowChange, max_drop: float) -> bool:
 
 
 def check_gates(comparison: Comparison, gates: Gates) -> list[GateResult]:
-    """The verdict of every gate given, in a fixed order."""
+    """The verdict of every gate given, in a fixed order (one failing `scored rows` result when there is no data)."""
+    if gates.given() and not comparison.summary.paired:
+        return [GateResult("scored rows", gates.allow_empty, NO_DATA + (" (allowed)" if gates.allow_empty else ""))]
     results: list[GateResult] = []
     if gates.max_drop is not None:
         results.append(_max_drop(comparison, gates.max_drop))
@@ -50,20 +65,21 @@ def check_gates(comparison: Comparison, gates: Gates) -> list[GateResult]:
     if gates.fail_under is not None:
         mean = summary.new_mean
         ok = not math.isnan(mean) and mean >= gates.fail_under
-        results.append(GateResult("fail-under", ok, f"new mean {_f(mean)} {'≥' if ok else '<'} {gates.fail_under:g} "
+        results.append(GateResult("fail-under", ok,
+                                  f"new mean {figure(mean)} {'≥' if ok else '<'} {gates.fail_under:g} "
                                   f"over {summary.paired} rows scored on both sides"))
     if gates.max_flagged_rate is not None:
         rate = summary.new_flagged_rate
         ok = not math.isnan(rate) and rate <= gates.max_flagged_rate
         results.append(GateResult("max-flagged-rate", ok,
-                                  f"{_pct(rate)} of the new run's scored rows are below {comparison.threshold:g} "
-                                  f"({'≤' if ok else '>'} {_pct(gates.max_flagged_rate)})"))
+                                  f"{percent(rate)} of the new run's scored rows are below {comparison.threshold:g} "
+                                  f"({'≤' if ok else '>'} {percent(gates.max_flagged_rate)})"))
     if gates.min_delta is not None:
         ci = summary.mean_delta
         ok = not math.isnan(ci.high) and ci.high >= gates.min_delta
         results.append(GateResult("min-delta", ok,
-                                  f"mean difference {_f(ci.mean, signed=True)}, {ci.confidence:.0%} interval "
-                                  f"[{_f(ci.low, signed=True)}, {_f(ci.high, signed=True)}] "
+                                  f"mean difference {figure(ci.mean, signed=True)}, {ci.confidence:.0%} interval "
+                                  f"[{figure(ci.low, signed=True)}, {figure(ci.high, signed=True)}] "
                                   f"{'reaches' if ok else 'lies below'} {gates.min_delta:+g}"))
     return results
 
@@ -77,17 +93,7 @@ def _max_drop(comparison: Comparison, max_drop: float) -> GateResult:
     worst = next((r for r in failed if not math.isnan(r.delta)), None)
     parts = [f"{len(failed) - broken} rows dropped more than {max_drop:g}"]
     if worst is not None:
-        parts.append(f"worst {worst.key} {_f(worst.base)} → {_f(worst.new)}")
+        parts.append(f"worst {worst.key} {figure(worst.base)} → {figure(worst.new)}")
     if broken:
         parts.append(f"{broken} rows became not scorable")
     return GateResult("max-drop", ok=False, reason="; ".join(parts), keys=tuple(r.key for r in failed))
-
-
-def _f(value: float, *, signed: bool = False) -> str:
-    if math.isnan(value):
-        return "n/a"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-def _pct(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.1%}"

@@ -5,12 +5,12 @@ No script, no external file: it opens offline and can be attached to a CI run as
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 
 from tlmscore.compare._diff import Comparison
 from tlmscore.compare._gates import GateResult
+from tlmscore.compare._numbers import figure
 from tlmscore.compare._svg import distributions_svg, scatter_svg
 
 _STYLE = """
@@ -21,11 +21,6 @@ td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-al
 .plots { display: flex; gap: 2em; flex-wrap: wrap; }
 """
 
-
-def _f(value: float, *, signed: bool = False) -> str:
-    if math.isnan(value):
-        return "n/a"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
 def _gates(results: Sequence[GateResult]) -> str:
@@ -41,9 +36,9 @@ def _summary(comparison: Comparison) -> str:
     ci = s.mean_delta
     items = [
         (f"rows compared (joined on {comparison.key})", f"{s.rows} ({s.paired} scored on both sides)"),
-        ("mean score", f"{_f(s.base_mean)} → {_f(s.new_mean)}"),
-        ("mean difference", f"{_f(ci.mean, signed=True)} ({ci.confidence:.0%} CI {_f(ci.low, signed=True)} to "
-                            f"{_f(ci.high, signed=True)})"),
+        ("mean score", f"{figure(s.base_mean)} → {figure(s.new_mean)}"),
+        ("mean difference", f"{figure(ci.mean, signed=True)} ({ci.confidence:.0%} CI {figure(ci.low, signed=True)} to "
+                            f"{figure(ci.high, signed=True)})"),
         ("dropped / rose", f"{s.dropped} / {s.rose}"),
         ("crossed the threshold down / up", f"{s.newly_flagged} / {s.newly_passing}"),
         ("new errors / fixed", f"{s.new_errors} / {s.fixed_errors}"),
@@ -56,8 +51,8 @@ def _dropped(comparison: Comparison) -> str:
     dropped = comparison.dropped()
     if not dropped:
         return "<p>No row dropped.</p>"
-    rows = "".join(f"<tr><td>{escape(r.key)}</td><td>{_f(r.base)}</td><td>{_f(r.new)}</td>"
-                   f"<td>{_f(r.delta, signed=True)}</td><td>{escape(r.explanation or '')}</td></tr>"
+    rows = "".join(f"<tr><td>{escape(r.key)}</td><td>{figure(r.base)}</td><td>{figure(r.new)}</td>"
+                   f"<td>{figure(r.delta, signed=True)}</td><td>{escape(r.explanation or '')}</td></tr>"
                    for r in dropped)
     return ("<table><tr><th>id</th><th>base</th><th>new</th><th>change</th><th>new explanation</th></tr>"
             f"{rows}</table>")
@@ -66,8 +61,9 @@ def _dropped(comparison: Comparison) -> str:
 def _groups(comparison: Comparison) -> str:
     if not comparison.groups:
         return ""
-    rows = "".join(f"<tr><td>{escape(name)}</td><td>{s.rows}</td><td>{_f(s.base_mean)}</td><td>{_f(s.new_mean)}</td>"
-                   f"<td>{_f(s.mean_delta.mean, signed=True)}</td><td>{s.dropped}</td></tr>"
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{s.rows}</td><td>{figure(s.base_mean)}</td>"
+                   f"<td>{figure(s.new_mean)}</td><td>{figure(s.mean_delta.mean, signed=True)}</td>"
+                   f"<td>{s.dropped}</td></tr>"
                    for name, s in comparison.groups.items())
     return (f"<h2>By {escape(comparison.by or '')}</h2><table><tr><th>group</th><th>rows</th><th>base mean</th>"
             f"<th>new mean</th><th>difference</th><th>dropped</th></tr>{rows}</table>")

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from tlmscore.compare._diff import Comparison, RowChange, Summary
 from tlmscore.compare._gates import GateResult
+from tlmscore.compare._numbers import figure, percent
 
 ROW_LIMIT = 100
 """Rows listed per table; the rest are counted. Rows a gate failed are always listed."""
@@ -48,13 +49,13 @@ def _summary_table(comparison: Comparison) -> list[str]:
     return [
         "| | |", "|---|---|",
         f"| rows compared (joined on `{comparison.key}`) | {s.rows} ({s.paired} scored on both sides) |",
-        f"| mean score | {_f(s.base_mean)} → {_f(s.new_mean)} |",
-        f"| mean difference | {_f(ci.mean, True)} ({ci.confidence:.0%} CI {_f(ci.low, True)} to {_f(ci.high, True)}, "
-        "paired bootstrap) |",
+        f"| mean score | {figure(s.base_mean)} → {figure(s.new_mean)} |",
+        f"| mean difference | {figure(ci.mean, signed=True)} ({ci.confidence:.0%} CI "
+        f"{figure(ci.low, signed=True)} to {figure(ci.high, signed=True)}, paired bootstrap) |",
         f"| dropped / rose | {s.dropped} / {s.rose} |",
         f"| crossed the threshold down / up | {s.newly_flagged} / {s.newly_passing} |",
         f"| new errors / fixed | {s.new_errors} / {s.fixed_errors} |",
-        f"| below threshold in the new run | {_pct(s.new_flagged_rate)} |",
+        f"| below threshold in the new run | {percent(s.new_flagged_rate)} |",
         f"| only in base / only in new | {len(comparison.only_base)} / {len(comparison.only_new)} |",
         "",
     ]
@@ -68,7 +69,7 @@ def _rows(title: str, rows: Sequence[RowChange], gated: set[str]) -> list[str]:
     lines = [f"### {title} ({len(rows)})", "", "| id | base | new | change | new explanation |",
              "|---|---|---|---|---|"]
     lines += [f"| `{_cell(r.key)}` | {_score(r.base, r.base_error)} | {_score(r.new, r.new_error)} | "
-              f"{_f(r.delta, True)} | {_cell(r.new_error or r.explanation or '')} |" for r in shown]
+              f"{figure(r.delta, signed=True)} | {_cell(r.new_error or r.explanation or '')} |" for r in shown]
     if len(rows) > len(shown):
         lines.append(f"\n… and {len(rows) - len(shown)} more (the JSON report lists every row)")
     return [*lines, ""]
@@ -85,8 +86,9 @@ def _one_side(title: str, keys: Iterable[str]) -> list[str]:
 
 def _group_line(name: str, s: Summary) -> str:
     ci = s.mean_delta
-    return (f"| {_cell(name)} | {s.rows} | {_f(s.base_mean)} | {_f(s.new_mean)} | {_f(ci.mean, True)} "
-            f"[{_f(ci.low, True)}, {_f(ci.high, True)}] | {s.dropped} | {_pct(s.new_flagged_rate)} |")
+    return (f"| {_cell(name)} | {s.rows} | {figure(s.base_mean)} | {figure(s.new_mean)} | "
+            f"{figure(ci.mean, signed=True)} [{figure(ci.low, signed=True)}, {figure(ci.high, signed=True)}] | "
+            f"{s.dropped} | {percent(s.new_flagged_rate)} |")
 
 
 def _score(value: float, error: str | None) -> str:
@@ -97,13 +99,3 @@ def _cell(text: str) -> str:
     """Text safe inside a table cell: one line, pipes and backticks escaped, long text cut."""
     flat = " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
     return flat if len(flat) <= CELL_LIMIT else flat[:CELL_LIMIT - 1] + "…"
-
-
-def _f(value: float, signed: bool = False) -> str:
-    if math.isnan(value):
-        return "n/a"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-def _pct(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.1%}"

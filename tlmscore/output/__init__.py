@@ -6,6 +6,7 @@
 - `_writers`: `RowWriter`, row records to one file (what the file sinks write with).
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
+- `_read`: `read_rows`, the one reader of output files back into `Row`s (compare, calibrate, annotate, resume).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from tlmscore.output._checkpoint import Checkpoint
 from tlmscore.output._encoding import FORMATS, arrow_table
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
-from tlmscore.output._row import CALIBRATED_COLUMN, ROW_COLUMNS, SCORE_COLUMNS, Row
+from tlmscore.output._read import read_rows, score_of
+from tlmscore.output._row import CALIBRATED_COLUMN, COLUMN_KINDS, ROW_COLUMNS, SCORE_COLUMNS, Row, column_kind
 from tlmscore.output._sinks import (
     ENTRY_POINT_GROUP,
     SINKS,
@@ -31,6 +33,7 @@ from tlmscore.output._writers import RowWriter
 
 __all__ = [
     "CALIBRATED_COLUMN",
+    "COLUMN_KINDS",
     "ENTRY_POINT_GROUP",
     "FORMATS",
     "ROW_COLUMNS",
@@ -47,9 +50,12 @@ __all__ = [
     "SinkFactory",
     "arrow_table",
     "build_manifest",
+    "column_kind",
     "describe_file",
     "open_sink",
     "output_format",
+    "read_rows",
+    "score_of",
     "sinks",
     "start_run",
 ]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tlmscore.ingest import load_line
+import orjson
+
 from tlmscore.output import _encoding as encoding
 from tlmscore.output._encoding import arrow_table, json_line
+from tlmscore.output._read import read_rows
 from tlmscore.output._row import Row
 from tlmscore.output._sinks import open_sink
 
@@ -66,52 +68,49 @@ class Checkpoint:
             self.output.replace(self.path)
 
     def _load_lines(self) -> None:
-        """Read the rows written so far; a last line cut off by a kill is dropped.
+        """Read which records the rows written so far hold; a last line cut off by a kill is dropped first."""
+        self._mend_tail()
+        self.done.update((row.source, row.line) for row in read_rows(self.path, columns=()))
 
-        The file is read a line at a time (only the keys of the rows are kept). When its end
-        needs mending, the good part is copied to a temporary file that then replaces the
-        checkpoint (synced first), so a kill during the copy leaves the old checkpoint whole.
+    def _mend_tail(self) -> None:
+        """End the file with its last whole line: a kill can cut the line being written, never one before it.
+
+        The bytes after the last newline are a row written whole but for its newline (kept, the newline
+        added), or a cut row (dropped, by truncating the file: one system call, which a kill cannot halve).
         """
-        good = 0
-        mended = False
-        with self.path.open("rb") as handle:
-            for line in handle:
-                try:
-                    row = load_line(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    mended = True
+        with self.path.open("r+b") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            start = end
+            while start > 0:
+                step = min(start, 1 << 16)
+                handle.seek(start - step)
+                block = handle.read(step)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    start = start - step + newline + 1
                     break
-                self.done.add((str(row["source"]), int(row["line"])))
-                good += len(line)
-                mended = mended or not line.endswith(b"\n")
-        if mended:
-            self._keep_first(good)
-
-    def _keep_first(self, size: int) -> None:
-        """Replace the checkpoint by its first `size` bytes, ending in a newline."""
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with self.path.open("rb") as source, temporary.open("wb") as kept:
-            remaining = size
-            last = b"\n"
-            while remaining > 0 and (block := source.read(min(remaining, 1 << 20))):
-                kept.write(block)
-                remaining -= len(block)
-                last = block[-1:]
-            if last != b"\n":
-                kept.write(b"\n")
-            kept.flush()
-            os.fsync(kept.fileno())
-        temporary.replace(self.path)
+                start -= step
+            if start == end:
+                return
+            handle.seek(start)
+            tail = handle.read()
+            try:
+                whole = isinstance(orjson.loads(tail), dict)
+            except orjson.JSONDecodeError:
+                whole = False
+            if whole:
+                handle.write(b"\n")
+            else:
+                handle.truncate(start)
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def _load_parts(self) -> None:
         """Read which records the saved parts hold; a part a kill left half-written is dropped."""
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
         for stray in self.path.glob("*.tmp"):
             stray.unlink()
         for part in sorted(self.path.glob(_PART_GLOB)):
-            keys = pq.read_table(part, columns=["source", "line"])
-            self.done.update(zip(keys["source"].to_pylist(), keys["line"].to_pylist(), strict=True))
+            self.done.update((row.source, row.line) for row in read_rows(part, columns=()))
 
     def write(self, final: Sequence[Row]) -> None:
         """Save one chunk of rows durably."""
@@ -162,17 +161,9 @@ class Checkpoint:
         sink = open_sink(self.output, columns)
         count = 0
         try:
-            with self.path.open(encoding="utf-8") as handle:
-                batch: list[Row] = []
-                for line in handle:
-                    batch.append(Row.from_record(json.loads(line)))
-                    if len(batch) >= chunk_size:
-                        sink.write(batch)
-                        count += len(batch)
-                        batch = []
-                if batch:
-                    sink.write(batch)
-                    count += len(batch)
+            for batch in _batches(read_rows(self.path), chunk_size):
+                sink.write(batch)
+                count += len(batch)
         finally:
             sink.close()
         self.path.unlink()
@@ -197,3 +188,8 @@ class Checkpoint:
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
+
+
+def _batches(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:
+    while batch := list(itertools.islice(rows, size)):
+        yield batch

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources._tables import Peek, Read, rows, table_kind
+from tlmscore._tables import rows, table_kind
+from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "agents"
 

@@ -18,8 +18,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tlmscore._tables import rows, table_kind
 from tlmscore.sources._genai import as_value
-from tlmscore.sources._tables import Peek, Read, read_rows, rows, table_kind
+from tlmscore.sources._tables import Peek, Read, read_rows
 
 ORIGIN = "langsmith"
 

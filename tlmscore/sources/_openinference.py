@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources._tables import Peek, Read, rows, table_kind
+from tlmscore._tables import rows, table_kind
+from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "openinference"
 _LOST = ("built from llm.input_messages and llm.output_messages, as output.value holds no response: "

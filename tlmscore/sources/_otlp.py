@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tlmscore._tables import rows
 from tlmscore.sources._genai import as_value, genai_call
-from tlmscore.sources._tables import Peek, Read, rows
+from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "otlp"
 _EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",

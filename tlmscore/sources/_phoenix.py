@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tlmscore._tables import plain
 from tlmscore.errors import TranscriptError
 from tlmscore.sources._openinference import spans_records
-from tlmscore.sources._tables import Read, plain
+from tlmscore.sources._tables import Read
 
 ORIGIN = "phoenix"
 DEFAULT_LIMIT = 100_000

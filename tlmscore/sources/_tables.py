@@ -7,19 +7,12 @@ kind to the registry's detection without reading further.
 
 from __future__ import annotations
 
-import datetime as dt
-import gzip
-import json
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import orjson
-
-_BATCH = 512  # Parquet rows decoded at a time: memory stays bounded by a batch, not the file
-_PARQUET_MAGIC = b"PAR1"
+from tlmscore._tables import rows, table_kind
 
 
 @dataclass(frozen=True)
@@ -58,104 +51,6 @@ class Peek:
     path: Path
     kind: str
     first: Mapping[str, Any]
-
-
-def _open(path: Path) -> IO[bytes]:
-    if path.suffix == ".gz":
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
-    return path.open("rb")
-
-
-def table_kind(path: Path) -> str | None:
-    """The kind of a file by its name (a `.gz` suffix looked through), or Parquet by its magic bytes."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    last = suffixes[-1] if suffixes else ""
-    kinds = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
-             ".csv": "csv", ".pb": "protobuf", ".binpb": "protobuf"}
-    return kinds.get(last) or _parquet_by_magic(path)
-
-
-def _parquet_by_magic(path: Path) -> str | None:
-    try:
-        with path.open("rb") as handle:
-            return "parquet" if handle.read(4) == _PARQUET_MAGIC else None
-    except OSError:
-        return None
-
-
-def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
-    """A cell as a JSON value: timestamps as ISO text, NaN as None, arrays as lists."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
-    if callable(tolist):
-        return plain(tolist())
-    isoformat = getattr(value, "isoformat", None)  # pandas timestamps
-    if callable(isoformat):
-        return isoformat()
-    return value
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    with _open(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield number, orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                yield number, ValueError(f"invalid JSON: {exc}")
-
-
-def _json(path: Path) -> Iterator[tuple[int, Any]]:
-    with _open(path) as handle:
-        data = json.loads(handle.read().decode("utf-8-sig"))
-    items = data if isinstance(data, list) else [data]
-    yield from enumerate(items, start=1)
-
-
-def _parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow.parquet as pq  # noqa: PLC0415  (pyarrow loads only for a Parquet input)
-
-    number = 0
-    with pq.ParquetFile(path) as table:
-        for batch in table.iter_batches(batch_size=_BATCH):
-            for row in batch.to_pylist():
-                number += 1
-                yield number, row
-
-
-def _csv(path: Path) -> Iterator[tuple[int, Any]]:
-    import pandas as pd  # noqa: PLC0415  (pandas reads CSV cells of any size, a chunk at a time)
-
-    number = 0
-    with pd.read_csv(path, chunksize=_BATCH, dtype=object, keep_default_na=False) as chunks:
-        for chunk in chunks:
-            for row in chunk.to_dict(orient="records"):
-                number += 1
-                yield number, {str(k): (v if v != "" else None) for k, v in row.items()}
-
-
-_READERS = {"jsonl": _jsonl, "json": _json, "parquet": _parquet, "csv": _csv}
-
-
-def rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """`(number, row)` of every row of a table file, or `(number, message)` for a row that is not an object."""
-    for number, row in _READERS[kind](path):
-        if isinstance(row, Exception):
-            yield number, str(row)
-        elif not isinstance(row, dict):
-            yield number, f"row must be a JSON object, not {type(row).__name__}"
-        else:
-            yield number, {str(k): plain(v) for k, v in row.items()}
 
 
 def peek(address: str) -> Peek | None:

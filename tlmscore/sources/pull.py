@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore._tables import rows, table_kind
 from tlmscore.sources._agents import response_id
-from tlmscore.sources._tables import rows, table_kind
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
