@@ -43,7 +43,7 @@ def test_wrapper_bare_and_bad_records_each_give_one_transcript(tmp_path: Path) -
     got = list(read_transcripts(path))
     assert [t.line for t in got] == [1, 2, 3, 5, 6, 7, 8]
     assert got[0].id == "a" and got[0].metadata == {"team": "x", "extra": [1]} and got[0].error is None
-    assert got[1].id == f"{path}:2" and got[1].response["id"] == "resp_1"
+    assert got[1].id == "log.jsonl:2" and got[1].response["id"] == "resp_1"  # named relative to the inputs
     assert got[2].error == f"{path}:3: invalid JSON: Expecting value at column 29"
     assert got[3].error == f"{path}:5: record must be a JSON object, not list"
     assert got[4].error == f"{path}:6: response has no 'output'"

@@ -138,10 +138,11 @@ def _inputs(folder: Path) -> tuple[list[Path], list[Path]]:
 
 
 def golden_name(row: Mapping[str, Any]) -> str:
-    """The file name stem of a row's golden files: its id, or its line when the id was made up."""
+    """The file name stem of a row's golden files: its id, or its line when the id was made up (its file and line)."""
     source, line = str(row["source"]), int(row["line"])
     rid = str(row["id"])
-    name = f"line-{line:05d}" if rid == f"{source}:{line}" else _UNSAFE.sub("_", rid).strip("_")
+    made_up = rid in (f"{source}:{line}", f"{Path(source).name}:{line}")
+    name = f"line-{line:05d}" if made_up else _UNSAFE.sub("_", rid).strip("_")
     if len(name) > _MAX_NAME:
         name = name[: _MAX_NAME - 20] + "-" + hashlib.sha256(rid.encode()).hexdigest()[:12]
     return name

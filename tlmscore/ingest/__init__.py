@@ -5,6 +5,7 @@
   record (a dict) as a `Transcript`.
 - `_batch_api`: OpenAI Batch API input files, joined to output lines by `custom_id`.
 - `_logfile`: log files as bytes (gzip included), lines with their offsets, random access.
+- `_ids`: the id of a record that has none (its file named relative to the run's inputs, its line).
 - `_history`: what an earlier call contributes to a follow-up's context (`previous_response_id`,
   `conversation`, `item_reference`); `_chains`: `ChainIndex`, which finds those records across
   every input of a run.
@@ -26,6 +27,7 @@ from tlmscore.ingest._history import (
     reference_ids,
     with_history,
 )
+from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
 from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
 from tlmscore.ingest._records import Location, Source, normalize_record, read_transcripts
 
@@ -38,8 +40,10 @@ __all__ = [
     "call_input",
     "check_readable",
     "conversation_id",
+    "input_names",
     "is_jsonl",
     "load_line",
+    "made_up_id",
     "normalize_record",
     "own_items",
     "previous_response_id",
@@ -47,4 +51,5 @@ __all__ = [
     "reference_ids",
     "safe_text",
     "with_history",
+    "with_input_id",
 ]

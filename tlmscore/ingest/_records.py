@@ -17,6 +17,7 @@ from typing import Any
 
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest._ids import input_names, with_input_id
 from tlmscore.ingest._logfile import (
     RandomAccess,
     ReadStoppedError,
@@ -363,9 +364,13 @@ def read_transcripts(source: Source, *, batch_inputs: Sequence[str | Path] | Bat
     a record dict, an SDK `Response`, or an iterable of those. A span export or trace store yields
     one record per LLM span (see `tlmscore.sources`); `fmt` forces a source reader by name.
     `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
-    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`.
+    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`. A
+    record with no id of its own gets `<file>:<line>`, the file named relative to the inputs
+    (`input_names`), so the same logs read from another folder give the same ids.
     """
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
+    files = [source] if isinstance(source, (str, Path)) else source if isinstance(source, (list, tuple)) else []
+    names = input_names(item for item in files if isinstance(item, (str, Path)))
     for _, transcript in scan(source, batch, fmt=fmt):
-        yield transcript
+        yield with_input_id(transcript, names)

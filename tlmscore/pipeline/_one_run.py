@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tlmscore.output import Checkpoint, Row, build_manifest, describe_file, output_format, start_run
 from tlmscore.pipeline._stages import Progress, run_batch
-from tlmscore.scoring.base import Scorer, get_scorer
+from tlmscore.scoring.base import Scorer, ScorerSpec, get_scorer, spec_of
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,9 +63,14 @@ class Job:
         return _scorer_name(self.scorer)
 
     @property
-    def batch_mode(self) -> bool:
-        """A judge in Batch API mode: every row's requests are sent before any result is awaited."""
-        return isinstance(self.scorer, str) and bool(self.options.get("batch"))
+    def spec(self) -> ScorerSpec | None:
+        """What the run needs to know of a registered scorer (None: prepare only, or a `Scorer` object)."""
+        return spec_of(self.scorer) if isinstance(self.scorer, str) else None
+
+    @property
+    def two_passes(self) -> bool:
+        """Every row's requests are sent before any result is awaited (a Batch API mode)."""
+        return self.spec is not None and self.spec.two_passes(self.options)
 
     def make_scorer(self, scorer: str | Scorer | None = None, **more: Any) -> Scorer:
         """The scorer (or `scorer`, with `more` options), wrapped by the calibration when there is one."""
@@ -113,7 +118,7 @@ class Local:
             if job.on_rows is not None:
                 job.on_rows(rows)
 
-        if job.batch_mode and not job.options.get("batch_submit_only"):
+        if job.two_passes:
             _submit_ahead(job, skip)
         run_batch(list(job.inputs), job.settings, sink, progress=job.progress, scorer=the_scorer, skip=skip)
         if checkpoint is None:
@@ -128,9 +133,6 @@ def _load_calibration(path: str | Path) -> Calibration:
     return load(path)
 
 
-_SPENDING_OPTIONS = frozenset({"cache", "cache_dir", "price_in", "price_out", "max_cost"})
-
-
 def _scorer_name(scorer: str | Scorer | None) -> str | None:
     if scorer is None or isinstance(scorer, str):
         return scorer
@@ -138,13 +140,15 @@ def _scorer_name(scorer: str | Scorer | None) -> str | None:
 
 
 def _submit_ahead(job: Job, skip: set[tuple[str, int]]) -> None:
-    """A judge in Batch API mode, first pass: every chunk's requests are submitted before any chunk waits.
+    """A scorer in two passes, the first: every chunk's requests are submitted before any chunk waits.
 
     The second pass renders the same prompts (same input and cache), so it finds the same
-    custom_ids in the batches submitted here and only polls and collects them.
+    requests (by their ids) in the batches submitted here and only polls and collects them.
     """
-    assert isinstance(job.scorer, str)  # noqa: S101  (batch_mode says so)
-    submitter = get_scorer(job.scorer, {**job.options, "batch_submit_only": True})
+    spec = job.spec
+    if spec is None or not isinstance(job.scorer, str):
+        raise ValueError("only a registered scorer runs in two passes")
+    submitter = get_scorer(job.scorer, spec.submitting(job.options))
     run_batch(list(job.inputs), job.settings, lambda rows: None, scorer=submitter, skip=skip)
 
 
@@ -167,8 +171,9 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     settings = settings or Settings()
     options = dict(options or {})
     name = _scorer_name(scorer)
-    # what only decides whether or what a judge pays, not its rows: a run may resume with a higher --max-cost
-    recorded = {k: v for k, v in options.items() if name != "judge" or k not in _SPENDING_OPTIONS}
+    spec = spec_of(scorer) if isinstance(scorer, str) else None
+    # what only decides whether or what a scorer pays, not its rows: a run may resume with a higher cost limit
+    recorded = spec.recorded(options) if spec is not None else dict(options)
     if isinstance(calibration, (str, Path)):
         recorded["calibration"] = describe_file(calibration)
         calibration = _load_calibration(calibration)
@@ -180,8 +185,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     target = Path(output) if output is not None else None
     if target is not None and isinstance(engine, Local):
         output_format(target)
-    if scorer == "judge" and "cache_dir" not in options:  # the verdict cache beside the page cache
-        options["cache_dir"] = str(settings.cache_dir / "judge")
+    if spec is not None:  # the scorer's own cache beside the page cache
+        options = spec.with_cache(options, settings.cache_dir)
     job = Job(tuple(inputs), target, settings, scorer, options, calibration if scorer is not None else None,
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
               on_start)

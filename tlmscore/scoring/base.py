@@ -5,7 +5,9 @@ abort the batch: a row that fails becomes a `Score` with a NaN score and `error`
 found by name: the built-in ones are listed in `SCORERS` (imported only when asked for, so the
 optional dependencies of one scorer never burden another), and other packages can add their own
 through the `tlmscore.scorers` entry-point group. Each scorer module exposes
-`create(options) -> Scorer`, so a new scorer is one module.
+`create(options) -> Scorer`, so a new scorer is one module; a module may also declare a `SPEC`
+(`ScorerSpec`): the options that only decide what it spends, where it caches, and whether a run
+must submit every row before it collects any. A run asks the spec (`spec_of`), never the name.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -32,11 +35,13 @@ __all__ = [
     "Score",
     "Scorer",
     "ScorerFactory",
+    "ScorerSpec",
     "get_scorer",
     "input_key",
     "parse_options",
     "score_rows",
     "scorer_names",
+    "spec_of",
 ]
 
 ENTRY_POINT_GROUP = "tlmscore.scorers"
@@ -102,6 +107,52 @@ class Scorer(Protocol):
 
 
 ScorerFactory = Callable[[Mapping[str, Any]], Scorer]
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """What a run needs to know of a scorer besides making it (a scorer module's `SPEC`).
+
+    `spending`: options that decide whether or what the scorer pays, not its rows (a resumed run may
+    change them, say a higher cost limit). `cache`: the option naming the folder of the scorer's own
+    cache, which a run puts beside the page cache (`Settings.cache_dir / name`) when not given.
+    `submit_ahead`: the option that, when true, has the run send every row's requests before it
+    collects any (a Batch API mode), by first running the scorer with `submit_only` true.
+    """
+
+    name: str
+    spending: frozenset[str] = frozenset()
+    cache: str | None = None
+    submit_ahead: str | None = None
+    submit_only: str | None = None
+
+    def recorded(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a resumed run must share with the run it continues: all but what only decides spending."""
+        return {k: v for k, v in options.items() if k not in self.spending}
+
+    def with_cache(self, options: Mapping[str, Any], cache_dir: Path) -> dict[str, Any]:
+        """`options`, the cache folder set to `cache_dir / name` when the scorer has a cache and none is given."""
+        if self.cache is None or self.cache in options:
+            return dict(options)
+        return {**options, self.cache: str(cache_dir / self.name)}
+
+    def two_passes(self, options: Mapping[str, Any]) -> bool:
+        """Whether `options` ask for every row's requests to be submitted before any is collected."""
+        return self.submit_ahead is not None and bool(options.get(self.submit_ahead))
+
+    def submitting(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of the first of two passes, which only submits."""
+        if self.submit_only is None:
+            raise ScorerError(f"{self.name} scorer: no submit-only pass")
+        return {**options, self.submit_only: True}
+
+
+def spec_of(name: str) -> ScorerSpec:
+    """The spec of the scorer called `name` (a scorer that declares none spends nothing, caches nothing)."""
+    if name in SCORERS:
+        spec = getattr(import_module(SCORERS[name]), "SPEC", None)
+        return spec if isinstance(spec, ScorerSpec) else ScorerSpec(name)
+    return ScorerSpec(name)
 
 
 def scorer_names() -> tuple[str, ...]:

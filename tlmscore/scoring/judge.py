@@ -65,7 +65,7 @@ from tlmscore.scoring._judge_prompts import (
     parse_rating,
     rate,
 )
-from tlmscore.scoring.base import Score, parse_options, score_rows
+from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
 
 if TYPE_CHECKING:
     import openai
@@ -384,6 +384,12 @@ def _explain(reflections: Sequence[Rating], agreements: Sequence[Rating], s: flo
     if unreadable:
         text += f"; {unreadable} unreadable rating{'s' if unreadable != 1 else ''} counted as unsure"
     return text
+
+
+SPEC = ScorerSpec("judge", spending=frozenset({"cache", "cache_dir", "price_in", "price_out", "max_cost"}),
+                  cache="cache_dir", submit_ahead="batch", submit_only="batch_submit_only")
+"""What a run asks of the judge: a resumed run may change what it spends; its verdict cache sits
+beside the page cache; in Batch API mode every row's requests are submitted before any is collected."""
 
 
 def create(options: Mapping[str, Any]) -> JudgeScorer:
