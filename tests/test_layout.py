@@ -25,7 +25,7 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.compare",),
     ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
-    ("tlmscore.engines", "tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures"),
+    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),
     ("tlmscore.__main__",),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +86,18 @@ def test_calibration_adds_its_column_from_a_value_or_a_file(tmp_path: Path, demo
 
 
 class Recording:
-    """An engine that keeps the job it is given and writes nothing (what a third engine would get)."""
+    """An engine that keeps the job it is given and makes one row per call (what a third engine would get)."""
 
     def __init__(self) -> None:
         self.jobs: list[tlmscore.pipeline.Job] = []
+        self.skips: list[Container[tuple[str, int]]] = []
 
-    def run(self, job: tlmscore.pipeline.Job) -> tlmscore.RunResult:
+    def rows(self, job: tlmscore.pipeline.Job, skip: Container[tuple[str, int]],
+             sink: Callable[[list[tlmscore.Row]], None]) -> None:
         self.jobs.append(job)
-        return tlmscore.RunResult(job.output, 0, 0, 0)
+        self.skips.append(skip)
+        if ("made", 1) not in skip:
+            sink([tlmscore.Row(id="a", source="made", line=1, scorer="judge", score=0.5)])
 
 
 def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) -> None:
@@ -102,16 +106,26 @@ def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) ->
     engine = Recording()
     assert isinstance(engine, tlmscore.pipeline.Engine) and isinstance(tlmscore.Local(), tlmscore.pipeline.Engine)
     config = settings(tmp_path, demo_path)
-    tlmscore.run([demo_path], tmp_path / "out", scorer="judge", options={"model": "m", "base_url": "http://127.0.0.1:9"},
-                 settings=config, calibration=tmp_path / "calib.json", engine=engine)
+    out = tmp_path / "out.jsonl"
+    options = {"model": "m", "base_url": "http://127.0.0.1:9"}
+    result = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config,
+                          calibration=tmp_path / "calib.json", engine=engine)
     (job,) = engine.jobs
-    assert job.inputs == (demo_path,) and job.output == tmp_path / "out" and job.command == "score"
+    assert job.inputs == (demo_path,) and job.output == out and job.command == "score"
     assert job.calibration == fitted  # the file, loaded and checked against the scorer before the engine runs
     assert job.options["cache_dir"] == str(tmp_path / "c" / "judge")  # the verdict cache, as the local run has it
     assert job.columns()[-1] == "calibrated_score"
     made = job.make_scorer()
     assert isinstance(made, calibration.Calibrated) and made.name == "judge"
-    assert not (tmp_path / "out").exists()  # the engine writes; `run` itself wrote nothing
+    # the engine makes the rows; the run writes them, and resumes any engine under the same rules
+    assert (result.rows, result.total) == (1, 1) and json.loads(out.read_text(encoding="utf-8"))["id"] == "a"
+    again = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config, resume=True,
+                         calibration=tmp_path / "calib.json", engine=engine)
+    assert ("made", 1) in engine.skips[-1] and (again.rows, again.earlier, again.total) == (0, 1, 1)
+    with pytest.raises(ConfigError, match="urls"):
+        tlmscore.run([demo_path], out, scorer="judge", options=options, resume=True, engine=engine,
+                     settings=config.model_copy(update={"urls": "all"}), calibration=tmp_path / "calib.json")
+    assert len(engine.jobs) == 2  # the changed setting was refused before the engine was asked
 
 
 def test_calibrated_wraps_any_scorer_and_adds_its_column() -> None:

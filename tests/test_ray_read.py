@@ -5,19 +5,25 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from tlmscore.engines._read import LINE_BITS, input_rows, read_input, transcript_of
-from tlmscore.ingest._records import read_transcripts
+from tests.test_sources import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
+from tlmscore.ingest import input_names, read_transcripts, with_input_id
+from tlmscore.ray._read import LINE_BITS, input_rows, read_input, transcript_of
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _engine_transcripts(path: Path, index: int = 0) -> list:
     item = input_rows([str(path)] * (index + 1))[index]
     rows = list(read_input(item))
     assert [r["position"] for r in rows] == [(index << LINE_BITS) | r["line"] for r in rows]
-    return [transcript_of(r) for r in rows]
+    names = input_names([path])
+    return [with_input_id(transcript_of(r), names) for r in rows]  # as the engine converts them
 
 
 def _same(got: list, want: list) -> None:
@@ -60,14 +66,43 @@ def test_an_unreadable_input_is_an_error_row_not_a_failed_task(tmp_path: Path) -
     missing = tmp_path / "gone.jsonl"
     rows = list(read_input(input_rows([str(missing)])[0]))
     assert len(rows) == 1
-    assert rows[0]["error"].startswith(f"{missing}: cannot read")
+    assert rows[0]["error"] == f"{missing}: no such file"
 
 
-def test_a_file_cut_short_keeps_its_rows_and_ends_with_an_error_row(tmp_path: Path, demo_path: Path) -> None:
+def test_a_file_cut_short_keeps_its_rows_and_ends_with_the_single_machine_error_row(tmp_path: Path,
+                                                                                     demo_path: Path) -> None:
     packed = gzip.compress(demo_path.read_bytes())
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(packed[: len(packed) * 2 // 3])
     rows = list(read_input(input_rows([str(cut)])[0]))
-    assert rows[-1]["error"].startswith(f"{cut}: cannot read")
-    assert rows[-1]["line"] == rows[-2]["line"] + 1
+    names = input_names([cut])
+    _same([with_input_id(transcript_of(r), names) for r in rows], list(read_transcripts(cut)))
+    assert "reading stopped after line" in rows[-1]["error"]
     assert len({r["position"] for r in rows}) == len(rows)
+
+
+def test_a_relative_path_is_named_as_given_and_read_wherever_the_worker_runs(
+        tmp_path: Path, demo_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(demo_path.parent)
+    item = input_rows(["demo.jsonl"])[0]
+    monkeypatch.chdir(tmp_path)  # a worker's own working directory
+    got = [with_input_id(transcript_of(r), {"demo.jsonl": "demo.jsonl"}) for r in read_input(item)]
+    assert {t.source for t in got} == {"demo.jsonl"}
+    monkeypatch.chdir(demo_path.parent)
+    _same(got, list(read_transcripts("demo.jsonl")))
+
+
+def test_an_event_stream_is_one_record_per_streamed_response_as_on_one_machine() -> None:
+    stream = FIXTURES / "stream.jsonl"
+    got = _engine_transcripts(stream)
+    _same(got, list(read_transcripts(stream)))
+    assert len(got) < len(stream.read_text(encoding="utf-8").splitlines())  # events, not records
+
+
+def test_a_span_export_is_read_by_its_source_reader_as_on_one_machine(
+        tmp_path: Path, span_rows: list[dict[str, Any]]) -> None:  # noqa: F811  (the imported fixture)
+    export = tmp_path / "spans.jsonl"
+    export.write_text("".join(json.dumps(row) + "\n" for row in span_rows), encoding="utf-8")
+    got = _engine_transcripts(export)
+    _same(got, list(read_transcripts(export)))
+    assert got and got[0].error is None and got[0].origin == "openinference"

@@ -157,7 +157,7 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
 def _add_engine(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("engine (where the run happens)")
     group.add_argument("--engine", choices=("local", "ray"), default="local",
-                       help="local (default) or ray: run on a Ray cluster; OUT is then a folder")
+                       help="local (default) or ray: make the rows on a Ray cluster (the same OUT, resume and summary)")
     group.add_argument("--address", default=None,
                        help="ray: the cluster (auto, HOST:PORT or ray://HOST:PORT; default: a local one)")
     group.add_argument("--page-store", default=None, metavar="PATH",

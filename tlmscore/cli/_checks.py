@@ -36,15 +36,11 @@ def _existing_parent(path: Path) -> Path:
     return parent
 
 
-def check_output(output: Path, *, folder: bool) -> None:
-    """`output` can be written: a file of a known format (or, for `folder`, a folder) in a writable folder."""
-    if folder:
-        if output.is_file():
-            raise ConfigError(f"{output}: with --engine ray, OUT is a folder, and this is a file")
-    else:
-        output_format(output)
-        if output.is_dir():
-            raise ConfigError(f"{output}: is a folder; OUT must be a file name such as {output / 'scores.parquet'}")
+def check_output(output: Path) -> None:
+    """`output` can be written: a file of a known format in a writable folder."""
+    output_format(output)
+    if output.is_dir():
+        raise ConfigError(f"{output}: is a folder; OUT must be a file name such as {output / 'scores.parquet'}")
     parent = output.absolute().parent
     if not parent.exists():
         above = _existing_parent(output)

@@ -21,13 +21,13 @@ from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import check_files, check_output, check_scorer
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
+from tlmscore.cli._ray import ray_engine
 from tlmscore.cli._summary import Summary
-from tlmscore.engines import run_ray
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
-from tlmscore.pipeline import run
-from tlmscore.settings import default_cache_dir
+from tlmscore.pipeline import Engine, Local, run
+from tlmscore.settings import Settings, default_cache_dir
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
@@ -91,12 +91,12 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     """Every path and option of a run checked before work starts; returns the scorer's options."""
     ray = args.engine == "ray"
     args.inputs = run_inputs(args)
-    if ray and (any(isinstance(i, str) for i in args.inputs) or args.input_format):
-        raise ConfigError("live sources and --format: not available with --engine ray yet")
+    if ray and any(isinstance(i, str) for i in args.inputs):
+        raise ConfigError("live sources: not available with --engine ray yet (read them on one machine)")
     check_files([p for p in args.inputs if isinstance(p, Path)], what="input")
     check_files(args.batch_input, what="--batch-input")
     check_files(args.pages, what="--pages", folders=True)
-    check_output(args.output, folder=ray)
+    check_output(args.output)
     if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
         raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
     if not scoring:
@@ -111,13 +111,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
     options = _check_run(args, scoring=scoring)
     options = _judge_batch(args, options) if scoring else {}
-    if args.engine == "ray":
-        unsupported = [flag for flag, given in (("--annotate", getattr(args, "annotate", None)),
-                                                ("--hydrate", args.hydrate)) if given]
-        if unsupported:
-            raise ConfigError(f"{', '.join(unsupported)}: not available with --engine ray yet")
-        with _scorer_log(scoring):
-            return run_ray(args, settings_from_args(args), args.scorer if scoring else None, options)
+    if args.engine == "ray" and args.hydrate:
+        raise ConfigError("--hydrate: not available with --engine ray yet")
     settings = settings_from_args(args)
     summary = Summary()
 
@@ -128,10 +123,11 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
                   file=sys.stderr)
 
-    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring):
+    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring), _engine(args, settings) as engine:
         result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
                      settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
-                     on_rows=summary.add, progress=bars.update, on_start=started, command=args.command)
+                     on_rows=summary.add, progress=bars.update, on_start=started, command=args.command,
+                     engine=engine)
     _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
@@ -144,6 +140,16 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
               f"(the 'error' column of {args.output} says why)", file=sys.stderr)
         return EXIT_NO_ROWS
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace, settings: Settings) -> Iterator[Engine]:
+    """Where the rows are made: this process, or a Ray cluster (connected for the run)."""
+    if args.engine != "ray":
+        yield Local()
+        return
+    with ray_engine(args, progress=bool(settings.progress)) as engine:
+        yield engine
 
 
 def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool) -> None:

@@ -29,7 +29,7 @@ from tlmscore.ingest._history import (
 )
 from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
 from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
-from tlmscore.ingest._records import Location, Source, normalize_record, read_transcripts
+from tlmscore.ingest._records import Location, Source, normalize_record, read_transcripts, scan
 
 __all__ = [
     "BatchInputs",
@@ -50,6 +50,7 @@ __all__ = [
     "read_transcripts",
     "reference_ids",
     "safe_text",
+    "scan",
     "with_history",
     "with_input_id",
 ]

@@ -271,10 +271,12 @@ def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, T
                                                         "of the file is not read")
 
 
-def _from_source(reader: SourceReader, name: str, batch: BatchInputs | None) -> Iterator[tuple[Location, Transcript]]:
-    """The records a source reader finds, held in their locations (so `load_at` reads them from memory)."""
+def _from_source(reader: SourceReader, address: str, batch: BatchInputs | None,
+                 name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+    """The records a source reader finds at `address` (named `name`), held in their locations (for `load_at`)."""
+    name = address if name is None else name
     try:
-        for found in reader.read(name):
+        for found in reader.read(address):
             if found.record is None:
                 yield Location(name, found.line), _failed(name, found.line, found.error or "unreadable record")
             else:
@@ -287,44 +289,45 @@ def _from_source(reader: SourceReader, name: str, batch: BatchInputs | None) -> 
 
 
 def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
-          fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
-    """The records of one file (or live source), named as given (so locations and transcripts agree).
+          fmt: str | None = None, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+    """The records of one file (or live source), named as given or `name` (so locations and transcripts agree).
 
     A file whose content a source reader recognises (or the reader `fmt` names) is read by it; an
     event stream gives one record per streamed response; any other file is read as transcript records.
     """
+    label = str(given) if name is None else name
     if isinstance(given, str) and is_live(given):
         reader = find_reader(given, fmt)
         if reader is not None:
-            yield from _from_source(reader, given, batch)
+            yield from _from_source(reader, given, batch, label)
             return
     path = Path(given)
     if not path.is_file():
-        raise TranscriptError(f"{path}: no such file")
+        raise TranscriptError(f"{label}: no such file")
     reader = find_reader(str(path), fmt)
     if reader is not None:
-        yield from _from_source(reader, str(given), batch)
+        yield from _from_source(reader, str(given), batch, label)
         return
     sse = _stream_kind(path)
     if sse is not None:
-        yield from _stream_file(path, str(given), sse)
+        yield from _stream_file(path, label, sse)
     elif is_jsonl(path):
-        yield from _jsonl_records(path, str(given), batch, look)
+        yield from _jsonl_records(path, label, batch, look)
     else:
-        yield from _json_records(path, str(given), batch)
+        yield from _json_records(path, label, batch)
 
 
 def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None,
-         fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+         fmt: str | None = None, *, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every record of `source` with its location, in order; bad records carry `error`.
 
     With `look`, a JSONL line is parsed only when `look(raw)` is true (others are passed over
     without a row): the chain index uses it to find the few records it needs quickly. `fmt`
     names the source reader of every file (see `tlmscore.sources`); by default each file's
-    content decides.
+    content decides. `name` is what a single file is called in rows and messages (else its path as given).
     """
     if isinstance(source, (str, Path)):
-        yield from _file(source, batch, look, fmt)
+        yield from _file(source, batch, look, fmt, name)
         return
     if isinstance(source, dict) or hasattr(source, "model_dump"):
         source = [source]

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from tlmscore.output._checkpoint import Checkpoint
+from tlmscore.output._checkpoint import Checkpoint, Done
 from tlmscore.output._encoding import FORMATS, arrow_table
 from tlmscore.output._manifest import build_manifest, describe_file, start_run
 from tlmscore.output._read import read_rows, score_of
@@ -41,6 +41,7 @@ __all__ = [
     "SINKS",
     "Checkpoint",
     "CsvSink",
+    "Done",
     "FileSink",
     "JsonlSink",
     "ParquetSink",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,6 +21,46 @@ from tlmscore.output._row import Row
 from tlmscore.output._sinks import open_sink
 
 _PART_GLOB = "part-*.parquet"
+
+
+@dataclass(frozen=True)
+class Done(Container[tuple[str, int]]):
+    """The records an earlier run saved, `(source, line)`: what a resumed run skips.
+
+    Held as runs of consecutive lines per source (a run saves records in input order, so a
+    source's lines make few runs), small enough to hand to every worker of a cluster.
+    """
+
+    runs: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, keys: Iterable[tuple[str, int]]) -> Done:
+        """The records `keys` name."""
+        lines: dict[str, list[int]] = {}
+        for source, line in keys:
+            lines.setdefault(source, []).append(line)
+        return cls({source: _runs(sorted(found)) for source, found in lines.items()})
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:  # noqa: PLR2004  (a (source, line) pair)
+            return False
+        runs = self.runs.get(key[0], ())
+        at = bisect.bisect_right(runs, (key[1], sys.maxsize)) - 1
+        return at >= 0 and runs[at][0] <= key[1] <= runs[at][1]
+
+    def __len__(self) -> int:
+        return sum(last - first + 1 for runs in self.runs.values() for first, last in runs)
+
+
+def _runs(lines: list[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted line numbers as `(first, last)` runs of consecutive lines."""
+    runs: list[tuple[int, int]] = []
+    for line in lines:
+        if runs and line <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], line))
+        else:
+            runs.append((line, line))
+    return tuple(runs)
 
 
 def checkpoint_path(output: Path) -> Path:

@@ -1,23 +1,25 @@
 """`tlmscore.run`: the library's one run, with everything the command line's run has, on an `Engine`.
 
 A run checks what it can before work starts (the output's format, the calibration's scorer, the
-scorer's options), then hands a `Job` to its engine. `Local` (the default) reads the inputs chunk
-by chunk and hands each chunk's rows to the caller's `on_rows`; with an `output` it also saves them
-to a checkpoint as they complete (a killed run loses at most one chunk), checks `resume` against
-the manifest of the run it continues, and writes the output file at the end. `tlmscore.ray.Engine`
-runs the same steps on a Ray cluster. `calibration` wraps the scorer
-(`tlmscore.scoring.calibration.Calibrated`), which adds `calibrated_score`; a judge in Batch API
-mode (`options={"batch": True, ...}`) first submits every chunk's requests, then collects them.
+scorer's options), checks `resume` against the manifest of the run it continues (the inputs, the
+settings that change rows, the scorer and its options: on every engine), then asks its engine for
+the rows of every record not done yet. The engine hands them over chunk by chunk in input order:
+`Local` (the default) makes them in this process, `tlmscore.ray.Engine` on a Ray cluster. The run
+saves each chunk to a checkpoint (a killed run loses at most one chunk), hands it to the caller's
+`on_rows`, and writes the output file at the end. `calibration` wraps the scorer
+(`tlmscore.scoring.calibration.Calibrated`), which adds `calibrated_score`; a scorer whose options
+ask for two passes (the judge's Batch API mode, see `ScorerSpec`) first submits every chunk's
+requests, then collects them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tlmscore.output import Checkpoint, Row, build_manifest, describe_file, output_format, start_run
+from tlmscore.output import Checkpoint, Done, Row, build_manifest, describe_file, output_format, start_run
 from tlmscore.pipeline._stages import Progress, run_batch
 from tlmscore.scoring.base import Scorer, ScorerSpec, get_scorer, spec_of
 from tlmscore.settings import Settings
@@ -90,41 +92,28 @@ class Job:
         return Row.columns(scored=scored, calibrated=scored and self.calibration is not None)
 
 
+Sink = Callable[[list[Row]], None]
+"""Where an engine hands each chunk of final rows, in input order."""
+
+
 @runtime_checkable
 class Engine(Protocol):
-    """Where a run's steps run: `Local` (this process) or `tlmscore.ray.Engine` (a Ray cluster)."""
+    """Where a run's rows are made: `Local` (this process) or `tlmscore.ray.Engine` (a Ray cluster)."""
 
-    def run(self, job: Job) -> RunResult:
-        """Run `job`: every input record becomes one row, written to `job.output` when it has one."""
+    def rows(self, job: Job, skip: Container[tuple[str, int]], sink: Sink) -> None:
+        """Hand the final rows of every input record not in `skip` (`(source, line)`) to `sink`, in input order."""
         ...
 
 
 class Local:
-    """The engine of one machine: chunk by chunk, rows checkpointed as each chunk completes."""
+    """The engine of one machine: the pipeline's chunks, made in this process."""
 
-    def run(self, job: Job) -> RunResult:
-        """Run `job` in this process; a judge in Batch API mode goes over the inputs twice (submit, collect)."""
-        the_scorer = job.make_scorer() if job.scorer is not None else None  # options checked before any write
-        checkpoint, skip = _start(job)
-        written = 0
-        if job.on_start is not None:
-            job.on_start(len(checkpoint.done) if checkpoint is not None else 0)
-
-        def sink(rows: list[Row]) -> None:
-            nonlocal written
-            if checkpoint is not None:
-                checkpoint.write(rows)
-            written += len(rows)
-            if job.on_rows is not None:
-                job.on_rows(rows)
-
+    def rows(self, job: Job, skip: Container[tuple[str, int]], sink: Sink) -> None:
+        """Rows chunk by chunk; a scorer in two passes goes over the inputs twice (submit, then collect)."""
+        scorer = job.make_scorer() if job.scorer is not None else None
         if job.two_passes:
             _submit_ahead(job, skip)
-        run_batch(list(job.inputs), job.settings, sink, progress=job.progress, scorer=the_scorer, skip=skip)
-        if checkpoint is None:
-            return RunResult(None, written, 0, written)
-        total = checkpoint.finish(job.settings.chunk_size, job.columns())
-        return RunResult(job.output, written, len(checkpoint.done), total)
+        run_batch(list(job.inputs), job.settings, sink, progress=job.progress, scorer=scorer, skip=skip)
 
 
 def _load_calibration(path: str | Path) -> Calibration:
@@ -139,7 +128,7 @@ def _scorer_name(scorer: str | Scorer | None) -> str | None:
     return str(getattr(scorer, "name", type(scorer).__name__))
 
 
-def _submit_ahead(job: Job, skip: set[tuple[str, int]]) -> None:
+def _submit_ahead(job: Job, skip: Container[tuple[str, int]]) -> None:
     """A scorer in two passes, the first: every chunk's requests are submitted before any chunk waits.
 
     The second pass renders the same prompts (same input and cache), so it finds the same
@@ -164,9 +153,9 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     saved it in) adds `calibrated_score`;
     `resume` continues an interrupted run into the same `output`, after checking that it read the
     same inputs with the same settings. `on_start` is told how many rows an earlier run saved, before
-    work starts; `on_rows` sees every chunk's final `Row`s as it completes. `engine` is where the work runs:
-    `Local()` (the default), or `tlmscore.ray.Engine(...)` on a Ray cluster (its `output` is a folder
-    of Parquet parts; `on_rows`, `progress` and `on_start` are the local engine's).
+    work starts; `on_rows` sees every chunk's final `Row`s as it completes. `engine` is where the rows
+    are made: `Local()` (the default), or `tlmscore.ray.Engine(...)` on a Ray cluster; output, resume,
+    `on_rows` and `on_start` are the same on both.
     """
     settings = settings or Settings()
     options = dict(options or {})
@@ -183,21 +172,45 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         apply(calibration, [], scorer=name)  # refuses a calibration fitted for another scorer, before work
     engine = engine if engine is not None else Local()
     target = Path(output) if output is not None else None
-    if target is not None and isinstance(engine, Local):
+    if target is not None:
         output_format(target)
     if spec is not None:  # the scorer's own cache beside the page cache
         options = spec.with_cache(options, settings.cache_dir)
     job = Job(tuple(inputs), target, settings, scorer, options, calibration if scorer is not None else None,
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
               on_start)
-    return engine.run(job)
+    if job.scorer is not None:
+        job.make_scorer()  # the scorer's options and keys, checked before any file is written
+    return _execute(job, engine)
 
 
-def _start(job: Job) -> tuple[Checkpoint | None, set[tuple[str, int]]]:
+def _execute(job: Job, engine: Engine) -> RunResult:
+    """The run around the engine: resume checks, the checkpoint, `on_start`, `on_rows`, the output file."""
+    checkpoint, skip = _start(job)
+    if job.on_start is not None:
+        job.on_start(len(checkpoint.done) if checkpoint is not None else 0)
+    written = 0
+
+    def sink(rows: list[Row]) -> None:
+        nonlocal written
+        if checkpoint is not None:
+            checkpoint.write(rows)
+        written += len(rows)
+        if job.on_rows is not None:
+            job.on_rows(rows)
+
+    engine.rows(job, skip, sink)
+    if checkpoint is None:
+        return RunResult(None, written, 0, written)
+    total = checkpoint.finish(job.settings.chunk_size, job.columns())
+    return RunResult(job.output, written, len(checkpoint.done), total)
+
+
+def _start(job: Job) -> tuple[Checkpoint | None, Done]:
     """The checkpoint of a run with an output (after checking `resume` against its manifest) and what to skip."""
     if job.output is None:
-        return None, set()
+        return None, Done()
     manifest = build_manifest(job.command, job.inputs, job.settings, scorer=job.name, scorer_options=job.recorded)
     names = start_run(job.output, manifest, resume=job.resume)
     checkpoint = Checkpoint(job.output, resume=job.resume)
-    return checkpoint, {(names.get(source, source), line) for source, line in checkpoint.done}
+    return checkpoint, Done.of((names.get(source, source), line) for source, line in checkpoint.done)

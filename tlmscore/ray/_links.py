@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tlmscore.engines._read import transcript_of
-from tlmscore.engines._tables import flat_rows, grouped, join_on_key, rows_only, schema
 from tlmscore.ingest import (
     ChainIndex,
     Location,
@@ -35,6 +33,8 @@ from tlmscore.ingest import (
     reference_ids,
 )
 from tlmscore.model import is_item_reference
+from tlmscore.ray._read import transcript_of
+from tlmscore.ray._tables import flat_rows, grouped, join_on_key, rows_only, schema
 
 if TYPE_CHECKING:
     from ray.data import Dataset

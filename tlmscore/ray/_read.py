@@ -6,8 +6,10 @@ record itself, pickled (a JSON line may hold integers wider than Arrow's, and a 
 to `normalize_record` as it was read). A line that is not JSON keeps its error instead, worded as
 the single-machine reader words it, so it becomes the same error row.
 
-Files are read through pyarrow's filesystems, so a path may be local or any URI pyarrow reads
-(`s3://`, `gs://`, `hdfs://`); `.gz` is decompressed. Parquet inputs hold one record per row: the
+A local file is read by the single-machine reader itself (`tlmscore.ingest.scan`): JSON lines or a
+JSON array, plain or gzip, event streams (one record per streamed response) and span exports (one
+record per LLM span), with the same errors. A URI pyarrow reads (`s3://`, `gs://`, `hdfs://`) is
+read as JSON lines or JSON (`.gz` decompressed). Parquet inputs hold one record per row: the
 columns `request`, `response` and `metadata` may be JSON text or structs.
 """
 
@@ -20,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from tlmscore.ingest import BatchInputs, is_jsonl, load_line, normalize_record
+from tlmscore.errors import TlmscoreError
+from tlmscore.ingest import BatchInputs, is_jsonl, load_line, normalize_record, scan
 from tlmscore.model import Transcript
 
 LINE_BITS = 32
@@ -33,9 +36,12 @@ def position_of(input_index: int, line: int) -> int:
     return (input_index << LINE_BITS) | line
 
 
-def input_rows(paths: list[str]) -> list[dict[str, Any]]:
-    """One row per input file (local paths made absolute, as workers have their own working directory)."""
-    return [{"input": i, "path": p, "location": p if "://" in p else str(Path(p).resolve())}
+def input_rows(paths: list[str], fmt: str | None = None) -> list[dict[str, Any]]:
+    """One row per input file (local paths made absolute, as workers have their own working directory).
+
+    `fmt` names the source reader of every local file (`--format`); None: each file's content decides.
+    """
+    return [{"input": i, "path": p, "location": p if "://" in p else str(Path(p).resolve()), "format": fmt}
             for i, p in enumerate(paths)]
 
 
@@ -114,9 +120,22 @@ def _parquet_rows(input_index: int, source: str, parquet: Any) -> Iterator[dict[
                 yield _row(input_index, source, number, error=f"{source}:{number}: invalid JSON: {exc.msg}")
 
 
-def _rows_of(index: int, source: str, location: str) -> Iterator[dict[str, Any]]:
+def _scanned(index: int, source: str, location: str, fmt: str | None) -> Iterator[dict[str, Any]]:
+    """A local file's records as one machine reads them; a record it could not read keeps its error."""
+    for where, transcript in scan(location, fmt=fmt, name=source):
+        record = where.record if where.record is not None else transcript.raw
+        if record is None:
+            yield _row(index, source, where.line, error=transcript.error or f"{source}:{where.line}: unreadable")
+        else:
+            yield _row(index, source, where.line, record)
+
+
+def _rows_of(index: int, source: str, location: str, fmt: str | None = None) -> Iterator[dict[str, Any]]:
     if PurePosixPath(location).suffix.lower() == ".parquet":
         yield from _parquet(index, source, location)
+        return
+    if "://" not in location:
+        yield from _scanned(index, source, location, fmt)
         return
     reader = _jsonl if is_jsonl(Path(PurePosixPath(location).name)) else _json
     with _open(location) as handle:
@@ -132,9 +151,11 @@ def read_input(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
     source, location, index = str(item["path"]), str(item["location"]), int(item["input"])
     last = 0
     try:
-        for row in _rows_of(index, source, location):
+        for row in _rows_of(index, source, location, item.get("format")):
             last = int(row["line"])
             yield row
+    except TlmscoreError as exc:
+        yield _row(index, source, last + 1, error=str(exc))
     except (OSError, EOFError, ValueError) as exc:
         yield _row(index, source, last + 1, error=f"{source}: cannot read: {exc}")
 

@@ -1,7 +1,9 @@
 """Records to rows on Ray Data: convert, join each record's pages back to it, render, score.
 
 The per-record steps are the pipeline's own (`convert_record`, `record_row`, `score_rows`),
-so a row is the one a single machine makes of the same record and pages.
+so a row is the one a single machine makes of the same record and pages. Rows travel as pickled
+`Row`s (a `row` column beside `position` and `input`), so the run gets the very rows a single
+machine makes; `table_of` spreads them into the output's columns for a dataset a caller reads.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tlmscore._urls import url_key
-from tlmscore.engines._links import chain_index_of
-from tlmscore.engines._read import transcript_of
-from tlmscore.engines._tables import flat_rows, grouped, join_on_key, schema
 from tlmscore.evidence.page import Page
+from tlmscore.ingest import with_input_id
 from tlmscore.model import ScoringInput
 from tlmscore.output import Row, arrow_table
 from tlmscore.pipeline import convert_record, record_row, score_rows
+from tlmscore.ray._links import chain_index_of
+from tlmscore.ray._read import transcript_of
+from tlmscore.ray._tables import flat_rows, grouped, join_on_key, schema
 from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
 
@@ -35,12 +38,15 @@ _PAGE_FIELDS = tuple(Page.__dataclass_fields__)
 _PARTS = schema(position="int64", input="int64", converted="binary", urls="binary", pages="binary")
 
 
-def convert_row(row: dict[str, Any], settings: Settings, batch: BatchInputs | None = None) -> dict[str, Any]:
+def convert_row(row: dict[str, Any], settings: Settings, batch: BatchInputs | None = None,
+                names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A record row converted (with its history): the pickled result and the URLs it plans.
 
-    `batch` holds the requests of Batch API output lines (`--batch-input`).
+    `batch` holds the requests of Batch API output lines (`--batch-input`); `names` the inputs' names
+    for the id of a record without one (`tlmscore.ingest.input_names`).
     """
-    item = convert_record(transcript_of(row, batch), settings, chain_index_of(row.get("links"), batch))
+    transcript = with_input_id(transcript_of(row, batch), names or {})
+    item = convert_record(transcript, settings, chain_index_of(row.get("links"), batch))
     urls = list(item.conversation.urls) if item.conversation is not None else []
     return {"input": row["input"], "position": row["position"], "converted": pickle.dumps(item),
             "urls": pickle.dumps(urls)}
@@ -104,8 +110,22 @@ def _render(batch: pa.Table, settings: Settings) -> tuple[list[Row], list[Any]]:
     return rows, inputs
 
 
-def _table(rows: list[Row], batch: pa.Table) -> pa.Table:
-    """Rows as the single-machine Parquet output encodes them, plus `position` and `input`."""
+def _rows_table(rows: list[Row], batch: pa.Table) -> pa.Table:
+    """Rows as pickled `Row`s, with the `position` and `input` of their records."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.table({"position": batch["position"], "input": batch["input"],
+                     "row": pa.array([pickle.dumps(row) for row in rows], pa.binary())})
+
+
+def rows_of(batch: pa.Table) -> list[Row]:
+    """The `Row`s of a batch of made rows."""
+    return [pickle.loads(blob) for blob in batch["row"].to_pylist()]  # noqa: S301  (rows this engine made)
+
+
+def table_of(batch: pa.Table) -> pa.Table:
+    """A batch of made rows in the output's columns (as a Parquet output encodes them), plus `position` and `input`."""
+    rows = rows_of(batch)
     if not rows:
         return batch.select(["position", "input"])
     table = arrow_table([row.to_record() for row in rows])
@@ -113,13 +133,13 @@ def _table(rows: list[Row], batch: pa.Table) -> pa.Table:
 
 
 def render_rows(batch: pa.Table, settings: Settings) -> pa.Table:
-    """Rendered rows (the `prepare` columns, plus `position` and `input`) of a batch of records."""
+    """Rendered rows (the `prepare` rows, pickled, with `position` and `input`) of a batch of records."""
     rows, _ = _render(batch, settings)
-    return _table(rows, batch)
+    return _rows_table(rows, batch)
 
 
 def judged_on_driver(joined: Dataset, settings: Settings, scorer: str, options: Mapping[str, Any]) -> Precomputed:
-    """A scorer that must see every row at once (the judge's Batch API mode), run once, on the driver.
+    """A scorer that must see every row at once (a scorer in two passes), run once, on the driver.
 
     The rows' inputs are rendered in the workers and brought to the driver, where the scorer
     scores the distinct ones in one call (its batches hold every row's requests); the result
@@ -162,4 +182,4 @@ class ScoreRows:
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""
         rows, inputs = _render(batch, self._settings)
-        return _table(asyncio.run(score_rows(rows, inputs, self._scorer)), batch)
+        return _rows_table(asyncio.run(score_rows(rows, inputs, self._scorer)), batch)
