@@ -178,14 +178,14 @@ def record(n: int, urls: list[str], previous: str | None = None) -> dict[str, An
 def generate(folder: Path, records: int, urls: int, hosts: list[str], files: int = 2) -> list[str]:
     """`records` records over `files` JSONL files (the last one gzipped), citing `urls` pages on `hosts`.
 
-    Every tenth record continues the one before it; every five-hundredth line is not JSON.
+    Every tenth record continues the one before it; every hundredth line is not JSON.
     """
     pool = [f"http://{hosts[i % len(hosts)]}:{PAGE_PORT}/p/{i}" for i in range(urls)]
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / (f"gen-{k}.jsonl.gz" if k == files - 1 else f"gen-{k}.jsonl") for k in range(files)]
     lines: list[list[bytes]] = [[] for _ in paths]
     for n in range(records):
-        if n % 500 == 499:
+        if n % 100 == 99:
             line = b'{"id": "cut-off", "request": {"model"'
         else:
             cited = [pool[(n * 7 + k * 13) % urls] for k in range(3)] if n >= urls else [pool[n]]

@@ -1,16 +1,20 @@
-"""The Ray engine's runs against a real cluster, for `tests/test_ray.py` (run inside the namespaces).
+"""The Ray engine's runs against a real two-node cluster, for `tests/test_ray.py` (run inside the namespaces).
 
-`python -m tests.ray_scenarios WORK RECORDS URLS` starts the page servers and a two-node cluster,
-then runs each scenario through the command line, the single-machine run next to the Ray run,
-and writes `WORK/report.json` (what the servers saw, what each run returned) beside the outputs.
-The test reads them and asserts; this script only runs things and records what happened.
+`python -m tests.ray_scenarios WORK RECORDS URLS` starts page servers on four loopback hosts, the fake
+Batch API and chat servers and a two-node cluster, then runs each scenario through the command line
+(or the library, as the docs show it), the single-machine run next to the Ray run, and writes
+`WORK/report.json`: what each run returned and printed, what the servers and /proc saw. The test reads
+it and the outputs, and asserts; this script only runs things and records what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
+import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,22 +23,129 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.batch_server import BatchServer
+from tests.judge_server import ChatReply, ChatServer, completion
 from tests.ray_cluster import BIN, ROOT, Cluster, PageServers, generate
 from tlmscore.cli import main
 
 FIXTURES = ROOT / "fixtures"
-FIXTURE_INPUTS = [str(FIXTURES / n) for n in ("demo.jsonl", "chain_a.jsonl", "chain_b.jsonl", "items.jsonl")]
+# every fixture file, the Batch API output lines joined to their requests by --batch-input
+EVERY_FIXTURE = [*(str(FIXTURES / n) for n in ("demo.jsonl", "chain_a.jsonl", "chain_b.jsonl", "items.jsonl",
+                                                 "citations.jsonl", "fidelity.jsonl", "phase.jsonl",
+                                                 "stream.jsonl", "batch_output.jsonl", "labelled/labelled.jsonl")),
+                 "--batch-input", str(FIXTURES / "batch_input.jsonl")]
+OFFLINE = ["--offline", "--pages", str(FIXTURES / "pages"), "--pages", str(FIXTURES / "labelled" / "pages"),
+           "--quiet"]
+PLAIN = [str(FIXTURES / n) for n in ("citations.jsonl", "fidelity.jsonl")]
+FAST_BATCHES = ["--option", "poll_interval=0.05", "--option", "max_poll_interval=0.2"]
 _WAIT = 600.0
 
 
-def _fixtures(work: Path, cluster: Cluster) -> dict[str, Any]:
-    """Bundled fixtures, scored offline with their saved pages: Ray and one machine."""
-    common = ["--offline", "--pages", str(FIXTURES / "pages"), "--quiet"]
-    local = main(["score", *FIXTURE_INPUTS, "-o", str(work / "fixtures-local.parquet"),
-                  "--cache-dir", str(work / "cache-fl"), *common])
-    ray = main(["score", *FIXTURE_INPUTS, "-o", str(work / "fixtures-ray"), "--engine", "ray",
-                "--address", cluster.address, "--cache-dir", str(work / "cache-fr"), *common])
-    return {"local": local, "ray": ray}
+def _main(argv: list[str]) -> tuple[int, str]:
+    """The command line's exit code and what it printed on stderr."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+def varied_reply(body: dict[str, Any], n: int) -> ChatReply:
+    """A rating whose probabilities follow the request's text, so each row gets a score of its own."""
+    if len(body.get("messages") or []) == 1:
+        return ChatReply(body=completion("The answer is 4."))
+    text = json.dumps(body.get("messages"), sort_keys=True).encode()
+    spread = int(hashlib.sha256(text).hexdigest()[:4], 16) / 0xFFFF  # 0..1, the same for the same prompt
+    return ChatReply(body=completion("A", [("A", -0.05 - 2.0 * spread), ("B", -1.0), ("C", -2.5)]))
+
+
+def _calibration(path: Path) -> None:
+    from tlmscore.scoring import calibration
+
+    fitted = calibration.fit([0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95], [0, 0, 1, 0, 1, 1, 1], scorer="judge")
+    calibration.save(fitted, path)
+
+
+class ActorProcesses:
+    """The Ray actor processes seen while a run goes on: every process's title polled from /proc.
+
+    Ray titles an actor's worker process `ray::` and the actor's name (for an actor pool of Ray
+    Data, `MapWorker(MapBatches(FetchPages))` and the like); each actor has a process of its own,
+    alive for its whole stage, so polling sees every one. The PID namespace holds only this cluster.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[int, str] = {}
+        self._earlier: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    @staticmethod
+    def _actors() -> dict[int, str]:
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if title.startswith("ray::") and "MapWorker" in title:
+                found[int(entry.name)] = title
+        return found
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            for pid, title in self._actors().items():
+                if pid not in self._earlier:
+                    self.seen.setdefault(pid, title)
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> ActorProcesses:
+        self._earlier = set(self._actors())  # an earlier run's actors may still be exiting: not this run's
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def count(self, kind: str) -> int:
+        """Actor processes whose title names `kind` (the class the actor pool runs)."""
+        return sum(1 for title in self.seen.values() if kind in title)
+
+
+def _every_fixture(work: Path, cluster: Cluster) -> dict[str, Any]:
+    """Every fixture scored by the judge in Batch API mode with a calibration: one machine, then Ray.
+
+    The Ray run sets `--fetchers 3 --scorer-concurrency 1`; the actor processes it starts are counted.
+    """
+    _calibration(work / "calib.json")
+    report: dict[str, Any] = {}
+    with BatchServer(varied_reply) as server:
+        judge = ["--scorer", "judge", "--base-url", server.url, "--model", "fake", "--judge-batch",
+                 "--calibration", str(work / "calib.json"), *FAST_BATCHES, *OFFLINE]
+        report["local"] = _main(["score", *EVERY_FIXTURE, "-o", str(work / "every-local.jsonl"),
+                                 "--cache-dir", str(work / "cache-el"), *judge])
+        report["local_submitted"] = dict(server.submitted)
+        server.submitted.clear()
+        with ActorProcesses() as actors:
+            report["ray"] = _main(["score", *EVERY_FIXTURE, "-o", str(work / "every-ray.jsonl"), "--engine", "ray",
+                                   "--address", cluster.address, "--cache-dir", str(work / "cache-er"),
+                                   "--fetchers", "3", "--scorer-concurrency", "1", *judge])
+        report["ray_submitted"] = dict(server.submitted)
+        report["actors"] = {"fetch": actors.count("FetchPages"), "score": actors.count("ScoreRows"),
+                            "titles": sorted(set(actors.seen.values()))}
+    return report
+
+
+def _live_judge(work: Path, cluster: Cluster) -> dict[str, Any]:
+    """A live judge (one request at a time per actor) on two scoring actors: the most requests in flight at once."""
+    with ChatServer(varied_reply, latency=0.05, hold_first=2) as server:
+        code, err = _main(["score", *PLAIN, "-o", str(work / "live.jsonl"), "--engine", "ray", "--address",
+                           cluster.address, "--cache-dir", str(work / "cache-live"), "--scorer", "judge",
+                           "--base-url", server.url, "--model", "fake", "--no-judge-cache", "--option",
+                           "concurrency=1", "--scorer-concurrency", "2", *OFFLINE])
+    return {"code": code, "err": err[-2000:], "calls": server.calls, "max_in_flight": server.max_in_flight}
 
 
 def _web(servers: PageServers) -> list[str]:
@@ -42,14 +153,16 @@ def _web(servers: PageServers) -> list[str]:
 
 
 def _generated(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
-    """The generated set from the page servers: Ray first (counted), then one machine."""
+    """The generated set from the page servers: Ray first (counted, into a page store), then one machine."""
     servers.reset()
-    ray = main(["score", *inputs, "-o", str(work / "gen-ray"), "--engine", "ray", "--address", cluster.address,
-                "--cache-dir", str(work / "cache-gr"), "--page-store", str(work / "store-gr"), *_web(servers)])
+    ray = _main(["score", *inputs, "-o", str(work / "gen-ray.parquet"), "--engine", "ray", "--address",
+                 cluster.address, "--cache-dir", str(work / "cache-gr"), "--page-store", str(work / "store-gr"),
+                 *_web(servers)])
     seen_ray = servers.reset()
-    local = main(["score", *inputs, "-o", str(work / "gen-local.parquet"), "--cache-dir", str(work / "cache-gl"),
-                  *_web(servers)])
-    return {"ray": ray, "local": local, "seen_ray": seen_ray, "seen_local": servers.reset()}
+    local = _main(["score", *inputs, "-o", str(work / "gen-local.parquet"), "--cache-dir", str(work / "cache-gl"),
+                   *_web(servers)])
+    servers.reset()
+    return {"ray": ray, "local": local, "seen_ray": seen_ray}
 
 
 def _when_fetching(servers: PageServers, then: Any) -> threading.Thread:
@@ -66,12 +179,12 @@ def _when_fetching(servers: PageServers, then: Any) -> threading.Thread:
 
 
 def _kill_worker(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
-    """Kill the worker node while pages are being fetched; the run must still end with every row."""
+    """Kill the worker node while pages are being fetched; the run must still end with every row once."""
     servers.reset()
     watcher = _when_fetching(servers, cluster.kill_worker)
-    code = main(["prepare", *inputs, "-o", str(work / "kill-worker"), "--engine", "ray", "--address",
-                 cluster.address, "--cache-dir", str(work / "cache-kw"), "--page-store", str(work / "store-kw"),
-                 *_web(servers)])
+    code = _main(["prepare", *inputs, "-o", str(work / "kill-worker.parquet"), "--engine", "ray", "--address",
+                  cluster.address, "--cache-dir", str(work / "cache-kw"), "--page-store", str(work / "store-kw"),
+                  *_web(servers)])
     watcher.join(timeout=_WAIT)
     servers.reset()
     killed = cluster.worker is not None and cluster.worker.poll() is not None
@@ -85,30 +198,65 @@ def _cli(inputs: list[str], out: Path, cluster: Cluster, servers: PageServers, w
             str(work / "store-kd"), *_web(servers), *more]
 
 
-def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
-    """Kill the driver (the `tlmscore` process) mid-run, then `--resume`; then lose one part and resume again.
+def _run(argv: list[str]) -> dict[str, Any]:
+    done = subprocess.run(argv, cwd=ROOT, timeout=_WAIT, capture_output=True, text=True, check=False)
+    return {"code": done.returncode, "err": done.stderr[-3000:]}
 
-    The last run finds every page in the page store the earlier ones wrote: it requests none.
+
+def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
+    """Kill the driver (the `tlmscore` process) once rows are saved, then `--resume`; a changed setting is refused.
+
+    Chunks of 50 records: the kill comes when the checkpoint holds some of them. A last run into a
+    new output finds every page in the page store the earlier ones wrote, and requests none.
     """
-    out = work / "kill-driver"
+    out = work / "kill-driver.jsonl"
+    partial = out.with_name(out.name + ".partial.jsonl")
     servers.reset()
-    driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work), cwd=ROOT, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watcher = _when_fetching(servers, lambda: os.killpg(driver.pid, signal.SIGKILL))
+    driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50"), cwd=ROOT,
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + _WAIT
+    while driver.poll() is None and time.monotonic() < deadline and (
+            not partial.is_file() or partial.stat().st_size == 0):
+        time.sleep(0.05)
+    saved = sum(1 for _ in partial.open(encoding="utf-8")) if partial.is_file() else 0
+    os.killpg(driver.pid, signal.SIGKILL)
     killed_code = driver.wait(timeout=_WAIT)
-    watcher.join(timeout=_WAIT)
-    resumed = subprocess.run(_cli(inputs, out, cluster, servers, work, "--resume"), cwd=ROOT, timeout=_WAIT,
-                             capture_output=True, text=True, check=False)
-    kept = {p.name: sorted(f.stat().st_mtime_ns for f in p.iterdir()) for p in out.glob("part-*")}
-    shutil.rmtree(out / "part-00001")
+    changed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume", "--urls", "all"))
+    resumed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume"))
     servers.reset()
-    again = subprocess.run(_cli(inputs, out, cluster, servers, work, "--resume"), cwd=ROOT, timeout=_WAIT,
-                           capture_output=True, text=True, check=False)
-    after = {p.name: sorted(f.stat().st_mtime_ns for f in p.iterdir()) for p in out.glob("part-*")}
-    return {"killed_code": killed_code, "resume_code": resumed.returncode, "resume_err": resumed.stderr[-2000:],
-            "again_code": again.returncode, "again_err": again.stderr[-2000:],
-            "part0_untouched": kept.get("part-00000") == after.get("part-00000"), "parts": sorted(after),
-            "again_requests": servers.requests()}
+    again = _run(_cli(inputs, work / "from-store.jsonl", cluster, servers, work))
+    return {"killed_code": killed_code, "saved_before_kill": saved, "changed": changed, "resumed": resumed,
+            "again": again, "again_requests": servers.requests()}
+
+
+def _floats(column: Any) -> list[float | None]:
+    """A score column as JSON values: a missing score (NaN, or null read back from Parquet) is None."""
+    import pandas as pd
+
+    return [None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+            else float(value) for value in column.astype(object)]
+
+
+def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
+    """`tlmscore.ray.score`, called as the docs show it (the command line runs `tlmscore.run(..., engine=...)`)."""
+    import ray
+
+    import tlmscore
+    from tlmscore import ray as tlm_ray
+
+    settings = tlmscore.Settings(offline=True, page_files=(FIXTURES / "pages",), cache_dir=work / "cache-lib",
+                                 progress=False)
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        rows = tlm_ray.score(PLAIN, settings, "grounding",
+                             engine=tlm_ray.Engine(page_store=work / "store-lib", fetchers=4))   # a ray.data.Dataset
+        scored = rows.to_pandas().sort_values("position")                                # input order
+    finally:
+        ray.shutdown()
+    local = tlmscore.score(PLAIN, "grounding", settings)
+    return {"scored_ids": scored["id"].tolist(), "scored": _floats(scored["score"]),
+            "local_ids": local["id"].tolist(), "local_scored": _floats(local["score"]),
+            "store_written": any((work / "store-lib").rglob("*.parquet"))}
 
 
 def _empty_first_block(cluster: Cluster) -> dict[str, Any]:
@@ -132,7 +280,7 @@ def _joins_of_empty_blocks() -> dict[str, Any]:
     import pyarrow as pa
     import ray.data
 
-    from tlmscore.engines import flat_rows, grouped, join_on_key, schema
+    from tlmscore.ray import flat_rows, grouped, join_on_key, schema
 
     keyed = schema(key="string", owner="int64")
     numbers = ray.data.from_items([{"n": n} for n in range(3)], override_num_blocks=3)
@@ -168,18 +316,26 @@ def _joins_of_empty_blocks() -> dict[str, Any]:
             "nothing_joined": join_on_key(nothing, right, "inner", 4).count()}
 
 
+def _timed(report: dict[str, Any], name: str, step: Any) -> None:
+    started = time.monotonic()
+    report[name] = step()
+    report.setdefault("seconds", {})[name] = round(time.monotonic() - started, 1)
+
+
 def run(work: Path, records: int, urls: int) -> dict[str, Any]:
-    """Every scenario, in one cluster; the report of what happened."""
+    """Every scenario, in one cluster; the report of what happened (and how long each took)."""
     report: dict[str, Any] = {}
     with PageServers(hosts=4) as servers, Cluster(work / "ray") as cluster:
         report["nodes"] = cluster.nodes
-        report["empty_first_block"] = _empty_first_block(cluster)
         inputs = generate(work / "gen", records, urls, servers.names)
         report["inputs"] = inputs
-        report["fixtures"] = _fixtures(work, cluster)
-        report["generated"] = _generated(work, cluster, servers, inputs)
-        report["kill_worker"] = _kill_worker(work, cluster, servers, inputs)
-        report["kill_driver"] = _kill_driver(work, cluster, servers, inputs)
+        _timed(report, "empty_first_block", lambda: _empty_first_block(cluster))
+        _timed(report, "every_fixture", lambda: _every_fixture(work, cluster))
+        _timed(report, "live_judge", lambda: _live_judge(work, cluster))
+        _timed(report, "generated", lambda: _generated(work, cluster, servers, inputs))
+        _timed(report, "kill_worker", lambda: _kill_worker(work, cluster, servers, inputs))
+        _timed(report, "kill_driver", lambda: _kill_driver(work, cluster, servers, inputs))
+        _timed(report, "library", lambda: _library(work, cluster))
     return report
 
 

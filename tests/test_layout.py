@@ -153,3 +153,64 @@ def test_the_private_check_sees_an_outside_import_and_allows_an_inside_one() -> 
                                                                   "tlmscore.ingest._logfile")}
     assert outside_of("tlmscore.ingest._records", {"tlmscore.ingest._logfile"}) == set()
     assert outside_of("tlmscore.ingest", {"tlmscore.ingest._logfile"}) == set()
+
+
+MODULES = {module_name(p): p for p in MODULE_FILES}
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module → the tlmscore modules it imports (at any depth, type-only too); the lazy top package left out.
+
+    `from a.b import c` is an edge to `a.b.c` when that is a module, else to `a.b`.
+    """
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        if module == "tlmscore":
+            continue
+        names = imported(ast.parse(path.read_text(encoding="utf-8")), module, path.name == "__init__.py")
+        targets = {name for name in names if name in modules and name != "tlmscore"}
+        graph[module] = {t for t in targets if not any(other.startswith(t + ".") for other in targets)} - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted; a group is a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert cycles(import_graph(MODULES)) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_type_only_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tlmscore.scoring.judge import J\n")
+    assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring._judge_batch", is_package=False)

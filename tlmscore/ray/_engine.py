@@ -28,6 +28,7 @@ from tlmscore.scoring.base import Scorer, spec_of
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from ray.data import Dataset
 
     from tlmscore.pipeline import Job
@@ -131,7 +132,7 @@ def _converted(source: Source | Dataset, settings: Settings, engine: Engine,
     batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
     linked = with_links(records, partitions, batch)
     if skip:  # after the links: a follow-up still finds the calls an earlier run saved
-        linked = linked.filter(lambda r: (r["source"], r["line"]) not in skip)
+        linked = linked.map_batches(functools.partial(_not_done, skip=skip), batch_format="pyarrow")
     names = input_names(source) if isinstance(source, Sequence) and not isinstance(source, str) else (
         input_names([source]) if isinstance(source, (str, Path)) else {})
     converted: Dataset = linked.map(functools.partial(convert_row, settings=settings, batch=batch,
@@ -139,7 +140,18 @@ def _converted(source: Source | Dataset, settings: Settings, engine: Engine,
     return converted
 
 
+def _not_done(batch: pa.Table, skip: Container[tuple[str, int]]) -> pa.Table:
+    """The records of `batch` not in `skip` (`(source, line)` saved by the run being resumed)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    keep = [(source, line) not in skip for source, line in zip(batch["source"].to_pylist(),
+                                                               batch["line"].to_pylist(), strict=True)]
+    return batch.filter(pa.array(keep, pa.bool_()))
+
+
 def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
+    from ray.data.expressions import col  # noqa: PLC0415
+
     partitions = engine.shuffle_partitions()
     planned = planned_urls(converted)
     stored = stored_pages(engine.page_store, settings)
@@ -158,7 +170,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
     everything = stored_pages(engine.page_store, settings)
     if everything is None:
         return fetched
-    missed: Dataset = fetched.filter(lambda row: row["status"] == "offline_miss")  # the store does not keep them
+    missed: Dataset = fetched.filter(expr=col("status") == "offline_miss")  # the store does not keep them
     return everything.union(missed)
 
 

@@ -154,7 +154,9 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     wanted = flat_rows(keyed, _explode("wants", "key"), _KEY_ROWS).select_columns(["position", "key"])
     wanted = flat_rows(wanted, lambda r: [{"owner": r["position"], "key": r["key"], "seen": _NONE}],
                        _FRONTIER).materialize()
-    conversations = keyed.filter(lambda r: r["conv"] is not None)
+    from ray.data.expressions import col  # noqa: PLC0415
+
+    conversations = keyed.filter(expr=col("conv").is_not_null())
     parts = []
     if conversations.count():
         calls = grouped(conversations, "conv", partitions)

@@ -144,6 +144,8 @@ def store_pages(pages: Dataset, store: str | None) -> None:
 
     A page missed offline is not kept: it says nothing about the page, only about that run.
     """
-    kept = pages.filter(lambda row: row["status"] != "offline_miss")
+    from ray.data.expressions import col  # noqa: PLC0415
+
+    kept = pages.filter(expr=col("status") != "offline_miss")
     if store and kept.count():
         kept.write_parquet(f"{store.rstrip('/')}/run-{uuid.uuid4().hex[:12]}")
