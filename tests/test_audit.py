@@ -87,3 +87,21 @@ def test_the_scorers_verdict_on_a_citation_is_shown(tmp_path: Path) -> None:
     assert len(marks) == 3
     assert marks[0].startswith('"supported"') and marks[1].startswith('"unsupported"')
     assert marks[2].startswith('"unsupported"')
+
+
+def test_a_row_is_shown_as_the_run_rendered_it_with_the_calls_it_continues(tmp_path: Path) -> None:
+    import tlmscore
+    from tests.conftest import FIXTURES
+    from tlmscore import Settings
+
+    inputs = [FIXTURES / "chain_a.jsonl", FIXTURES / "chain_b.jsonl"]
+    settings = Settings(offline=True, page_files=(FIXTURES / "pages",), cache_dir=tmp_path, progress=False)
+    df = tlmscore.prepare(inputs, settings)
+    row = df[df.id == "chain-3-packing"].iloc[0]
+    assert "I'm in Lisbon this weekend" in row["prompt"]  # chain-1's question, two files and two calls back
+    view = TranscriptView.from_row(row, settings, inputs=inputs)
+    shown = [turn.text for turn in view.conversation.turns if hasattr(turn, "text")]
+    assert any("I'm in Lisbon this weekend" in text for text in shown)
+    assert "I&#x27;m in Lisbon this weekend" in view._repr_html_()
+    alone = TranscriptView.from_row(row, settings)  # only its own file: the call it continues is not there
+    assert not any("I'm in Lisbon this weekend" in getattr(t, "text", "") for t in alone.conversation.turns)

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,9 +23,9 @@ from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import Page, PagesByKey, keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
 from tlmscore.evidence.sources import open_page_source
-from tlmscore.ingest import read_transcripts
+from tlmscore.ingest import ChainIndex, read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
-from tlmscore.pipeline import run_sync
+from tlmscore.pipeline import convert_record, run_sync
 from tlmscore.rendering import unavailable_text
 from tlmscore.settings import Settings
 
@@ -87,6 +88,8 @@ class TranscriptView:
     row: Mapping[str, Any] = field(default_factory=dict)
     settings: Settings = field(default_factory=Settings)
     support: Support = _lexical_support
+    converted: Conversation | None = None
+    """The conversation as the run converted it (with the calls it continues); None: converted here, alone."""
 
     def __repr__(self) -> str:
         # the HTML view is what a notebook shows; the plain text stays one line (no log text, no paths)
@@ -94,8 +97,8 @@ class TranscriptView:
 
     @property
     def conversation(self) -> Conversation:
-        """The transcript converted to turns."""
-        return convert_transcript(self.transcript, self.settings)
+        """The transcript converted to turns (as the run converted it, when the view was made from a row)."""
+        return self.converted if self.converted is not None else convert_transcript(self.transcript, self.settings)
 
     def page(self, url: str) -> Page:
         """The page shown for `url` (an `offline_miss` page when it was not read)."""
@@ -165,20 +168,28 @@ class TranscriptView:
         return "".join(out)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], settings: Settings | None = None) -> TranscriptView:
-        """The view of a result row, for drilling into it.
+    def from_row(cls, row: Mapping[str, Any], settings: Settings | None = None, *,
+                 inputs: Sequence[str | Path] | None = None) -> TranscriptView:
+        """The view of a result row as the run rendered it, for drilling into it.
 
-        The record is read again from its file; its pages come from the saved page files and the
-        cache, never the network.
+        The record is read again from its file and converted by the run's own steps, with the
+        earlier calls it continues (found in `inputs`, the run's inputs: by default the row's own
+        file); its pages come from the saved page files and the cache, never the network.
         """
         settings = (settings or Settings()).model_copy(update={"offline": True})
         source, line = str(row["source"]), int(row["line"])
-        transcript = next((t for t in read_transcripts(source) if t.line == line), None)
+        transcript = next((t for t in read_transcripts(source, batch_inputs=settings.batch_inputs) if t.line == line),
+                          None)
         if transcript is None:
             raise ConfigError(f"{source}:{line}: no such record")
-        urls = list(convert_transcript(transcript, settings).urls) if transcript.error is None else []
+        chains = ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs)
+        try:
+            converted = convert_record(transcript, settings, chains).conversation
+        finally:
+            chains.close()
+        urls = list(converted.urls) if converted is not None else []
         pages = run_sync(lambda: _offline_pages(urls, settings)) if urls else {}
-        return cls(transcript, pages=pages, row=dict(row), settings=settings)
+        return cls(transcript, pages=pages, row=dict(row), settings=settings, converted=converted)
 
     def _scored_citations(self) -> list[dict[str, Any]] | None:
         """The citations a scorer judged (from the row's `details`), or None when it has none."""
