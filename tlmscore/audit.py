@@ -9,7 +9,6 @@ import hashlib
 import html
 import json
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import ChainIndex, read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.pipeline import convert_record, run_sync
-from tlmscore.rendering import unavailable_text
+from tlmscore.rendering import text_words, unavailable_text
 from tlmscore.settings import Settings
 
 __all__ = [
@@ -63,10 +62,6 @@ CSS = """
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"\w+", text)}
 
 
 def _lexical_support(sentence: str, text: str) -> bool:
@@ -210,9 +205,9 @@ class TranscriptView:
         judged = self._scored_citations()
         if judged is None:
             return "supported" if self.support(sentence, page.text or "") else "unsupported"
-        words = _words(sentence)
+        words = text_words(sentence)
         for entry in judged:
-            claim = _words(str(entry.get("claim") or ""))
+            claim = text_words(str(entry.get("claim") or ""))
             if url_key(str(entry.get("url"))) == url_key(url) and claim and len(claim & words) >= 0.8 * len(claim):
                 return "supported" if entry.get("status") == "supported" else "unsupported"
         return "supported"

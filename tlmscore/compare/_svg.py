@@ -23,11 +23,13 @@ MAX_POINTS = 5000
 """Scatter points drawn at most: every row that moved, then an even sample of the rest (keeps the page small)."""
 
 
-def _x(value: float) -> float:
+def _px(value: float) -> float:
+    """A value in [0, 1] as the x pixel of the plot area."""
     return MARGIN + value * (SIZE - 2 * MARGIN)
 
 
-def _y(value: float) -> float:
+def _py(value: float) -> float:
+    """A value in [0, 1] as the y pixel of the plot area (up is larger)."""
     return SIZE - MARGIN - value * (SIZE - 2 * MARGIN)
 
 
@@ -35,16 +37,16 @@ def _frame(title: str, x_label: str, y_label: str, y_max: float) -> list[str]:
     """Axes from 0 to 1 (x) and 0 to `y_max` (y), with ticks, labels and a title."""
     parts = [f'<rect x="0" y="0" width="{SIZE}" height="{SIZE}" fill="white"/>',
              f'<text x="{SIZE / 2}" y="18" text-anchor="middle" font-size="14">{escape(title)}</text>',
-             f'<line x1="{_x(0)}" y1="{_y(0)}" x2="{_x(1)}" y2="{_y(0)}" stroke="black"/>',
-             f'<line x1="{_x(0)}" y1="{_y(0)}" x2="{_x(0)}" y2="{_y(1)}" stroke="black"/>',
+             f'<line x1="{_px(0)}" y1="{_py(0)}" x2="{_px(1)}" y2="{_py(0)}" stroke="black"/>',
+             f'<line x1="{_px(0)}" y1="{_py(0)}" x2="{_px(0)}" y2="{_py(1)}" stroke="black"/>',
              f'<text x="{SIZE / 2}" y="{SIZE - 8}" text-anchor="middle" font-size="12">{escape(x_label)}</text>',
              f'<text x="12" y="{SIZE / 2}" text-anchor="middle" font-size="12" '
              f'transform="rotate(-90 12 {SIZE / 2})">{escape(y_label)}</text>']
     for step in range(6):
         tick = step / 5
-        parts.append(f'<text x="{_x(tick)}" y="{_y(0) + 14}" text-anchor="middle" font-size="10">{tick:.1f}</text>')
+        parts.append(f'<text x="{_px(tick)}" y="{_py(0) + 14}" text-anchor="middle" font-size="10">{tick:.1f}</text>')
         label = f"{tick * y_max:.0f}" if y_max != 1 else f"{tick:.1f}"
-        parts.append(f'<text x="{_x(0) - 4}" y="{_y(tick) + 3}" text-anchor="end" font-size="10">{label}</text>')
+        parts.append(f'<text x="{_px(0) - 4}" y="{_py(tick) + 3}" text-anchor="end" font-size="10">{label}</text>')
     return parts
 
 
@@ -67,7 +69,7 @@ def distributions_svg(base: Sequence[float], new: Sequence[float]) -> str:
         for index, count in enumerate(counts):
             if count:
                 height = count / y_max * (SIZE - 2 * MARGIN)
-                parts.append(f'<rect class="{name}" x="{_x(index / BINS):.2f}" y="{_y(0) - height:.2f}" '
+                parts.append(f'<rect class="{name}" x="{_px(index / BINS):.2f}" y="{_py(0) - height:.2f}" '
                              f'width="{width:.2f}" height="{height:.2f}" fill="{colour}" fill-opacity="0.5"/>')
     parts += _legend([(BASE_COLOUR, "base"), (NEW_COLOUR, "new")])
     return _svg("distributions", parts)
@@ -79,12 +81,12 @@ def scatter_svg(rows: Sequence[RowChange], threshold: float) -> str:
     shown = _points(paired)
     title = "Base vs new, per row" + (f" ({len(shown)} of {len(paired)})" if len(shown) < len(paired) else "")
     parts = _frame(title, "base score", "new score", 1.0)
-    parts.append(f'<line x1="{_x(0)}" y1="{_y(0)}" x2="{_x(1)}" y2="{_y(1)}" stroke="#bbbbbb" '
+    parts.append(f'<line x1="{_px(0)}" y1="{_py(0)}" x2="{_px(1)}" y2="{_py(1)}" stroke="#bbbbbb" '
                  'stroke-dasharray="4 3"/>')
-    parts.append(f'<line x1="{_x(0)}" y1="{_y(threshold)}" x2="{_x(1)}" y2="{_y(threshold)}" stroke="#dddddd"/>')
+    parts.append(f'<line x1="{_px(0)}" y1="{_py(threshold)}" x2="{_px(1)}" y2="{_py(threshold)}" stroke="#dddddd"/>')
     for row in shown:
         colour = DROPPED_COLOUR if row.delta < 0 else ROSE_COLOUR if row.delta > 0 else SAME_COLOUR
-        parts.append(f'<circle cx="{_x(row.base):.2f}" cy="{_y(row.new):.2f}" r="5" fill="{colour}">'
+        parts.append(f'<circle cx="{_px(row.base):.2f}" cy="{_py(row.new):.2f}" r="5" fill="{colour}">'
                      f'<title>{escape(row.key)}: {row.base:.3f} → {row.new:.3f}</title></circle>')
     parts += _legend([(DROPPED_COLOUR, "dropped"), (ROSE_COLOUR, "rose"), (SAME_COLOUR, "unchanged")])
     return _svg("scatter", parts)

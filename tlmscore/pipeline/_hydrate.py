@@ -40,11 +40,11 @@ async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency
         return out
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(t: Transcript) -> Transcript:
+    async def filled(t: Transcript) -> Transcript:
         async with gate:
             record = await hydrate(client, t.raw)
         return normalize_record(record, source=t.source, line=t.line)
 
-    for i, filled in zip(todo, await asyncio.gather(*(one(chunk[i]) for i in todo)), strict=True):
-        out[i] = filled
+    for i, transcript in zip(todo, await asyncio.gather(*(filled(chunk[i]) for i in todo)), strict=True):
+        out[i] = transcript
     return out

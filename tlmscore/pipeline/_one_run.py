@@ -79,12 +79,12 @@ class Job:
         chosen = scorer if scorer is not None else self.scorer
         if chosen is None:
             raise ValueError("a prepare-only job has no scorer")
-        made = get_scorer(chosen, {**self.options, **more}) if isinstance(chosen, str) else chosen
+        built = get_scorer(chosen, {**self.options, **more}) if isinstance(chosen, str) else chosen
         if self.calibration is None:
-            return made
+            return built
         from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
 
-        return Calibrated(made, self.calibration)
+        return Calibrated(built, self.calibration)
 
     def columns(self) -> tuple[str, ...]:
         """The output's columns, in order."""

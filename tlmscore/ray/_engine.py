@@ -81,11 +81,12 @@ class Engine:
         """
         names = [str(p) for p in job.inputs]
         joined = _joined(names, job.settings, self, skip)
-        made = _scored(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration) \
+        rows_made = _scored(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration) \
             if job.scorer is not None else joined.map_batches(
                 functools.partial(render_rows, settings=job.settings), batch_format="pyarrow")
         done = 0
-        for batch in made.sort("position").iter_batches(batch_size=job.settings.chunk_size, batch_format="pyarrow"):
+        ordered = rows_made.sort("position")
+        for batch in ordered.iter_batches(batch_size=job.settings.chunk_size, batch_format="pyarrow"):
             rows = rows_of(batch)
             sink(rows)
             done += len(rows)

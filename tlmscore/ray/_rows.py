@@ -172,12 +172,12 @@ class ScoreRows:
     def __init__(self, settings: Settings, scorer: str | Scorer, options: Mapping[str, Any] | None,
                  calibration: Calibration | None = None) -> None:
         self._settings = settings
-        made = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
+        chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
         if calibration is not None:
             from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
 
-            made = Calibrated(made, calibration)
-        self._scorer = made
+            chosen = Calibrated(chosen, calibration)
+        self._scorer = chosen
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""

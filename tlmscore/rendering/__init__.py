@@ -6,11 +6,13 @@ prompt format; `_shown` builds the evidence each tool response shows, once, as p
 
 The package is named `rendering` because `tlmscore.render` is the public function it provides.
 Later stages also use its halves (`render_prompt`, `render_response`), the prompt's tool-section
-wording (`TOOL_DEFINITIONS_PREFIX`, `TOOL_CALL_SCHEMA`) and `unavailable_text`, from here.
+wording (`TOOL_DEFINITIONS_PREFIX`, `TOOL_CALL_SCHEMA`), `unavailable_text` and `text_words` (the words an
+excerpt is chosen by), from here.
 """
 
 from __future__ import annotations
 
+from tlmscore.rendering._excerpt import text_words
 from tlmscore.rendering._prompt import (
     TOOL_CALL_SCHEMA,
     TOOL_DEFINITIONS_PREFIX,
@@ -21,4 +23,4 @@ from tlmscore.rendering._prompt import (
 from tlmscore.rendering._shown import unavailable_text
 
 __all__ = ["TOOL_CALL_SCHEMA", "TOOL_DEFINITIONS_PREFIX", "render", "render_prompt", "render_response",
-           "unavailable_text"]
+           "text_words", "unavailable_text"]

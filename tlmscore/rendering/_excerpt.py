@@ -19,7 +19,7 @@ _SENTENCE = re.compile(r"(?<=[.!?\u061f\u0964])\s+|(?<=[\u3002\uff01\uff1f\uff0e
 _MARKER = re.compile(r"\[\[\d+\]\]\([^)\s]*\)|\[\d+\]|\u3010\d+\u3011")
 
 
-def _words(text: str) -> frozenset[str]:
+def text_words(text: str) -> frozenset[str]:
     """The words of `text`: words of three letters or more, and character pairs of unspaced scripts."""
     if text.isascii():  # the same words, found in one pass: no unspaced script, and lower case maps letters to letters
         return frozenset(_WORD.findall(text.lower()))
@@ -46,7 +46,7 @@ def _units(text: str, limit: int) -> list[str]:
 def _profile(text: str, limit: int) -> tuple[tuple[str, ...], tuple[tuple[frozenset[str], float], ...]]:
     """The units of `text` for `limit`, each unit's words with the length penalty of its score."""
     units = tuple(_units(text, limit))
-    words = tuple((w, 1 + len(w) ** 0.5) for w in map(_words, units))
+    words = tuple((w, 1 + len(w) ** 0.5) for w in map(text_words, units))
     return units, words
 
 
@@ -67,7 +67,7 @@ def excerpt(text: str, limit: int, focus: Sequence[str] = ()) -> str:
     if len(text) <= limit:
         return text
     units, profile = _profile(text, limit)
-    wanted = frozenset().union(*(_words(_MARKER.sub(" ", f)) for f in focus)) if focus else frozenset()
+    wanted = frozenset().union(*(text_words(_MARKER.sub(" ", f)) for f in focus)) if focus else frozenset()
     scores = [len(w & wanted) / penalty if wanted else 0.0 for w, penalty in profile]
     by_relevance = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()

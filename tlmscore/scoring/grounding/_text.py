@@ -16,11 +16,11 @@ from types import MappingProxyType
 from tlmscore.scoring.grounding._tokens import Token, normalise, stem, tokens
 
 
-def _words(text: str) -> frozenset[str]:
+def _word_set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-STOPWORDS = _words("""
+STOPWORDS = _word_set("""
 a about above across after afterwards again against all almost alone along already also although always am
 among an and another any anyhow anyone anything anyway anywhere are around as at be became because become
 becomes been before being below beside besides between both but by can could did do does doing done down due
@@ -37,7 +37,7 @@ when whenever where whereas wherever whether which while who whoever whole whom 
 would yes yet you your yours yourself yourselves
 """)
 # "not" in English and, written as words, in other languages (normalised as `analyse` sees them).
-NEGATIONS = frozenset(normalise(w) for w in _words("""
+NEGATIONS = frozenset(normalise(w) for w in _word_set("""
 not no never none nothing nobody neither nor cannot nowhere
 nicht kein keine keinen keiner nie niemals pas jamais aucun aucune nunca ningún ninguna não nem nenhum
 non niet geen nooit inte aldrig ikke не нет никогда нельзя δεν μην لا ليس ليست لم لن नहीं कभी לא אין
@@ -78,7 +78,7 @@ MONTHS: Mapping[str, str] = MappingProxyType({
     "sept": "september", "october": "october", "oct": "october", "november": "november", "nov": "november",
     "december": "december", "dec": "december",
 })
-_WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday")
+_WEEKDAYS = _word_set("monday tuesday wednesday thursday friday saturday sunday")
 _NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
     "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
     "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
@@ -88,7 +88,7 @@ _NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
 _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
                 "october", "november", "december")
 _SHORTEST_WORD = 2
-_ABBREVIATIONS = _words("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
+_ABBREVIATIONS = _word_set("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
 
 _BOUNDARY = re.compile(r"[.!?]+[\"\u201d\u2019)\]]*\s+"
                        r"|[\u3002\uff01\uff1f\u0964\u061f\u06d4]+[\u300d\u300f\uff09)\"\u201d]*\s*")
