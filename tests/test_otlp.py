@@ -132,7 +132,7 @@ def test_a_protobuf_body_and_base64_ids_read_the_same(body: bytes, tmp_path: Pat
         assert tlmscore.prepare(path, _settings(tmp_path))[columns].equals(expected)
 
 
-def test_built_in_tools_and_references_are_warned_about(tmp_path: Path) -> None:
+def test_built_in_tools_are_warned_about_and_media_render_as_in_a_raw_record(tmp_path: Path) -> None:
     output = [{"role": "assistant", "parts": [
         {"type": "server_tool_call", "id": "ws_1", "name": "web_search",
          "server_tool_call": {"type": "web_search", "query": "paris weather"}},
@@ -148,10 +148,10 @@ def test_built_in_tools_and_references_are_warned_about(tmp_path: Path) -> None:
     rows = tlmscore.prepare(path, _settings(tmp_path))
     assert rows["error"][0] is None
     assert rows["response"][0].endswith("Sunny.")
-    assert "[uri https://a.test/x.png]" in rows["prompt"][0]
+    assert "User: See \n[image: https://a.test/x.png]" in rows["prompt"][0]  # parts joined as a raw record's are
     warnings = " ".join(rows["warnings"][0])
     assert "built-in tool 'web_search' is shown as a function call" in warnings
-    assert "a uri part is shown as a reference" in warnings
+    assert "uri" not in warnings  # an image by its URL loses nothing: the raw record shows the same
 
 
 def test_a_broken_line_and_a_broken_span_are_error_rows_naming_the_line(body: bytes, tmp_path: Path) -> None:
@@ -192,8 +192,11 @@ def test_spans_without_captured_content_are_filled_in_by_hydrate(tmp_path: Path,
     path = tmp_path / "traces.jsonl"
     path.write_text(json.dumps(_as_json(_uncaptured(), hex_ids=True)) + "\n", encoding="utf-8")
     rows = tlmscore.prepare(path, _settings(tmp_path))
-    assert len(rows) == 2  # a Chat Completions id cannot be pulled: that span is no record
-    assert all("holds only the response id" in e and "--hydrate" in e for e in rows["error"])
+    assert len(rows) == 3
+    assert all("holds only the response id" in e and "--hydrate" in e for e in rows["error"][:2])
+    # a Chat Completions id cannot be pulled: the row says which setting captures the content
+    assert "holds no message content" in rows["error"][2]
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in rows["error"][2]
 
     request = RAW["request"]
     response = {**RAW["response"], "instructions": request["instructions"], "tools": request["tools"]}
