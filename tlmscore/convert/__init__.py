@@ -18,7 +18,7 @@ from tlmscore.convert._providers import chat_search_items, chat_tools_as_respons
 from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED, linked_pages
 from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
@@ -196,6 +196,9 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
     """
     request, response = transcript.request, transcript.response
     conv = _convert_call(transcript, request, response, settings, converters)
+    if transcript.origin is not None and transcript.fmt == "responses":  # a trace that may have kept only links
+        linked, said = linked_pages(response.get("output") or [], conv.turns, (settings or Settings()).urls)
+        conv = replace(conv, turns=(*conv.turns, *linked), warnings=(*conv.warnings, *((said,) if said else ())))
     if not request:
         conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
     return conv
