@@ -24,7 +24,7 @@ from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
 from tlmscore.errors import TranscriptError
-from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn
+from tlmscore.model import Conversation, FileResult, Message, ToolCall, ToolResult, Transcript, Turn
 from tlmscore.settings import Settings
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "SEARCH_NOT_LOGGED",
     "UNCITED",
     "ResponseStatus",
+    "cited_files",
     "cited_sentence",
     "convert_chat",
     "convert_items",
@@ -175,6 +176,9 @@ def convert_chat(
     names: dict[str, str] = {}
     ctx = Context(items=(), think=(settings or Settings()).think)
     turns = [_chat_message(m, names, ctx) for m in messages]
+    for number, turn in enumerate(turns, start=1):
+        if isinstance(turn, Message) and turn.role != "assistant" and not turn.text.strip() and not turn.calls:
+            ctx.warn(f"message {number} ({turn.role}) has no content: the prompt shows nothing of it")
     answer_turns = (_chat_message(answer, names, ctx),) if answer is not None else ()
     return Conversation(
         turns=tuple(turns),
@@ -184,6 +188,22 @@ def convert_chat(
         style="chat",
         warnings=tuple(ctx.warnings),
     )
+
+
+def cited_files(conv: Conversation) -> list[str]:
+    """The files the answer cites among its file search results, by file name (else file id), each once in order."""
+    names: list[str] = []
+    for turn in conv.turns:
+        if not isinstance(turn, FileResult):
+            continue
+        results = turn.output if isinstance(turn.output, list) else []
+        for file_id, _ in turn.cited:
+            found = next((r.get("filename") for r in results if isinstance(r, dict) and r.get("file_id") == file_id),
+                         None)
+            name = str(found or file_id)
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def convert_transcript(transcript: Transcript, settings: Settings | None = None, *,

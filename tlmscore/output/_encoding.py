@@ -102,8 +102,8 @@ def _arrow_type(name: str) -> pa.DataType:
 
     if name in _INTEGERS:
         return pa.int64()
-    special = {"warnings": pa.list_(pa.string()), "score": pa.float64(), "history_complete": pa.bool_(),
-               "calibrated_score": pa.float64()}
+    special = {"warnings": pa.list_(pa.string()), "cited_files": pa.list_(pa.string()), "score": pa.float64(),
+               "history_complete": pa.bool_(), "calibrated_score": pa.float64()}
     return special.get(name, pa.string())
 
 

@@ -18,7 +18,7 @@ from typing import Any
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
-    "origin", "trace_id", "span_id",
+    "origin", "trace_id", "span_id", "cited_files",
 )
 """The columns of every row, in order (the output contract)."""
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
@@ -63,6 +63,8 @@ class Row(Mapping[str, Any]):
     origin: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    cited_files: tuple[str, ...] = ()
+    """The files the answer cites that the evidence holds (by file name, else file id), in order."""
     scorer: str | None = None
     score: float = math.nan
     explanation: str = ""
@@ -73,6 +75,7 @@ class Row(Mapping[str, Any]):
     def __post_init__(self) -> None:
         # frozen: the containers a caller passed are copied, so changing them later changes no row
         object.__setattr__(self, "warnings", tuple(self.warnings))
+        object.__setattr__(self, "cited_files", tuple(self.cited_files or ()))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
@@ -103,8 +106,8 @@ class Row(Mapping[str, Any]):
 
     def _value(self, name: str) -> Any:
         """A column's value as the record holds it: lists and dicts as fresh copies."""
-        if name == "warnings":
-            return list(self.warnings)
+        if name in ("warnings", "cited_files"):
+            return list(getattr(self, name))
         if name == "details":
             return dict(self.details)
         return getattr(self, name)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, convert_transcript, transcript_status
+from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, cited_files, convert_transcript, transcript_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
@@ -124,7 +124,7 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[
     status = item.status.value if item.status else None
     empty: dict[str, Any] = {"prompt": None, "response": None, "n_tool_calls": 0, "n_urls": 0, "n_urls_ok": 0,
                              "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
-                             "response_status": status}
+                             "response_status": status, "cited_files": []}
     conv = item.conversation
     origin = _origin(item.transcript)
     if conv is None:
@@ -139,7 +139,8 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete, "response_status": status} | origin, scoring
+                  "history_complete": item.history_complete, "response_status": status} | origin \
+        | {"cited_files": cited_files(conv)}, scoring
 
 
 async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
