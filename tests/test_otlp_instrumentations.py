@@ -213,3 +213,25 @@ def test_hydrate_reads_a_linked_answer_from_its_stored_response(tmp_path: Path,
     others = [r for r in rows if r["response_id"] != response["id"] and str(r["response_id"]).startswith("resp_")]
     assert others and all(r["error"] is None and r["prompt"] for r in others)  # not stored: read from the span
     assert all(any("could not be pulled" in w and "read from the trace" in w for w in r["warnings"]) for r in others)
+
+
+def test_an_image_the_openinference_instrumentation_redacted_is_said_to_be_redacted() -> None:
+    """The OpenInference instrumentation replaces images it hides (or finds too long) with `__REDACTED__`."""
+    from openinference.instrumentation.openai._image_utils import redact_images_from_request_parameters
+
+    record = _fixture("plain-images")
+    request = redact_images_from_request_parameters(record["request"], hide_input_images=False,
+                                                    base64_image_max_length=16)
+    assert "__REDACTED__" in json.dumps(request)  # the data URL was longer than the limit; the https URL stays
+    span = {"name": "Response", "span_kind": "LLM", "context.span_id": "5f1d", "context.trace_id": "9a0e",
+            "attributes.llm.model_name": "gpt-4.1-mini", "attributes.input.value": json.dumps(request),
+            "attributes.output.value": json.dumps(record["response"])}
+    from tlmscore.sources._openinference import span_record
+
+    made = span_record(span)
+    assert made is not None
+    [out] = _records(tlmscore.prepare([made], _settings()))
+    assert any("redacted 1 value(s)" in w for w in out["warnings"]), out["warnings"]
+    assert "[image: https://images.example-shop.com/" in out["prompt"]
+    clean = span_record({**span, "attributes.input.value": json.dumps(record["request"])})
+    assert clean is not None and not clean["warnings"]
