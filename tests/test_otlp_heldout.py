@@ -72,6 +72,9 @@ def test_no_nameless_tools_no_pasted_data_and_plain_records_equal(recorded: Path
     plain = [c["response"]["id"] for c in calls if lost_in_span(c, name) is None and c["response"]["id"] in by_id]
     for rid in plain:
         assert (by_id[rid]["prompt"], by_id[rid]["response"]) == (raw[rid]["prompt"], raw[rid]["response"]), rid
+    for rid, row in by_id.items():  # never a silent difference
+        if (row["prompt"], row["response"]) != (raw[rid]["prompt"], raw[rid]["response"]):
+            assert row["warnings"], rid
 
 
 @pytest.mark.parametrize("name", ("traceloop", "logfire"))

@@ -235,3 +235,23 @@ def test_an_image_the_openinference_instrumentation_redacted_is_said_to_be_redac
     assert "[image: https://images.example-shop.com/" in out["prompt"]
     clean = span_record({**span, "attributes.input.value": json.dumps(record["request"])})
     assert clean is not None and not clean["warnings"]
+
+
+@pytest.mark.parametrize("name", CONTENT)
+def test_a_row_that_differs_from_its_raw_record_says_what_the_span_lost(name: str) -> None:
+    """Never a silent difference: where the span could not hold the call, the row's warnings say so."""
+    calls, rows, raw = _read(name)
+    by_id = {r["response_id"]: r for r in rows}
+    differ = [by_id[c["response"]["id"]] for c in calls if c["response"]["id"] in by_id
+              and (by_id[c["response"]["id"]]["prompt"], by_id[c["response"]["id"]]["response"])
+              != (raw[c["response"]["id"]]["prompt"], raw[c["response"]["id"]]["response"])]
+    assert differ  # the recordings hold calls the spans cannot hold whole
+    assert all(r["warnings"] for r in differ), [r["response_id"] for r in differ if not r["warnings"]]
+
+
+def test_a_chat_answer_whose_sources_survive_only_as_numbers_or_links_says_so() -> None:
+    span, raw = _row("openai-v2", "chat-search-preview-ar")
+    assert raw["n_urls"] > 0 and span["n_urls"] > 0  # its link is planned, as cited by the answer
+    assert "the search that found them is not in the trace" in span["prompt"]
+    numbered = [r for r in _read("openai-v2")[1] if r["response_id"] == "7c3a9e1f-2b4d-4f6a-8e1c-3d5b7f9a1c2e"]
+    assert numbered and any("numbers its sources" in w for w in numbered[0]["warnings"])

@@ -14,7 +14,7 @@ from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
 from tlmscore.convert._messages import message_text
 from tlmscore.convert._outputs import NOT_LOGGED
-from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
+from tlmscore.convert._providers import chat_items, chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
@@ -47,6 +47,9 @@ __all__ = [
 ]
 
 
+TEXT_ONLY_ORIGINS = frozenset({"otlp"})
+"""Sources whose records may keep an answer's text without the search items and citations behind it
+(OpenTelemetry GenAI spans): the pages such an answer links are shown apart (`linked_pages`)."""
 NO_REQUEST = ("the record has no request (a bare response): what the model was asked is not in the log, "
               "so the prompt holds only what the response itself carries")
 
@@ -216,18 +219,30 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
     """
     request, response = transcript.request, transcript.response
     conv = _convert_call(transcript, request, response, settings, converters)
-    if transcript.origin is not None and transcript.fmt == "responses":  # a trace that may have kept only links
-        linked, said = linked_pages(response.get("output") or [], conv.turns, (settings or Settings()).urls)
+    if transcript.origin in TEXT_ONLY_ORIGINS and (transcript.fmt == "responses" or _links(response)):
+        output = response.get("output") or [i for i in chat_items([], response)[0] if i.get("type") == "message"]
+        linked, said = linked_pages(output, conv.turns, (settings or Settings()).urls)
         conv = replace(conv, turns=(*conv.turns, *linked), warnings=(*conv.warnings, *((said,) if said else ())))
     if not request:
         conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
     return conv
 
 
+def _links(response: dict[str, Any]) -> bool:
+    """Whether a chat answer that logs no search cites pages by markdown links alone."""
+    if is_search_chat(response):
+        return False
+    return bool(linked_pages(chat_items([], response)[0], (), "cited")[0])
+
+
 def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
                   settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
     if transcript.fmt == "chat" and is_search_chat(response):
         items, start = chat_search_items(request.get("messages") or [], response)
+        return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
+                             settings=settings)
+    if transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response):
+        items, start = chat_items(request.get("messages") or [], response)  # a trace's answer that kept only links
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
                              settings=settings)
     if transcript.fmt == "chat":

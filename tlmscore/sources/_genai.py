@@ -17,6 +17,7 @@ warnings say what a span of it cannot hold (see `docs/traces.md`). Pure: values 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,12 @@ _CONTENT_PARTS = frozenset({"input_text", "output_text", "refusal", "input_image
 """Content parts of the API an instrumentation may pass on as they are; they render as in a raw record."""
 _PARSED_ARGS = "arguments"
 STRICT_LOST = "the span keeps function tools without their `strict` flag: each is shown as strict"
+_NUMBERED = re.compile(r"(?<!\[)\[\d{1,4}\](?![\](])|\u3010\d{1,4}\u3011")
+NUMBERED_LOST = ("the answer numbers its sources ([n]), and the span does not hold them: a provider's citations and "
+                 "search results are not in the trace")
+KEPT_ONLY = ("the span keeps only the messages and function calls of the call: built-in tool calls and results, "
+             "citations, other items and a structured output's format, if the call had any, are not in the trace "
+             "(--hydrate reads the stored response)")
 PROGRAM_CALLS = ("the span holds calls of tools only a program may call, and not which program made them: "
                  "they are shown as the model's own calls")
 NO_TOOLS = "the span holds tool calls but no tool definitions: the tools the request offered are not in the trace"
@@ -380,5 +387,10 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
     if answers > 1 and not chat:  # Responses' `phase` (commentary or final answer) has no place in the convention
         warnings.append(f"the output holds {answers} assistant messages and not which were commentary: "
                         "all are read as the answer")
+    if chat and any(_NUMBERED.search(str(p.get("text") or "")) for e in outputs if e["kind"] == "message"
+                    for p in e["parts"]):
+        warnings.append(NUMBERED_LOST)
+    if who in (TRACELOOP, LOGFIRE) and not chat and not warnings:
+        warnings.append(KEPT_ONLY)  # nothing in the span tells what it dropped: the row says what it may have
     request, response = (chat_call if chat else responses_call)(attributes, inputs, outputs)
     return request, response, list(dict.fromkeys(warnings))
