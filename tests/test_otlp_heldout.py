@@ -77,7 +77,7 @@ def test_no_nameless_tools_no_pasted_data_and_plain_records_equal(recorded: Path
             assert row["warnings"], rid
 
 
-@pytest.mark.parametrize("name", ("traceloop", "logfire"))
+@pytest.mark.parametrize("name", ["traceloop", "logfire"])
 def test_answers_with_links_have_evidence(recorded: Path, name: str) -> None:
     _, rows, _ = _read(recorded, name)
     linked = [r for r in rows if _LINK.search(r["response"] or "")]

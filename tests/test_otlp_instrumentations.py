@@ -189,6 +189,14 @@ def test_answers_whose_citations_survive_only_as_links_have_their_pages_planned(
     assert any("the trace holds no search that found them" in w for w in span["warnings"])
     plain, _ = _row(name, "plain-string")
     assert plain["n_urls"] == 0  # an answer with no links plans nothing
+    from tlmscore.evidence.sources import load_page_records
+
+    pages = tlmscore.MemoryPages(load_page_records(TRACES.parent / "pages"))  # the pages, as fetched before
+    rows = _records(tlmscore.prepare(TRACES / name / "traces.jsonl", _settings(), pages=pages))
+    fetched = next(r for r in rows if r["response_id"] == span["response_id"])
+    assert fetched["n_urls"] == span["n_urls"] and fetched["n_urls_ok"] > 0
+    shown = fetched["prompt"].split("<cited_sources>")[1]
+    assert "the largest, most powerful space telescope ever built" in shown  # the NASA page's text, as evidence
 
 
 def test_hydrate_reads_a_linked_answer_from_its_stored_response(tmp_path: Path,
