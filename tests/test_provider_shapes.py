@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.responses import Response
 
 import tlmscore
@@ -349,3 +351,21 @@ def test_the_files_an_answer_cites_are_named_in_a_column(demo_path: Path) -> Non
     cited = frame[frame["id"] == "hr-file-search-results"].iloc[0].to_dict()
     record = tlmscore.output.Row.from_record(cited).to_record()
     assert record["cited_files"] == ["parental-leave-policy-2025.pdf", "employee-handbook-2025.pdf"]
+
+
+@pytest.mark.parametrize("given", [{"input": ""}, {"input": []}, {"input": [{"role": "user", "content": []}]},
+                                   {"model": "gpt-5.4"}])
+def test_a_request_with_empty_input_is_warned_about(given: dict[str, Any]) -> None:
+    out = row({"request": given, "response": response([message("Hello.")])})
+    assert out["warnings"] == ["the request's input is empty: the prompt shows nothing the model was asked"]
+    assert not row({"request": {"instructions": "Be kind."}, "response": response([message("Hello.")])})["warnings"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["system", "developer", "user", "assistant"]),
+                          st.sampled_from([None, "", " ", [], "Hello there."])), min_size=1, max_size=4))
+def test_no_chat_record_renders_an_empty_prompt_silently(messages: list[tuple[str, Any]]) -> None:
+    record = _chat([{"role": role, "content": content} for role, content in messages])
+    out = {str(k): v for k, v in tlmscore.prepare([record], OFFLINE).to_dict("records")[0].items()}
+    assert out["error"] is None
+    assert out["prompt"].strip() or out["warnings"]

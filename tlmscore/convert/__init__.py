@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 
+NO_INPUT = "the request's input is empty: the prompt shows nothing the model was asked"
 TEXT_ONLY_ORIGINS = frozenset({"otlp"})
 """Sources whose records may keep an answer's text without the search items and citations behind it
 (OpenTelemetry GenAI spans): the pages such an answer links are shown apart (`linked_pages`)."""
@@ -225,7 +226,15 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
         conv = replace(conv, turns=(*conv.turns, *linked), warnings=(*conv.warnings, *((said,) if said else ())))
     if not request:
         conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
+    elif transcript.fmt == "responses" and not _asks_anything(conv):
+        conv = replace(conv, warnings=(*conv.warnings, NO_INPUT))
     return conv
+
+
+def _asks_anything(conv: Conversation) -> bool:
+    """Whether the prompt shows the model anything: instructions, tools, or a turn with content."""
+    return bool(conv.instructions or conv.tools) or any(
+        not isinstance(t, Message) or t.text.strip() or t.calls for t in conv.turns)
 
 
 def _links(response: dict[str, Any]) -> bool:
