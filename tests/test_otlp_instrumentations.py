@@ -145,6 +145,8 @@ def test_media_render_as_placeholders_and_a_file_sent_inline_says_what_was_lost(
     assert "[file: file-SnkslA2NIC1sGy07Bh29v7]" in span["prompt"]
     lost = "was sent inline: the span keeps its name" if name == "traceloop" else "without its file name"
     assert any(lost in w for w in span["warnings"]), span["warnings"]
+    shown = "[file: invoice-INV-2041.pdf]" if name == "traceloop" else "[file: application/pdf, 922 bytes, sha256:"
+    assert shown in span["prompt"]  # never a bare [file]
 
 
 def test_a_gzipped_body_is_read_by_its_content_whatever_its_name(tmp_path: Path) -> None:
