@@ -25,7 +25,7 @@ from tlmscore.ingest._logfile import (
     lines,
     load_line,
 )
-from tlmscore.ingest._streams import is_sse_line, is_stream_line, stream_records
+from tlmscore.ingest._streams import is_event, is_sse_line, stream_records
 from tlmscore.model import Transcript
 from tlmscore.sources.pull import stored_id
 from tlmscore.sources.registry import SourceReader, find_reader, is_live
@@ -245,21 +245,30 @@ def _first_line(path: Path) -> bytes:
         return b""
 
 
-def _stream_kind(first: bytes) -> bool | None:
-    """For a file whose first line is `first`: None when it holds no event stream, else whether it is SSE text."""
-    if not is_stream_line(first):
-        return None
-    return is_sse_line(first)
-
-
-def _one_object(first: bytes) -> bool:
-    """Whether a first line is a whole JSON object: the file is JSON lines, whatever its name."""
+def _first_object(first: bytes) -> dict[str, Any] | None:
+    """The first line as a JSON object, or None (only a line that opens with `{` is parsed, once)."""
     if not first.lstrip().startswith(b"{"):
-        return False
+        return None
     try:
-        return isinstance(load_line(first), dict)
+        value = load_line(first)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return False
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _kind(path: Path) -> str:
+    """How a plain file is read, by its first line: `sse` or `events` (a stream), `jsonl`, or `json`.
+
+    A file whose first line is a whole JSON object is JSON lines whatever its name; a file named
+    `.jsonl` or `.ndjson` is JSON lines even when its first line is not (that line is an error row).
+    """
+    first = _first_line(path)
+    if is_sse_line(first):
+        return "sse"
+    found = _first_object(first)
+    if found is not None and is_event(found):
+        return "events"
+    return "jsonl" if found is not None or is_jsonl(path) else "json"
 
 
 def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, Transcript]]:
@@ -322,11 +331,10 @@ def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
     if reader is not None:
         yield from _from_source(reader, str(given), batch)
         return
-    first = _first_line(path)
-    sse = _stream_kind(first)
-    if sse is not None:
-        yield from _stream_file(path, str(given), sse)
-    elif is_jsonl(path) or _one_object(first):
+    kind = _kind(path)
+    if kind in ("sse", "events"):
+        yield from _stream_file(path, str(given), kind == "sse")
+    elif kind == "jsonl":
         yield from _jsonl_records(path, str(given), batch, look)
     else:
         yield from _json_records(path, str(given), batch)
