@@ -63,7 +63,7 @@ def measure(folder: Path, cache: Path, show_diff: bool = False) -> dict[str, Any
             for line in list(lines)[2:12]:
                 print("  ", line[:160])
     alike = [r["prompt"] for r in bodies] == [r["prompt"] for r in spans]
-    return {"instrumentation": folder.name, "calls": len(calls), "spans": len(spans),
+    return {"instrumentation": folder.name, "calls": len(calls), "rows": len(spans),
             "bodies_rows": len(bodies), "bodies_same_as_lines": alike,
             "errors": sum(1 for r in spans if r["error"]), "plain": plain, "plain_same": same,
             "share": round(same / plain, 4) if plain else None, "not_plain": dict(reasons.most_common())}
@@ -83,7 +83,7 @@ def main() -> None:
         return
     for r in results:
         share = f"{r['share']:.1%}" if r["share"] is not None else "n/a"
-        print(f"{r['instrumentation']:18} calls {r['calls']:3}  spans {r['spans']:3}  errors {r['errors']:3}  "
+        print(f"{r['instrumentation']:18} calls {r['calls']:3}  rows {r['rows']:3}  errors {r['errors']:3}  "
               f"plain {r['plain']:3}  equal {r['plain_same']:3} ({share})  "
               f"bodies read alike: {r['bodies_same_as_lines']}")
         for reason, count in r["not_plain"].items():

@@ -52,8 +52,51 @@ def _environment(name: str) -> dict[str, str]:
     return env
 
 
+def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server-sent events the API streams for `response`: each item added, its text as a delta, done."""
+    events: list[dict[str, Any]] = [{"type": "response.created",
+                                     "response": {**response, "status": "in_progress", "output": []}}]
+    for index, item in enumerate(response["output"]):
+        opened = {**item, "content": []} if item.get("type") == "message" else item
+        events.append({"type": "response.output_item.added", "output_index": index, "item": opened})
+        for part_index, part in enumerate(item.get("content") or [] if item.get("type") == "message" else []):
+            where = {"item_id": item.get("id"), "output_index": index, "content_index": part_index}
+            events.append({"type": "response.content_part.added", **where, "part": {**part, "text": ""}})
+            if part.get("type") == "output_text":
+                events.append({"type": "response.output_text.delta", **where, "delta": part["text"], "logprobs": []})
+                events.append({"type": "response.output_text.done", **where, "text": part["text"], "logprobs": []})
+            events.append({"type": "response.content_part.done", **where, "part": part})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return [{**e, "sequence_number": n} for n, e in enumerate(events)]
+
+
+def _chat_chunks(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks the API streams for a completion: the role, the text, the tool calls, the finish reason."""
+    top = {k: response[k] for k in ("id", "created", "model") if k in response}
+    message = response["choices"][0]["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        deltas.append({"tool_calls": [{"index": index, **call}]})
+    chunks = [{**top, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+              for d in deltas]
+    chunks.append({**top, "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {}, "finish_reason": response["choices"][0].get("finish_reason") or "stop"}]})
+    return chunks
+
+
+def _sse(request: dict[str, Any], response: dict[str, Any]) -> bytes:
+    """A streamed answer: Responses events (named), or Chat Completions chunks closed by `[DONE]`."""
+    if "choices" in response:
+        return "".join(f"data: {json.dumps(c)}\n\n" for c in [*_chat_chunks(response)]).encode() + \
+            b"data: [DONE]\n\n"
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in _responses_events(response)).encode()
+
+
 class _Fake:
-    """The fake API: every POST answers with the response of the call being made (`answer`)."""
+    """The fake API: every POST answers with the response of the call being made (`answer`), streamed when asked."""
 
     def __init__(self) -> None:
         self.answer: dict[str, Any] = {}
@@ -61,10 +104,11 @@ class _Fake:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                body = json.dumps(fake.answer).encode()
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                streamed = bool(request.get("stream"))
+                body = _sse(request, fake.answer) if streamed else json.dumps(fake.answer).encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream" if streamed else "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -154,9 +198,12 @@ def _send(client: Any, request: dict[str, Any]) -> None:
     """One call through the SDK: the request's known keyword arguments, the others as `extra_body`."""
     method = client.chat.completions.create if "messages" in request else client.responses.create
     known = set(inspect.signature(method).parameters)
-    kwargs = {k: v for k, v in request.items() if k in known and k != "stream"}
-    extra = {k: v for k, v in request.items() if k not in known and k != "stream"}
-    method(**kwargs, **({"extra_body": extra} if extra else {}))
+    kwargs = {k: v for k, v in request.items() if k in known}
+    extra = {k: v for k, v in request.items() if k not in known}
+    answer = method(**kwargs, **({"extra_body": extra} if extra else {}))
+    if request.get("stream"):
+        for _ in answer:  # the instrumentation ends the span when the stream is read to its end
+            pass
 
 
 def record(name: str, calls: list[dict[str, Any]], out: Path) -> None:
@@ -211,7 +258,16 @@ def fixture_calls() -> list[dict[str, Any]]:
                 records.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return replayable(records)
+    calls = replayable(records)
+    plain = [json.loads(line) for line in (FIXTURES / "traces" / "plain.jsonl").read_text("utf-8").splitlines()]
+    return [*calls, *(streamed(c) for c in replayable(plain))]
+
+
+def streamed(call: dict[str, Any]) -> dict[str, Any]:
+    """The same call made with `stream=True`, its response under an id of its own (Traceloop keeps spans by id)."""
+    response = dict(call["response"])
+    response["id"] = f"{response['id']}s"
+    return {"request": {**call["request"], "stream": True}, "response": response}
 
 
 def run(name: str, calls: Path, out: Path) -> None:

@@ -211,3 +211,24 @@ def test_spans_without_captured_content_are_filled_in_by_hydrate(tmp_path: Path,
     assert list(filled["span_id"]) == list(rows["span_id"]) and set(filled["origin"]) == {"otlp"}
     assert filled["prompt"][1] is None and "resp_gone" in filled["error"][1]
     assert "expired or was never stored" in filled["error"][1]
+
+
+def test_a_span_of_a_failed_call_is_an_error_row_not_an_empty_answer(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Status, StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("logfire.openai").start_as_current_span("Responses API with 'gpt-test'") as span:
+        span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test",
+                             "gen_ai.input.messages": json.dumps(INPUT[:1])})
+        span.set_status(Status(StatusCode.ERROR, "RateLimitError: too many requests"))
+    path = tmp_path / "failed.binpb"
+    path.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    [row] = tlmscore.prepare(path, _settings(tmp_path)).to_dict("records")
+    assert row["prompt"] is None and row["error"].endswith("the call failed: RateLimitError: too many requests")
+    assert row["origin"] == "otlp" and row["span_id"]

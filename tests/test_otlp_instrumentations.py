@@ -78,12 +78,17 @@ def _fixture(record_id: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", CONTENT)
-def test_every_span_is_one_row_and_the_raw_bodies_read_as_the_collector_file(name: str) -> None:
+def test_every_call_is_one_row_and_the_raw_bodies_read_as_the_collector_file(name: str) -> None:
     calls, rows, _ = _read(name)
     folder = TRACES / name
     spans = sum(len(s.get("spans") or []) for line in (folder / "traces.jsonl").read_text().splitlines()
                 for r in json.loads(line)["resourceSpans"] for s in r["scopeSpans"])
-    assert len(rows) == spans >= len(calls) - 3  # Traceloop writes no span for an incomplete response
+    incomplete = sum(1 for c in calls if c["response"].get("status") == "incomplete")
+    missing = incomplete if name == "traceloop" else 0  # Traceloop writes no span for an incomplete response
+    assert len(rows) == len(calls) - missing and sorted(r["response_id"] for r in rows) == \
+        sorted(c["response"]["id"] for c in calls if name != "traceloop" or c["response"].get("status") != "incomplete")
+    streamed = sum(1 for c in calls if c["request"].get("stream"))
+    assert streamed and spans == len(rows) + (streamed if name == "logfire" else 0)  # logfire: two spans a stream
     assert all(r["error"] is None for r in rows), [r["error"] for r in rows if r["error"]]
     assert {r["origin"] for r in rows} == {"otlp"}
     bodies = sorted((folder / "bodies").iterdir())
@@ -91,6 +96,17 @@ def test_every_span_is_one_row_and_the_raw_bodies_read_as_the_collector_file(nam
     from_bodies = [r for b in bodies for r in _records(tlmscore.prepare(b, _settings()))]
     assert [(r["span_id"], r["prompt"], r["warnings"]) for r in from_bodies] == \
         [(r["span_id"], r["prompt"], r["warnings"]) for r in rows]
+
+
+@pytest.mark.parametrize("name", CONTENT)
+def test_a_streamed_call_reads_as_the_same_call_not_streamed(name: str) -> None:
+    calls, rows, _ = _read(name)
+    by_id = {r["response_id"]: r for r in rows}
+    pairs = [(c["response"]["id"], c["response"]["id"][:-1]) for c in calls if c["request"].get("stream")]
+    assert len(pairs) >= 5
+    for streamed, plain in pairs:
+        assert (by_id[streamed]["prompt"], by_id[streamed]["response"]) == (by_id[plain]["prompt"],
+                                                                             by_id[plain]["response"]), streamed
 
 
 @pytest.mark.parametrize("name", CONTENT)

@@ -6,7 +6,9 @@ them gzip-encoded (as OTLP/HTTP bodies often are).
 
 A span is a record when it carries GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`)
 or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`), read as the
-instrumentation that wrote it (its scope) writes them (`tlmscore.sources._genai`). A record of a
+instrumentation that wrote it (its scope) writes them (`tlmscore.sources._genai`); logfire's span
+of a streamed call holds only its request, and the span it logs when the stream ends the whole call,
+so only that one is a record. A record of a
 Responses call (`gen_ai.response.id` `resp_…`) also names that id as `hydrate_id`: `--hydrate`
 reads the call from the stored response, which holds what the span could not. A span whose content
 was not captured is a record of its Responses id alone (`--hydrate` fills it in); an LLM call's
@@ -25,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from tlmscore.sources._genai import OFFICIAL, TRACELOOP, as_value, genai_call, instrumentation
+from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, as_value, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read, rows
 
 ORIGIN = "otlp"
@@ -136,9 +138,29 @@ def _stored_only(span: Mapping[str, Any], attributes: Mapping[str, Any], scope: 
     return {**_ids(span), "response_id": rid, "metadata": {k: v for k, v in metadata.items() if v is not None}}
 
 
+def _unanswered(span: Mapping[str, Any], attributes: Mapping[str, Any], scope: str | None) -> str | None:
+    """Why a span that holds a request but no answer is no record: `failed`, `stream` (logfire), else None.
+
+    A call that failed has no answer; logfire's span of a streamed call holds only the request,
+    and the span it logs when the stream ends holds the whole call.
+    """
+    if "gen_ai.output.messages" in attributes or attributes.get("gen_ai.response.id"):
+        return None
+    status = span.get("status") or {}
+    if status.get("code") in ("STATUS_CODE_ERROR", 2):
+        return "failed"
+    return "stream" if instrumentation(scope) == LOGFIRE and "gen_ai.input.messages" in attributes else None
+
+
 def span_record(span: Mapping[str, Any], scope: str | None = None) -> dict[str, Any] | None:
     """The record of one OTLP span with GenAI content (`scope`: its instrumentation scope); None for another span."""
     attributes = attributes_of(span.get("attributes"))
+    unanswered = _unanswered(span, attributes, scope)
+    if unanswered == "failed":
+        said = (span.get("status") or {}).get("message") or "status ERROR"
+        return {**_ids(span), "source_error": f"the call failed: {said}"}
+    if unanswered == "stream":
+        return None
     if "gen_ai.input.messages" not in attributes and "gen_ai.output.messages" not in attributes:
         inputs, outputs = _event_messages(span.get("events"))
         if not outputs:
