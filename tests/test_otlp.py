@@ -132,7 +132,7 @@ def test_a_protobuf_body_and_base64_ids_read_the_same(body: bytes, tmp_path: Pat
         assert tlmscore.prepare(path, _settings(tmp_path))[columns].equals(expected)
 
 
-def test_built_in_tools_and_references_are_warned_about(tmp_path: Path) -> None:
+def test_built_in_tools_are_warned_about_and_media_render_as_in_a_raw_record(tmp_path: Path) -> None:
     output = [{"role": "assistant", "parts": [
         {"type": "server_tool_call", "id": "ws_1", "name": "web_search",
          "server_tool_call": {"type": "web_search", "query": "paris weather"}},
@@ -148,10 +148,10 @@ def test_built_in_tools_and_references_are_warned_about(tmp_path: Path) -> None:
     rows = tlmscore.prepare(path, _settings(tmp_path))
     assert rows["error"][0] is None
     assert rows["response"][0].endswith("Sunny.")
-    assert "[uri https://a.test/x.png]" in rows["prompt"][0]
+    assert "User: See \n[image: https://a.test/x.png]" in rows["prompt"][0]  # parts joined as a raw record's are
     warnings = " ".join(rows["warnings"][0])
     assert "built-in tool 'web_search' is shown as a function call" in warnings
-    assert "a uri part is shown as a reference" in warnings
+    assert "uri" not in warnings  # an image by its URL loses nothing: the raw record shows the same
 
 
 def test_a_broken_line_and_a_broken_span_are_error_rows_naming_the_line(body: bytes, tmp_path: Path) -> None:
@@ -192,8 +192,11 @@ def test_spans_without_captured_content_are_filled_in_by_hydrate(tmp_path: Path,
     path = tmp_path / "traces.jsonl"
     path.write_text(json.dumps(_as_json(_uncaptured(), hex_ids=True)) + "\n", encoding="utf-8")
     rows = tlmscore.prepare(path, _settings(tmp_path))
-    assert len(rows) == 2  # a Chat Completions id cannot be pulled: that span is no record
-    assert all("holds only the response id" in e and "--hydrate" in e for e in rows["error"])
+    assert len(rows) == 3
+    assert all("holds only the response id" in e and "--hydrate" in e for e in rows["error"][:2])
+    # a Chat Completions id cannot be pulled: the row says which setting captures the content
+    assert "holds no message content" in rows["error"][2]
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in rows["error"][2]
 
     request = RAW["request"]
     response = {**RAW["response"], "instructions": request["instructions"], "tools": request["tools"]}
@@ -208,3 +211,24 @@ def test_spans_without_captured_content_are_filled_in_by_hydrate(tmp_path: Path,
     assert list(filled["span_id"]) == list(rows["span_id"]) and set(filled["origin"]) == {"otlp"}
     assert filled["prompt"][1] is None and "resp_gone" in filled["error"][1]
     assert "expired or was never stored" in filled["error"][1]
+
+
+def test_a_span_of_a_failed_call_is_an_error_row_not_an_empty_answer(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Status, StatusCode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("logfire.openai").start_as_current_span("Responses API with 'gpt-test'") as span:
+        span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test",
+                             "gen_ai.input.messages": json.dumps(INPUT[:1])})
+        span.set_status(Status(StatusCode.ERROR, "RateLimitError: too many requests"))
+    path = tmp_path / "failed.binpb"
+    path.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    [row] = tlmscore.prepare(path, _settings(tmp_path)).to_dict("records")
+    assert row["prompt"] is None and row["error"].endswith("the call failed: RateLimitError: too many requests")
+    assert row["origin"] == "otlp" and row["span_id"]

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.responses import Response
 
 import tlmscore
@@ -315,3 +317,55 @@ def test_a_response_that_is_only_a_call_its_program_made_answers_with_that_step(
                "response": response([call])})
     assert tool_calls(out["response"]) == []
     assert tool_responses(out["response"])[0]["output"]["program_called"] == "get_orders"
+
+
+def _chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"request": {"model": "gpt-4o-mini", "messages": messages},
+            "response": {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."},
+                                      "finish_reason": "stop"}]}}
+
+
+@pytest.mark.parametrize("user", [{"role": "user"}, {"role": "user", "content": None},
+                                  {"role": "user", "content": ""}, {"role": "user", "content": []}])
+def test_a_chat_message_without_content_is_warned_about(user: dict[str, Any], tmp_path: Path) -> None:
+    out = row(_chat([user]))
+    assert out["prompt"] == "" and out["warnings"] == ["message 1 (user) has no content: the prompt shows nothing "
+                                                       "of it"]
+    assert not row(_chat([{"role": "user", "content": "Hello"}]))["warnings"]
+    path = tmp_path / "rows.csv"  # read back from CSV, the row still says why its prompt is empty
+    tlmscore.prepare([_chat([user])], OFFLINE).to_csv(path, index=False)
+    import pandas as pd
+
+    assert "has no content" in str(pd.read_csv(path)["warnings"][0])
+
+
+def test_the_files_an_answer_cites_are_named_in_a_column(demo_path: Path) -> None:
+    frame = tlmscore.prepare(demo_path, OFFLINE)
+    by_id = dict(zip(frame["id"], frame["cited_files"], strict=True))
+    assert list(by_id["hr-file-search-results"]) == ["parental-leave-policy-2025.pdf", "employee-handbook-2025.pdf"]
+    assert list(by_id["hr-file-search-no-results"]) == ["file-rBCnLJYV5igvgjl3Od991s"]  # no results: its id
+    assert list(by_id["web-search-jwst-sources"]) == []
+    assert all(list(files) == [] for files in frame["cited_files"][frame["error"].notna()])  # error rows too
+    assert list(frame.columns).index("cited_files") == len(tlmscore.output.ROW_COLUMNS) - 1
+    cited = frame[frame["id"] == "hr-file-search-results"].iloc[0].to_dict()
+    record = tlmscore.output.Row.from_record(cited).to_record()
+    assert record["cited_files"] == ["parental-leave-policy-2025.pdf", "employee-handbook-2025.pdf"]
+
+
+@pytest.mark.parametrize("given", [{"input": ""}, {"input": []}, {"input": [{"role": "user", "content": []}]},
+                                   {"model": "gpt-5.4"}])
+def test_a_request_with_empty_input_is_warned_about(given: dict[str, Any]) -> None:
+    out = row({"request": given, "response": response([message("Hello.")])})
+    assert out["warnings"] == ["the request's input is empty: the prompt shows nothing the model was asked"]
+    assert not row({"request": {"instructions": "Be kind."}, "response": response([message("Hello.")])})["warnings"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["system", "developer", "user", "assistant"]),
+                          st.sampled_from([None, "", " ", [], "Hello there."])), min_size=1, max_size=4))
+def test_no_chat_record_renders_an_empty_prompt_silently(messages: list[tuple[str, Any]]) -> None:
+    record = _chat([{"role": role, "content": content} for role, content in messages])
+    out = {str(k): v for k, v in tlmscore.prepare([record], OFFLINE).to_dict("records")[0].items()}
+    assert out["error"] is None
+    assert out["prompt"].strip() or out["warnings"]

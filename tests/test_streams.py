@@ -220,3 +220,79 @@ def test_files_of_records_are_not_taken_for_streams(tmp_path: Path, name: str) -
     path.write_text(json.dumps(record) + ("\n" if name.endswith("jsonl") else ""), encoding="utf-8")
     [row] = rows(path)
     assert row["response"] == "Hello." and row["prompt"] == "Hi"
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_an_error_event_before_response_failed_is_one_row_of_one_failed_response(tmp_path: Path, nested: bool) -> None:
+    """The API sends `error`, then `response.failed` for the same response: one streamed response, one row."""
+    said = {"code": "server_error", "message": "The model is overloaded."}
+    error: dict[str, Any] = {"type": "error", "sequence_number": 6,
+                             **({"error": {"type": "server_error", **said}} if nested else {**said, "param": None})}
+    failed = _response("resp_f", "failed", [])
+    events = [*responses_stream("resp_f", "Partly", end=None), error,
+              {"type": "response.failed", "sequence_number": 7, "response": failed}]
+    EVENT.validate_python(events[-1])
+    path = tmp_path / "failed.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    [row] = rows(path)
+    assert row["response_status"] == "failed"
+    assert row["error"] == f"{path}:1: response failed: server_error: The model is overloaded."
+    [transcript] = list(read_transcripts(path))
+    assert transcript.metadata["stream"]["ended_by"] == "response.failed"
+
+
+def test_an_error_event_that_ends_the_stream_still_fails_its_response() -> None:
+    error = {"type": "error", "sequence_number": 6, "code": "server_error", "message": "Lost.", "param": None}
+    [(line, record)] = list(assemble(enumerate([*responses_stream("resp_e", "Par", end=None), error], start=1)))
+    assert line == 1 and isinstance(record, dict)
+    assert record["response"]["status"] == "failed"
+    assert record["response"]["error"] == {"code": "server_error", "message": "Lost."}
+
+
+def test_perplexity_stream_ending_with_chat_completion_done_is_one_completed_answer(tmp_path: Path) -> None:
+    """Perplexity closes a stream with a `chat.completion.done` object holding the whole message and its sources."""
+    cites = ["https://example.org/tides"]
+    chunks = [chunk("p1", {"role": "assistant", "content": "Tides follow "}),
+              chunk("p1", {"content": "the moon [1]."}, "stop", citations=cites)]
+    done = {"id": "p1", "object": "chat.completion.done", "created": 1767225600, "model": "sonar",
+            "citations": cites, "search_results": [{"title": "Tides", "url": cites[0]}],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Tides follow the moon [1]."}}]}
+    path = tmp_path / "sonar.sse"
+    path.write_text("".join(f"data: {json.dumps(c)}\n\n" for c in [*chunks, done]) + "data: [DONE]\n\n",
+                    encoding="utf-8")
+    [row] = rows(path)
+    assert row["error"] is None and row["response_status"] == "completed"
+    assert row["response"].startswith("Tides follow the moon [1].")
+    [transcript] = list(read_transcripts(path))
+    assert transcript.response["search_results"] == done["search_results"]
+    assert transcript.metadata["stream"]["ended_by"] == "chat.completion.done"
+
+
+def test_a_done_object_fills_in_what_the_deltas_did_not_carry() -> None:
+    done = {"id": "p2", "object": "chat.completion.done", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Whole answer."}}]}
+    [(_, record)] = list(assemble(enumerate([chunk("p2", {"role": "assistant"}), done], start=1)))
+    assert isinstance(record, dict)
+    assert record["response"]["choices"][0]["message"]["content"] == "Whole answer."
+    assert record["response"]["choices"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("name", ["events.txt", "events.json", "events"])
+def test_a_stream_is_read_by_its_content_whatever_its_name(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(e) + "\n" for e in responses_stream("resp_n", "Named any way.")),
+                    encoding="utf-8")
+    [row] = rows(path)
+    assert row["response"] == "Named any way." and row["error"] is None
+
+
+@pytest.mark.parametrize("name", ["records.txt", "records.json", "records.log"])
+def test_json_lines_are_read_as_json_lines_whatever_the_files_name(tmp_path: Path, name: str) -> None:
+    records = [{"id": f"r{i}", "request": {"input": f"Q{i}?"},
+                "response": _response(f"resp_{i}", "completed", [_message(f"m{i}", f"A{i}.")])} for i in range(3)]
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = rows(path)
+    assert [r["id"] for r in out] == ["r0", "r1", "r2"] and [r["response"] for r in out] == ["A0.", "A1.", "A2."]
+    assert all(r["error"] is None for r in out)

@@ -79,8 +79,16 @@ def _jsonl(path: Path, columns: Sequence[str] | None = None) -> Iterator[tuple[i
 
 
 def _json(path: Path, columns: Sequence[str] | None = None) -> Iterator[tuple[int, Any]]:
+    """A JSON array or object; JSON lines when the file is named `.json` but holds one value a line."""
     with _open(path) as handle:
-        data = json.loads(handle.read().decode("utf-8-sig"))
+        text = handle.read().decode("utf-8-sig")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise
+        yield from _jsonl(path)
+        return
     items = data if isinstance(data, list) else [data]
     yield from enumerate(items, start=1)
 

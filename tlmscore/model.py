@@ -113,7 +113,8 @@ class WebResult:
     """A web tool's result: references to pages, turned into text only at render time.
 
     `status` is the call's status (`failed`: the call returned nothing). `unlogged` marks the pages
-    the answer cites that are among no logged result: shown apart, never as a call's result.
+    the answer cites that are among no logged result: shown apart, never as a call's result, with
+    `note` (when set) saying why in place of the usual words.
     """
 
     name: str
@@ -122,6 +123,7 @@ class WebResult:
     focus: tuple[str, ...] = ()
     status: str = "completed"
     unlogged: bool = False
+    note: str | None = None
 
 
 @dataclass(frozen=True)

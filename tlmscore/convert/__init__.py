@@ -14,17 +14,17 @@ from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
 from tlmscore.convert._messages import message_text
 from tlmscore.convert._outputs import NOT_LOGGED
-from tlmscore.convert._providers import chat_search_items, chat_tools_as_responses, is_search_chat
+from tlmscore.convert._providers import chat_items, chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED, linked_pages
 from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
 from tlmscore.errors import TranscriptError
-from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn
+from tlmscore.model import Conversation, FileResult, Message, ToolCall, ToolResult, Transcript, Turn
 from tlmscore.settings import Settings
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "SEARCH_NOT_LOGGED",
     "UNCITED",
     "ResponseStatus",
+    "cited_files",
     "cited_sentence",
     "convert_chat",
     "convert_items",
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 
+NO_INPUT = "the request's input is empty: the prompt shows nothing the model was asked"
+TEXT_ONLY_ORIGINS = frozenset({"otlp"})
+"""Sources whose records may keep an answer's text without the search items and citations behind it
+(OpenTelemetry GenAI spans): the pages such an answer links are shown apart (`linked_pages`)."""
 NO_REQUEST = ("the record has no request (a bare response): what the model was asked is not in the log, "
               "so the prompt holds only what the response itself carries")
 
@@ -175,6 +180,9 @@ def convert_chat(
     names: dict[str, str] = {}
     ctx = Context(items=(), think=(settings or Settings()).think)
     turns = [_chat_message(m, names, ctx) for m in messages]
+    for number, turn in enumerate(turns, start=1):
+        if isinstance(turn, Message) and turn.role != "assistant" and not turn.text.strip() and not turn.calls:
+            ctx.warn(f"message {number} ({turn.role}) has no content: the prompt shows nothing of it")
     answer_turns = (_chat_message(answer, names, ctx),) if answer is not None else ()
     return Conversation(
         turns=tuple(turns),
@@ -184,6 +192,22 @@ def convert_chat(
         style="chat",
         warnings=tuple(ctx.warnings),
     )
+
+
+def cited_files(conv: Conversation) -> list[str]:
+    """The files the answer cites among its file search results, by file name (else file id), each once in order."""
+    names: list[str] = []
+    for turn in conv.turns:
+        if not isinstance(turn, FileResult):
+            continue
+        results = turn.output if isinstance(turn.output, list) else []
+        for file_id, _ in turn.cited:
+            found = next((r.get("filename") for r in results if isinstance(r, dict) and r.get("file_id") == file_id),
+                         None)
+            name = str(found or file_id)
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def convert_transcript(transcript: Transcript, settings: Settings | None = None, *,
@@ -196,15 +220,38 @@ def convert_transcript(transcript: Transcript, settings: Settings | None = None,
     """
     request, response = transcript.request, transcript.response
     conv = _convert_call(transcript, request, response, settings, converters)
+    if transcript.origin in TEXT_ONLY_ORIGINS and (transcript.fmt == "responses" or _links(response)):
+        output = response.get("output") or [i for i in chat_items([], response)[0] if i.get("type") == "message"]
+        linked, said = linked_pages(output, conv.turns, (settings or Settings()).urls)
+        conv = replace(conv, turns=(*conv.turns, *linked), warnings=(*conv.warnings, *((said,) if said else ())))
     if not request:
         conv = replace(conv, warnings=(*conv.warnings, NO_REQUEST))
+    elif transcript.fmt == "responses" and not _asks_anything(conv):
+        conv = replace(conv, warnings=(*conv.warnings, NO_INPUT))
     return conv
+
+
+def _asks_anything(conv: Conversation) -> bool:
+    """Whether the prompt shows the model anything: instructions, tools, or a turn with content."""
+    return bool(conv.instructions or conv.tools) or any(
+        not isinstance(t, Message) or t.text.strip() or t.calls for t in conv.turns)
+
+
+def _links(response: dict[str, Any]) -> bool:
+    """Whether a chat answer that logs no search cites pages by markdown links alone."""
+    if is_search_chat(response):
+        return False
+    return bool(linked_pages(chat_items([], response)[0], (), "cited")[0])
 
 
 def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
                   settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
     if transcript.fmt == "chat" and is_search_chat(response):
         items, start = chat_search_items(request.get("messages") or [], response)
+        return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
+                             settings=settings)
+    if transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response):
+        items, start = chat_items(request.get("messages") or [], response)  # a trace's answer that kept only links
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
                              settings=settings)
     if transcript.fmt == "chat":

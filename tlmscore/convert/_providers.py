@@ -149,3 +149,18 @@ def chat_search_items(messages: list[dict[str, Any]], response: dict[str, Any]) 
         {"type": "output_text", "text": text, "annotations": annotations}]})
     items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
     return items, start
+
+
+def chat_items(messages: list[dict[str, Any]], response: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Responses items for a chat record (its history, then the answer), and where its answer starts.
+
+    For an answer read from a trace whose citations survive only as links: as Responses items, the
+    pages it links can be shown apart as cited by it (`tlmscore.convert._web.linked_pages`).
+    """
+    items = [item for msg in messages if isinstance(msg, dict) for item in _history_item(msg)]
+    start = len(items)
+    message = _message(response)
+    items.append({"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": content_text(message.get("content")), "annotations": []}]})
+    items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
+    return items, start

@@ -12,7 +12,9 @@ Provenance is kept honest. A citation belongs to the calls whose logged results 
 search that logged no results (no `include`, or a provider that does not log them) is given the
 citations no other call holds, of its own kind: web pages to a web search, posts on X to an X
 search (or, without one, to a web search). What is left is shown apart, as cited by the answer
-but among no logged result, with a warning. A failed call is shown as failed. Numbered sources
+but among no logged result, with a warning. A failed call is shown as failed. An answer read
+from a trace that kept no search item (`linked_pages`) has its cited pages shown apart the same
+way, as cited by the answer, the search that found them not in the trace. Numbered sources
 (`[n]`) keep the answer's numbering, and the provider's logged snippet and date stay beside each
 page.
 
@@ -48,6 +50,8 @@ SEARCH_NOT_LOGGED = ("The search results were not recorded in this log (the requ
                      "found is unknown.")
 UNCITED = ("This search returned {n} result(s); the answer cites none of them (it cites pages of other calls), "
            "so they are not shown here.")
+LINKED_NOTE = ("Pages the answer cites; the search that found them is not in the trace, so what the model "
+               "read of them is not known.")
 _X_HOSTS = frozenset({"x.com", "twitter.com", "mobile.twitter.com", "www.x.com", "www.twitter.com"})
 
 
@@ -240,6 +244,27 @@ def _closing(ctx: Context, assignment: _Assignment) -> list[Turn]:
     ctx.warn(f"the answer cites {len(refs)} page(s) that no logged search result holds"
              + ("; shown apart as cited by the answer, not among the logged results" if shown else ""))
     return [WebResult(name=CITED_SOURCES, call_id="", refs=refs, unlogged=True)] if shown else []
+
+
+def linked_pages(output: Iterable[dict[str, Any]], turns: Iterable[Turn],
+                 urls: str) -> tuple[list[WebResult], str | None]:
+    """The pages an answer read from a trace cites when the trace holds no search: shown apart, and a warning.
+
+    Instrumentations that drop built-in tool items and citations leave an answer's markdown links:
+    those pages are planned and fetched like any cited page, shown as cited by the answer (the
+    search that found them is not in the trace). Nothing when the conversation has web results.
+    """
+    if any(isinstance(t, WebResult) for t in turns):
+        return [], None
+    cites = [c for item in output if is_message(item) for c in citations_of(item)]
+    if not cites:
+        return [], None
+    refs = _refs(cites, [])
+    shown = urls != "sources"
+    warning = (f"the answer cites {len(refs)} page(s) and the trace holds no search that found them"
+               + ("; shown apart as cited by the answer" if shown else ""))
+    result = WebResult(name=CITED_SOURCES, call_id="", refs=refs, unlogged=True, note=LINKED_NOTE)
+    return ([result] if shown else []), warning
 
 
 def _search_arguments(action: dict[str, Any]) -> dict[str, Any]:

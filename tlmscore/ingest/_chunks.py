@@ -3,7 +3,9 @@
 Part of reading event streams (`tlmscore.ingest._streams`): the deltas of each choice are joined
 into one `chat.completion` (content, reasoning, tool calls, and the `citations` / `search_results`
 of search-augmented providers). Chunks are grouped by their `id`; a completion with no
-`finish_reason` when its stream ends gets `finish_reason: "stream_cut_off"`.
+`finish_reason` when its stream ends gets `finish_reason: "stream_cut_off"`. A `chat.completion.done`
+object (Perplexity's last event) ends its completion: its full message fills in what the deltas
+did not carry, and its top-level fields (citations, search results, usage) are kept.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any
 
 CUT_OFF = "stream_cut_off"
 """The incomplete reason (Responses) and `finish_reason` (Chat) of a stream that ends before its response."""
+DONE = "chat.completion.done"
+CHAT_OBJECTS = ("chat.completion.chunk", DONE)
+"""The objects of a Chat Completions stream: its chunks, and Perplexity's closing object."""
 Out = tuple[int, "dict[str, Any] | str"]
 """A record (a dict) or the error message of a line that could not be read, at its (first) line."""
 
@@ -30,6 +35,8 @@ class Open:
     items: dict[int, dict[str, Any]] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
     choices: dict[int, dict[str, Any]] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    """An `error` event's code and message: the response failed."""
 
     def seen(self, line: int) -> None:
         self.last = max(self.last, line)
@@ -99,6 +106,14 @@ def _chat_delta(choice: dict[str, Any], delta: dict[str, Any]) -> None:
         message.setdefault("annotations", []).extend(delta["annotations"])
 
 
+def _whole_message(choice: dict[str, Any], whole: dict[str, Any]) -> None:
+    """A closing object's full message: what the deltas did not carry taken from it, nothing doubled."""
+    message = choice.setdefault("message", {"role": "assistant", "content": None})
+    for key, value in whole.items():
+        if value not in (None, "", []) and message.get(key) in (None, "", []):
+            message[key] = copy.deepcopy(value)
+
+
 _CHAT_TOP = ("id", "created", "model", "system_fingerprint", "service_tier", "usage", "citations", "search_results",
              "provider")
 
@@ -114,6 +129,8 @@ def _add_chunk(state: Open, chunk: dict[str, Any]) -> None:
         choice = state.choices.setdefault(index, {"index": index, "finish_reason": None})
         if isinstance(raw.get("delta"), dict):
             _chat_delta(choice, raw["delta"])
+        if isinstance(raw.get("message"), dict):
+            _whole_message(choice, raw["message"])
         if raw.get("finish_reason"):
             choice["finish_reason"] = raw["finish_reason"]
         if raw.get("error") is not None:
@@ -148,11 +165,17 @@ class Chat:
 
     def add(self, line: int, chunk: dict[str, Any]) -> Iterator[Out]:
         key = str(chunk.get("id") or "")
+        if chunk.get("object") == DONE and key not in self.open and len(self.open) == 1:
+            key = next(iter(self.open))  # a closing object without the chunks' id closes the one open
         for other in [k for k, s in self.open.items() if k != key and _finished(s)]:
             yield from self.close(other, "finish_reason")  # a new completion began: a finished one gets no more
         state = self.open.setdefault(key, Open(first=line))
         state.seen(line)
         _add_chunk(state, chunk)
+        if chunk.get("object") == DONE:  # the stream's own end: every choice of it is finished
+            for choice in state.choices.values():
+                choice["finish_reason"] = choice.get("finish_reason") or "stop"
+            yield from self.close(key, DONE)
 
     def close(self, key: str, ended_by: str | None) -> Iterator[Out]:
         state = self.open.pop(key)

@@ -26,14 +26,14 @@ from tlmscore.ingest._logfile import (
     lines,
     load_line,
 )
-from tlmscore.ingest._streams import is_sse_line, is_stream_line, stream_records
+from tlmscore.ingest._streams import is_event, is_sse_line, stream_records
 from tlmscore.model import Transcript
 from tlmscore.sources.pull import stored_id
 from tlmscore.sources.registry import SourceReader, find_reader, is_live
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
-_STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".sse")
-"""Files that may hold an event stream instead of records (optionally gzipped)."""
+SOURCE_ERROR = "source_error"
+"""Key of a record a source reader found but could not read (its origin kept): the message of its error row."""
 Look = Callable[[bytes], bool]
 """A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
 
@@ -134,6 +134,16 @@ def _origin(record: dict[str, Any]) -> dict[str, Any]:
             "span_id": _text(record.get("span_id")), "warnings": warnings}
 
 
+def _unread(record: dict[str, Any], stored: str | None, rid: str, source: str, line: int) -> str | None:
+    """The error of a record that holds no call: a source's error (`source_error`), or only a response id."""
+    if isinstance(record.get(SOURCE_ERROR), str):  # a call a source found but could not read
+        return f"{source}:{line}: {record[SOURCE_ERROR]}"
+    if stored is not None:
+        return (f"{source}:{line}: the record holds only the response id {stored}, not the call; "
+                "--hydrate pulls the stored response")
+    return None
+
+
 def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
     """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
     rid = f"{source}:{line}"
@@ -146,13 +156,13 @@ def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | N
         return Transcript(id=rid, source=source, line=line, raw=record,
                           error=f"{rid}: record must be a JSON object, not {type(record).__name__}")
     stored = stored_id(record)
-    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record or stored):
+    if isinstance(record.get("id"), (str, int)) and ("response" in record or "request" in record or stored
+                                                     or SOURCE_ERROR in record):
         rid = str(record["id"])
     origin = _origin(record)
-    if stored is not None:
-        error = (f"{source}:{line}: the record holds only the response id {stored}, not the call; "
-                 "--hydrate pulls the stored response")
-        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
+    unread = _unread(record, stored, rid, source, line)
+    if unread is not None:
+        return Transcript(id=rid, source=source, line=line, raw=record, error=unread, **origin)
     try:
         request, response, metadata = _unwrap(record, batch)
         kind = _response_kind(response)
@@ -225,24 +235,41 @@ def _json_records(path: Path, name: str, batch: BatchInputs | None) -> Iterator[
         yield Location(name, number), normalize_record(item, source=name, line=number, batch=batch)
 
 
-def _stream_kind(path: Path) -> bool | None:
-    """For a file that may hold an event stream: None when it does not, else whether it is SSE text.
+def _first_line(path: Path) -> bytes:
+    """The first line of a file that is not blank (empty when there is none, or it cannot be read).
 
-    Decided by content, from the first line that is not blank; a file that cannot be read is left to
-    the record readers, which report it.
+    A file that cannot be read is left to the record readers, which report it.
     """
-    suffixes = [x.lower() for x in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    if not suffixes or suffixes[-1] not in _STREAM_SUFFIXES:
+    try:
+        return next((raw for _, _, raw in lines(path) if raw.strip()), b"")
+    except (TranscriptError, ReadStoppedError):
+        return b""
+
+
+def _first_object(first: bytes) -> dict[str, Any] | None:
+    """The first line as a JSON object, or None (only a line that opens with `{` is parsed, once)."""
+    if not first.lstrip().startswith(b"{"):
         return None
     try:
-        first = next((raw for _, _, raw in lines(path) if raw.strip()), b"")
-    except TranscriptError:
+        value = load_line(first)
+    except (UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if not is_stream_line(first):
-        return None
-    return is_sse_line(first)
+    return value if isinstance(value, dict) else None
+
+
+def _kind(path: Path) -> str:
+    """How a plain file is read, by its first line: `sse` or `events` (a stream), `jsonl`, or `json`.
+
+    A file whose first line is a whole JSON object is JSON lines whatever its name; a file named
+    `.jsonl` or `.ndjson` is JSON lines even when its first line is not (that line is an error row).
+    """
+    first = _first_line(path)
+    if is_sse_line(first):
+        return "sse"
+    found = _first_object(first)
+    if found is not None and is_event(found):
+        return "events"
+    return "jsonl" if found is not None or is_jsonl(path) else "json"
 
 
 def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, Transcript]]:
@@ -308,10 +335,10 @@ def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
     if reader is not None:
         yield from _from_source(reader, str(given), batch, label)
         return
-    sse = _stream_kind(path)
-    if sse is not None:
-        yield from _stream_file(path, label, sse)
-    elif is_jsonl(path):
+    kind = _kind(path)
+    if kind in ("sse", "events"):
+        yield from _stream_file(path, label, kind == "sse")
+    elif kind == "jsonl":
         yield from _jsonl_records(path, label, batch, look)
     else:
         yield from _json_records(path, label, batch)

@@ -9,11 +9,15 @@ stream are assembled:
   event's `response` (`response.completed`, `response.incomplete`, `response.failed`); an `error`
   event makes a failed response. A stream that ends without a terminal event (cut off) is rebuilt
   from `response.output_item.done` events, and from the deltas of items never finished, and is
-  marked incomplete with the reason `stream_cut_off`.
+  marked incomplete with the reason `stream_cut_off`. An `error` event fails the response it
+  belongs to: the `response.failed` that may follow is the same response (one record), given
+  the error event's code and message when it carries none of its own.
 - Chat Completions chunks (`object: "chat.completion.chunk"`): the deltas of each choice are
   joined into one `chat.completion` (content, reasoning, tool calls, and the `citations` /
   `search_results` of search-augmented providers). Chunks are grouped by their `id`; a completion
-  with no `finish_reason` when its stream ends gets `finish_reason: "stream_cut_off"`.
+  with no `finish_reason` when its stream ends gets `finish_reason: "stream_cut_off"`. Perplexity
+  ends a stream with a `chat.completion.done` object: the end of that completion, its full
+  message filling in what the deltas did not carry.
 
 Memory holds the assembled state of the responses still open, never the events: in a sequential
 stream that is one response at a time. Responses events carry no response id except on the
@@ -31,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from tlmscore.ingest._chunks import CUT_OFF, Chat, Open, Out
+from tlmscore.ingest._chunks import CHAT_OBJECTS, CUT_OFF, Chat, Open, Out
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _SSE_FIELDS = (b"event:", b"data:", b"id:", b"retry:")
@@ -53,7 +57,7 @@ def is_event(obj: Any) -> bool:
     """Whether a parsed JSON value is a stream event: a Responses event or a Chat Completions chunk."""
     if not isinstance(obj, dict):
         return False
-    if obj.get("object") == "chat.completion.chunk":
+    if obj.get("object") in CHAT_OBJECTS:
         return True
     kind = obj.get("type")
     return isinstance(kind, str) and "sequence_number" in obj and (kind.startswith("response.") or kind == "error")
@@ -190,6 +194,9 @@ def _responses_record(state: Open, terminal: dict[str, Any] | None, ended_by: st
         response = dict(terminal)
         if not response.get("output") and state.items:  # a logger that dropped the output from the final event
             response["output"] = _assembled_output(state)
+        said = response.get("error")
+        if state.error is not None and not (isinstance(said, dict) and (said.get("message") or said.get("code"))):
+            response["error"] = state.error  # the error event said what the failed response does not
         return {"response": response, "metadata": state.meta(ended_by)}
     response = {"object": "response", **state.snapshot, "output": _assembled_output(state)}
     if ended_by == "error":
@@ -198,6 +205,14 @@ def _responses_record(state: Open, terminal: dict[str, Any] | None, ended_by: st
         response["status"] = "incomplete"
         response["incomplete_details"] = {"reason": CUT_OFF}
     return {"response": response, "metadata": state.meta(ended_by)}
+
+
+def _error_of(event: dict[str, Any]) -> dict[str, Any]:
+    """An `error` event's code and message: at the top level (the SDK's type) or in a nested `error`."""
+    inner = event.get("error")
+    found = inner if isinstance(inner, dict) else event
+    error = {"code": found.get("code") or found.get("type"), "message": found.get("message")}
+    return error if error["code"] or error["message"] else {"code": None, "message": "an error event with no message"}
 
 
 class _Responses:
@@ -234,16 +249,15 @@ class _Responses:
             del self.open[key]
             terminal = response if isinstance(response, dict) else {**state.snapshot, "status": kind.rsplit(".", 1)[-1]}
             yield state.first, _responses_record(state, terminal, kind)
-        elif kind == "error":
-            del self.open[key]
-            state.snapshot["error"] = {"code": event.get("code"), "message": event.get("message")}
-            yield state.first, _responses_record(state, None, "error")
+        elif kind == "error":  # the response failed: its `response.failed`, if one follows, ends it
+            state.error = _error_of(event)
+            state.snapshot["error"] = state.error
         else:
             _apply_delta(state, event, kind)
 
     def close(self, key: str) -> Iterator[Out]:
         state = self.open.pop(key)
-        yield state.first, _responses_record(state, None, None)
+        yield state.first, _responses_record(state, None, "error" if state.error is not None else None)
 
 
 def assemble(events: Iterable[tuple[int, Any]]) -> Iterator[Out]:
@@ -259,7 +273,7 @@ def assemble(events: Iterable[tuple[int, Any]]) -> Iterator[Out]:
         elif event is None:
             for key in list(chat.open):
                 pending.extend(chat.close(key, "[DONE]"))
-        elif isinstance(event, dict) and event.get("object") == "chat.completion.chunk":
+        elif isinstance(event, dict) and event.get("object") in CHAT_OBJECTS:
             pending.extend(chat.add(line, event))
         elif is_event(event) or (isinstance(event, dict) and str(event.get("type", "")).startswith("response.")):
             pending.extend(responses.add(line, event))

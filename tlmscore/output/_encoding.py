@@ -16,13 +16,13 @@ import orjson
 
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import safe_text
+from tlmscore.output._row import column_kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
 FORMATS = (".jsonl", ".csv", ".parquet")
-_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
 _DICTIONARY = ["source", "model", "scorer"]
 """Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
 
@@ -98,13 +98,11 @@ def parquet_options() -> dict[str, Any]:
 
 
 def _arrow_type(name: str) -> pa.DataType:
+    """A column's Arrow type, by its kind (`COLUMN_KINDS`); a dict (`details`) is JSON text, as any other value."""
     import pyarrow as pa  # noqa: PLC0415
 
-    if name in _INTEGERS:
-        return pa.int64()
-    special = {"warnings": pa.list_(pa.string()), "score": pa.float64(), "history_complete": pa.bool_(),
-               "calibrated_score": pa.float64()}
-    return special.get(name, pa.string())
+    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "list": pa.list_(pa.string())}
+    return types.get(column_kind(name), pa.string())
 
 
 def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:

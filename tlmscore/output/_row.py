@@ -18,7 +18,7 @@ from typing import Any
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
-    "origin", "trace_id", "span_id",
+    "origin", "trace_id", "span_id", "cited_files",
 )
 """The columns of every row, in order (the output contract)."""
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
@@ -28,13 +28,15 @@ CALIBRATED_COLUMN = "calibrated_score"
 
 COLUMN_KINDS: Mapping[str, str] = MappingProxyType({
     "line": "int", "n_tool_calls": "int", "n_urls": "int", "n_urls_ok": "int", "n_urls_failed": "int",
-    "warnings": "list", "history_complete": "bool", "score": "float", CALIBRATED_COLUMN: "float",
+    "warnings": "list", "cited_files": "list", "history_complete": "bool", "score": "float",
+    CALIBRATED_COLUMN: "float",
     "details": "dict",
 })
 """The kind of every column that is not text (`int`, `float`, `bool`, `list` of text, `dict`): how files
 encode it and how a row read back from one decodes it. Every other column is text."""
 
 _NAMED = frozenset((*ROW_COLUMNS, *SCORE_COLUMNS, CALIBRATED_COLUMN))
+_LISTS = tuple(name for name in _NAMED if COLUMN_KINDS.get(name) == "list")
 
 
 def column_kind(name: str) -> str:
@@ -76,6 +78,8 @@ class Row(Mapping[str, Any]):
     origin: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    cited_files: tuple[str, ...] = ()
+    """The files the answer cites that the evidence holds (by file name, else file id), in order."""
     scorer: str | None = None
     score: float = math.nan
     explanation: str = ""
@@ -85,7 +89,8 @@ class Row(Mapping[str, Any]):
 
     def __post_init__(self) -> None:
         # frozen: the containers a caller passed are copied, so changing them later changes no row
-        object.__setattr__(self, "warnings", tuple(self.warnings))
+        for name in _LISTS:
+            object.__setattr__(self, name, tuple(getattr(self, name) or ()))
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
@@ -122,10 +127,11 @@ class Row(Mapping[str, Any]):
 
     def _value(self, name: str) -> Any:
         """A column's value as the record holds it: lists and dicts as fresh copies."""
-        if name == "warnings":
-            return list(self.warnings)
-        if name == "details":
-            return dict(self.details)
+        kind = column_kind(name)
+        if kind == "list":
+            return list(getattr(self, name))
+        if kind == "dict":
+            return dict(getattr(self, name))
         return getattr(self, name)
 
     def to_record(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import normalize_record
 from tlmscore.model import Transcript
-from tlmscore.sources.pull import hydrate, stored_id
+from tlmscore.sources.pull import fillable_id, hydrate
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -33,8 +33,8 @@ def open_client() -> AsyncOpenAI:
 
 
 async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency: int) -> list[Transcript]:
-    """`chunk` with every record that holds only a response id read again from its stored response."""
-    todo = [i for i, t in enumerate(chunk) if stored_id(t.raw) is not None]
+    """`chunk` with each record holding only a response id, or a span's `hydrate_id`, read from its stored response."""
+    todo = [i for i, t in enumerate(chunk) if fillable_id(t.raw) is not None]
     out = list(chunk)
     if not todo:
         return out

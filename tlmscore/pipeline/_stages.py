@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, convert_transcript, transcript_status
+from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, cited_files, convert_transcript, transcript_status
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
@@ -127,7 +127,7 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[Row, 
     ok = sum(1 for u in keys.values() if page_for(pages, u).ok)
     row = replace(_draft(item, None), prompt=scoring.prompt, response=scoring.response,
                   n_tool_calls=_count_calls(conv), n_urls=len(keys), n_urls_ok=ok, n_urls_failed=len(keys) - ok,
-                  warnings=conv.warnings, history_complete=item.history_complete)
+                  warnings=conv.warnings, history_complete=item.history_complete, cited_files=tuple(cited_files(conv)))
     return row, scoring
 
 

@@ -89,7 +89,8 @@ def _web_block(turn: WebResult, shelf: PageShelf, previous: str | None) -> list[
     """A web tool's response, or the pages the answer cites that no logged result holds."""
     if turn.unlogged:
         output = [shelf.entry(ref, turn.focus, turn) for ref in turn.refs]
-        return [_prefix("system", previous), _text_block(turn.name, {"note": UNLOGGED_NOTE, "pages": output})]
+        note = turn.note or UNLOGGED_NOTE
+        return [_prefix("system", previous), _text_block(turn.name, {"note": note, "pages": output})]
     body: dict[str, Any] = {"name": turn.name, "call_id": turn.call_id}
     body["output"] = shelf.failed(turn) if turn.status == "failed" else \
         [shelf.entry(ref, turn.focus, turn) for ref in turn.refs]

@@ -4,7 +4,9 @@ An LLM span of the OpenAI instrumentation holds the request kwargs in `input.val
 `Response` (or Chat Completion) in `output.value`, both JSON: those are the record. Where the
 output is not there as JSON (a streamed call, another instrumentation), the record is rebuilt
 as a Chat Completions call from the flattened `llm.input_messages` / `llm.output_messages`, and
-its warning says what that loses. Other spans of a trace (chains, tools, retrievers) are no records.
+its warning says what that loses. Values the instrumentation redacted (`__REDACTED__`: images it
+hides or finds too long) are named in a warning. Other spans of a trace (chains, tools,
+retrievers) are no records.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tlmscore._tables import rows, table_kind
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "openinference"
+REDACTED = "__REDACTED__"
 _LOST = ("built from llm.input_messages and llm.output_messages, as output.value holds no response: "
          "built-in tool calls and their results (web and file search sources, code outputs) and "
          "citations are not in them")
@@ -106,6 +109,15 @@ def _rebuilt(span: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return request, response
 
 
+def _redacted(value: Any) -> int:
+    """How many values the instrumentation replaced with `__REDACTED__` (images it hides or finds too long)."""
+    if isinstance(value, Mapping):
+        return sum(_redacted(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_redacted(v) for v in value)
+    return int(value == REDACTED)
+
+
 def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any] | None:
     """The transcript record of a flattened LLM span; None for a span of another kind.
 
@@ -125,6 +137,10 @@ def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any]
         else:
             request, response = _rebuilt(span)
             warnings.append(_LOST)
+    hidden = _redacted(request)
+    if hidden:
+        warnings.append(f"the instrumentation redacted {hidden} value(s) of the request ({REDACTED}: images it hides "
+                        "or finds longer than OPENINFERENCE_BASE64_IMAGE_MAX_LENGTH): shown as redacted, not as sent")
     metadata = {"span_name": span.get("name"), "start_time": span.get("start_time"),
                 "end_time": span.get("end_time"), "parent_id": span.get("parent_id")}
     return {"id": str(span.get("context.span_id")), "request": request, "response": response,

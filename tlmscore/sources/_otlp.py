@@ -1,27 +1,34 @@
 """OTLP traces; GenAI spans become records.
 
-Read: the OpenTelemetry Collector's file exporter (JSON lines of `ExportTraceServiceRequest`),
-one such request as JSON, or an OTLP/HTTP protobuf body (`.pb`, `.binpb`).
+Read by content, whatever the file's name: the OpenTelemetry Collector's file exporter (JSON lines
+of `ExportTraceServiceRequest`), one such request as JSON, or an OTLP/HTTP protobuf body; any of
+them gzip-encoded (as OTLP/HTTP bodies often are).
 
 A span is a record when it carries GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`)
-or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`); a span whose content
-was not captured but whose `gen_ai.response.id` is a Responses id (`resp_…`) is a record of that id
-alone (`--hydrate` fills it in); other spans are not.
-Records are numbered in file order (a line of the file can hold many spans); a record's error
-names the file's line as well.
+or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`), read as the
+instrumentation that wrote it (its scope) writes them (`tlmscore.sources._genai`); logfire's span
+of a streamed call holds only its request, and the span it logs when the stream ends the whole call,
+so only that one is a record. A record of a
+Responses call (`gen_ai.response.id` `resp_…`) also names that id as `hydrate_id`: `--hydrate`
+reads the call from the stored response, which holds what the span could not. A span whose content
+was not captured is a record of its Responses id alone (`--hydrate` fills it in); an LLM call's
+span with neither is an error row that says which setting captures the content; other spans are
+not records. Records are numbered in file order (a line of the file can hold many spans); a
+record's error names the file's line as well.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tlmscore._tables import rows
-from tlmscore.sources._genai import as_value, genai_call
+from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, as_value, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "otlp"
@@ -107,65 +114,149 @@ def _ids(span: Mapping[str, Any]) -> dict[str, Any]:
             "span_id": span_id}
 
 
-def _stored_only(span: Mapping[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A GenAI span whose content was not captured: a record of its Responses id alone (for `--hydrate`)."""
+_LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+_CAPTURE = {OFFICIAL: "set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
+                      "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY where the calls are traced "
+                      "(without them the instrumentation writes content only as log events, if at all)",
+            TRACELOOP: "set TRACELOOP_TRACE_CONTENT=true where the calls are traced"}
+_CAPTURE_ANY = ("turn on the instrumentation's message content capture (OpenTelemetry GenAI instrumentations: "
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)")
+
+
+def _stored_only(span: Mapping[str, Any], attributes: Mapping[str, Any], scope: str | None) -> dict[str, Any] | None:
+    """A GenAI span whose content was not captured: a record of its Responses id alone (for `--hydrate`).
+
+    An LLM call's span with no Responses id is a record of its error (`source_error`), which says
+    which setting captures the content; a span of another kind is None.
+    """
     rid = attributes.get("gen_ai.response.id")
     if not isinstance(rid, str) or not rid.startswith("resp_"):
+        if attributes.get("gen_ai.operation.name") in _LLM_OPERATIONS:  # the row of the call says how to get it
+            return {**_ids(span), "source_error": f"the span of this {attributes.get('gen_ai.operation.name')} "
+                    f"call holds no message content: {_CAPTURE.get(instrumentation(scope) or '', _CAPTURE_ANY)}"}
         return None
     metadata = {"span_name": span.get("name"), "model": attributes.get("gen_ai.request.model")}
     return {**_ids(span), "response_id": rid, "metadata": {k: v for k, v in metadata.items() if v is not None}}
 
 
-def span_record(span: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The record of one OTLP span with GenAI content; None for another span."""
+def _unanswered(span: Mapping[str, Any], attributes: Mapping[str, Any], scope: str | None) -> str | None:
+    """Why a span that holds a request but no answer is no record: `failed`, `stream` (logfire), else None.
+
+    A call that failed has no answer; logfire's span of a streamed call holds only the request,
+    and the span it logs when the stream ends holds the whole call.
+    """
+    if "gen_ai.output.messages" in attributes or attributes.get("gen_ai.response.id"):
+        return None
+    status = span.get("status") or {}
+    if status.get("code") in ("STATUS_CODE_ERROR", 2):
+        return "failed"
+    return "stream" if instrumentation(scope) == LOGFIRE and "gen_ai.input.messages" in attributes else None
+
+
+def span_record(span: Mapping[str, Any], scope: str | None = None) -> dict[str, Any] | None:
+    """The record of one OTLP span with GenAI content (`scope`: its instrumentation scope); None for another span."""
     attributes = attributes_of(span.get("attributes"))
+    unanswered = _unanswered(span, attributes, scope)
+    if unanswered == "failed":
+        said = (span.get("status") or {}).get("message") or "status ERROR"
+        return {**_ids(span), "source_error": f"the call failed: {said}"}
+    if unanswered == "stream":
+        return None
     if "gen_ai.input.messages" not in attributes and "gen_ai.output.messages" not in attributes:
         inputs, outputs = _event_messages(span.get("events"))
         if not outputs:
-            return _stored_only(span, attributes)
+            return _stored_only(span, attributes, scope)
         attributes = {**attributes, "gen_ai.input.messages": inputs, "gen_ai.output.messages": outputs}
-    request, response, warnings = genai_call(attributes)
-    span_id = hex_id(span.get("spanId") or span.get("span_id"), 8)
+    request, response, warnings = genai_call(attributes, scope, span.get("name"))
     metadata = {"span_name": span.get("name"), "operation": attributes.get("gen_ai.operation.name"),
                 "provider": attributes.get("gen_ai.provider.name") or attributes.get("gen_ai.system"),
-                "start_time_unix_nano": span.get("startTimeUnixNano"),
+                "instrumentation": scope, "start_time_unix_nano": span.get("startTimeUnixNano"),
                 "parent_id": hex_id(span.get("parentSpanId"), 8)}
-    return {"id": span_id, "request": request, "response": response, "origin": ORIGIN,
-            "trace_id": hex_id(span.get("traceId") or span.get("trace_id"), 16), "span_id": span_id,
-            "metadata": {k: v for k, v in metadata.items() if v is not None}, "warnings": warnings}
+    record = {**_ids(span), "request": request, "response": response,
+              "metadata": {k: v for k, v in metadata.items() if v is not None}, "warnings": warnings}
+    rid = response.get("id")
+    if isinstance(rid, str) and rid.startswith("resp_"):
+        record["hydrate_id"] = rid
+    return record
 
 
-def _spans(request: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def _spans(request: Mapping[str, Any]) -> Iterator[tuple[str | None, Mapping[str, Any]]]:
+    """Each span of a request, with the name of the instrumentation scope that wrote it."""
     for resource in request.get("resourceSpans") or []:
         for scope in resource.get("scopeSpans") or []:
-            yield from scope.get("spans") or []
+            name = (scope.get("scope") or {}).get("name")
+            for span in scope.get("spans") or []:
+                yield name, span
 
 
-def _protobuf(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+def _open(path: Path) -> IO[bytes]:
+    """The file, gzip decoded when its first bytes say it is gzip (whatever its name)."""
+    with path.open("rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gzipped else path.open("rb")  # type: ignore[return-value]  # GzipFile is a binary IO
+
+
+def _protobuf(data: bytes) -> Iterator[tuple[int, dict[str, Any] | str]]:
     from google.protobuf.json_format import MessageToDict  # noqa: PLC0415  (protobuf only for such a body)
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
         ExportTraceServiceRequest,
     )
 
     message = ExportTraceServiceRequest()
-    message.ParseFromString(path.read_bytes())
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise ValueError(f"not an OTLP trace request (JSON or protobuf): {exc}") from None
     yield 1, MessageToDict(message)
+
+
+def _request(value: Any) -> dict[str, Any] | str:
+    return value if isinstance(value, dict) else f"row must be a JSON object, not {type(value).__name__}"
+
+
+def _json(handle: IO[bytes], first: bytes) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """The requests of JSON text: one a line (the Collector's file exporter), streamed; else one document."""
+    try:
+        head = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError):  # a document spread over lines (or an array)
+        whole = json.loads((first + handle.read()).decode("utf-8-sig"))
+        yield from enumerate((_request(v) for v in (whole if isinstance(whole, list) else [whole])), start=1)
+        return
+    yield 1, _request(head)
+    for number, raw in enumerate(handle, start=2):
+        if not raw.strip():
+            continue
+        try:
+            yield number, _request(json.loads(raw))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            yield number, f"invalid JSON: {exc}"
+
+
+def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """The OTLP requests of a file, numbered by line: JSON or protobuf, gzip-encoded or not, by content."""
+    if path.suffix.lower() == ".parquet":
+        yield from rows(path, "parquet")
+        return
+    with _open(path) as handle:
+        first = handle.readline()
+        if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+            yield from _json(handle, first.lstrip(b"\xef\xbb\xbf"))
+        else:
+            yield from _protobuf(first + handle.read())
 
 
 def read(address: str) -> Iterator[Read]:
     """The GenAI spans of an OTLP file, numbered in order."""
-    path = Path(address)
-    suffix = path.suffix.lower()
-    requests = _protobuf(path) if suffix in (".pb", ".binpb") else rows(path, "json" if suffix == ".json" else "jsonl")
     number = 0
-    for line, request in requests:
+    for line, request in requests_of(Path(address)):
         if isinstance(request, str):
             number += 1
             yield Read(number, error=f"line {line}: {request}")
             continue
-        for span in _spans(request):
+        for scope, span in _spans(request):
             try:
-                record = span_record(span)
+                record = span_record(span, scope)
             except (ValueError, TypeError, AttributeError, json.JSONDecodeError) as exc:
                 number += 1
                 yield Read(number, error=f"line {line}: span {span.get('spanId')}: {exc}")

@@ -21,8 +21,8 @@ from tlmscore.sources._agents import response_id
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["done_ids", "hydrate", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids", "request_from",
-           "stored_id"]
+__all__ = ["done_ids", "fillable_id", "hydrate", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids",
+           "request_from", "stored_id"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -101,21 +101,35 @@ def stored_id(record: Any) -> str | None:
     return rid if isinstance(rid, str) and rid.strip() else None
 
 
-async def hydrate(client: AsyncOpenAI, record: dict[str, Any]) -> dict[str, Any]:
-    """`record` (holding only a `response_id`) filled in with the stored response and its input items.
+def fillable_id(record: Any) -> str | None:
+    """The id of the stored response `--hydrate` reads a record from, else None.
 
-    The record keeps its own id, origin, trace and span ids and metadata; when the response cannot
-    be pulled, the record is an error record saying why.
+    That is the id of a record that holds only the id, or of one a trace kept only part of (a span's `hydrate_id`).
     """
-    rid = stored_id(record)
+    rid = record.get("hydrate_id") if isinstance(record, dict) else None
+    return rid if isinstance(rid, str) and rid.strip() else stored_id(record)
+
+
+async def hydrate(client: AsyncOpenAI, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` filled in with the stored response of its `fillable_id` and that response's input items.
+
+    The record keeps its own id, origin, trace and span ids and metadata (not the warnings of what
+    its span lost). When the response cannot be pulled, a record that held only the id is an error
+    record saying why, and a span's record stays as it is, with a warning saying why.
+    """
+    rid = fillable_id(record)
     if rid is None:
         return record
     pulled = await pull_one(client, rid)
-    kept: dict[str, Any] = {k: record[k] for k in ("id", "origin", "trace_id", "span_id", "warnings") if k in record}
+    partial = stored_id(record) is None
+    kept: dict[str, Any] = {k: record[k] for k in ("id", "origin", "trace_id", "span_id") if k in record}
     given = record.get("metadata")
     metadata: dict[str, Any] = given if isinstance(given, dict) else {}
+    if "error" in pulled and partial:
+        said = [*record.get("warnings", []), f"--hydrate: {pulled['error']['message']}; read from the trace"]
+        return {**record, "warnings": said}
     if "error" in pulled:
-        return {**pulled, **kept, "metadata": metadata}
+        return {**pulled, **kept, "warnings": record.get("warnings", []), "metadata": metadata}
     return {**pulled, **kept, "metadata": {**metadata, "hydrated": rid}}
 
 
