@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tlmscore._chat import Completion, TokenLogprob
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring import get_scorer
-from tlmscore.scoring._chat import Completion, TokenLogprob
 from tlmscore.scoring.judge import REFLECTION_PROMPTS, JudgeOptions, JudgeScorer, parse_rating, rate
 
 from .judge_server import ChatReply, ChatServer, completion
