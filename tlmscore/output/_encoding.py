@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 FORMATS = (".jsonl", ".csv", ".parquet")
-_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed")
+_INTEGERS = ("line", "n_tool_calls", "n_urls", "n_urls_ok", "n_urls_failed", "n_urls_model")
 _DICTIONARY = ["source", "model", "scorer"]
 """Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
 

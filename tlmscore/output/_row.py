@@ -18,9 +18,9 @@ from typing import Any
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
-    "origin", "trace_id", "span_id",
+    "origin", "trace_id", "span_id", "n_urls_model",
 )
-"""The columns of every row, in order (the output contract)."""
+"""The columns of every row, in order (the output contract; new columns are added at the end)."""
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 """The columns a scorer adds, after `ROW_COLUMNS`."""
 CALIBRATED_COLUMN = "calibrated_score"
@@ -63,6 +63,8 @@ class Row(Mapping[str, Any]):
     origin: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    n_urls_model: int = 0
+    """Of `n_urls_ok`, the pages whose text a model read and summarised (`--page-source chat`)."""
     scorer: str | None = None
     score: float = math.nan
     explanation: str = ""

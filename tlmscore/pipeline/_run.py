@@ -108,6 +108,11 @@ def _count_calls(conv: Conversation) -> int:
         len(t.calls) for t in turns if isinstance(t, Message))
 
 
+def _read_by_a_model(urls: Iterable[str], pages: PagesByKey) -> int:
+    """How many of `urls` have text a model read and summarised (`--page-source chat`): the row's `n_urls_model`."""
+    return sum(1 for url in urls if (page := page_for(pages, url)).ok and page.source == "model")
+
+
 def _base_row(t: Transcript) -> dict[str, Any]:
     return {"id": t.id, "source": t.source, "line": t.line, "model": t.model,
             "response_id": t.response.get("id") if t.response else None}
@@ -126,7 +131,7 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[
                              "n_urls_failed": 0, "warnings": [], "error": item.error, "history_complete": None,
                              "response_status": status}
     conv = item.conversation
-    origin = _origin(item.transcript)
+    origin = _origin(item.transcript) | {"n_urls_model": 0}  # the columns after `origin`, in order
     if conv is None:
         return row | empty | origin, None
     try:
@@ -136,10 +141,11 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[dict[
                                        f"{type(exc).__name__}: {exc}"} | origin, None
     keys = {url_key(u): u for u in conv.urls}
     ok = sum(1 for u in keys.values() if page_for(pages, u).ok)
+    counted = {"n_urls_model": _read_by_a_model(keys.values(), pages)}
     return row | {"prompt": scoring.prompt, "response": scoring.response, "n_tool_calls": _count_calls(conv),
                   "n_urls": len(keys), "n_urls_ok": ok, "n_urls_failed": len(keys) - ok,
                   "warnings": list(conv.warnings), "error": None,
-                  "history_complete": item.history_complete, "response_status": status} | origin, scoring
+                  "history_complete": item.history_complete, "response_status": status} | origin | counted, scoring
 
 
 async def _score(rows: list[dict[str, Any]], inputs: list[ScoringInput | None], scorer: Scorer) -> None:
