@@ -26,9 +26,10 @@ whole) and answers `support(claim)`:
   WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
 Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
-the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise)
-well above a claim whose facts disagree: grounding is about the facts, and wording differs between
-faithful answers too.
+the most lexical overlap; a passage of a page a model summarised (`Document.summary`) counts
+`Rules.summary_weight` of that, so the page's own text wins over a summary that says the same.
+The square root keeps a paraphrase (words the passage says otherwise) well above a claim whose
+facts disagree: grounding is about the facts, and wording differs between faithful answers too.
 """
 
 from __future__ import annotations
@@ -66,11 +67,13 @@ class Rules:
     positive claim clause disagrees with the evidence on "not" — `every` close evidence clause says
     "not", or the `closest` ones (most words shared) all do. `stop_opposites`: opposites are looked
     up for stop words too (`more`/`fewer`, `above`/`below`), not only for content words.
+    `summary_weight`: the factor on support found in a page a model summarised.
     """
 
     together: bool = True
     polarity: Literal["every", "closest"] = "every"
     stop_opposites: bool = True
+    summary_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class EvidenceIndex:
         self.whole: list[int] = []  # the passages that are a whole short structured tool output
         for d, doc in enumerate(self.docs):
             self._add(d, doc)
+        self.doc_weight = [self.rules.summary_weight if doc.summary else 1.0 for doc in self.docs]
         self.numbers = [frozenset(n for i in ids for n in self.sentences[i].numbers) for _, ids in self.passages]
         self.postings = _postings(self.words)
         self.sentence_postings = _postings([s.words for s in self.sentences])
@@ -176,6 +180,7 @@ class EvidenceIndex:
             if (overlap[p] / total) ** LEXICAL_POWER <= best.value:
                 break  # every factor below is at most 1, and overlaps only fall from here: none can win
             factor, missing = self._agreement(claim, names, opposites, p)
+            factor *= self.doc_weight[self.passages[p][0]]  # at most 1: the bounds above still hold
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
@@ -211,7 +216,7 @@ class EvidenceIndex:
             weights = [self.weight(w) for w in claim.content]
             found = sum(x for w, x in zip(claim.content, weights, strict=True) if self.lexicon.forms(w) & self.words[p])
             lexical = found / sum(weights) if weights else 1.0
-            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
+            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER * self.doc_weight[doc]
             value *= NEGATION_MISMATCH if negation else 1.0
             if value > best.value:
                 best = Support(value, self.docs[doc].source, ("negation differs",) if negation else (), lexical,
