@@ -13,6 +13,7 @@ import pytest
 import trustme
 
 from tests.evidence_server import EvidenceServer
+from tests.llama_server import llama_server  # noqa: F401  (a fixture of the whole session: one llama.cpp server)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
