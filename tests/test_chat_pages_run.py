@@ -89,9 +89,8 @@ def test_the_ray_fetch_actor_reads_refused_pages_with_the_model(tmp_path: Path, 
 ANSWER = "The harbour will be dredged in 2027 at a cost of 40 million francs."
 
 
-def harbour_record(urls: list[str]) -> dict[str, Any]:
-    """A web search whose answer states the harbour plan, citing `urls`."""
-    text = ANSWER
+def harbour_record(urls: list[str], text: str = ANSWER) -> dict[str, Any]:
+    """A web search whose answer states the harbour plan (`text`), citing `urls`."""
     return {
         "id": "harbour",
         "request": {"input": "What is the harbour plan?", "tools": [{"type": "web_search"}]},
@@ -111,10 +110,15 @@ def page(url: str, source: str = "live") -> Page:
                 model="reader-1" if source == "model" else None)
 
 
-def grounded(pages_: list[Page], **options: Any) -> dict[str, Any]:
-    df = tlmscore.score([harbour_record([p.url for p in pages_])], "grounding", options=options,
+def grounded(pages_: list[Page], text: str = ANSWER, **options: Any) -> dict[str, Any]:
+    df = tlmscore.score([harbour_record([p.url for p in pages_], text)], "grounding", options=options,
                         pages=MemoryPages(pages_))
     return dict(df.iloc[0])
+
+
+def weaker(score: float, weight: float = 0.5) -> float:
+    """A score above the threshold (0.5) made only of a summary's support: `weight` of its margin kept."""
+    return 0.5 + weight * (score - 0.5)
 
 
 def test_grounding_counts_a_model_summary_as_weaker_evidence() -> None:
@@ -122,8 +126,10 @@ def test_grounding_counts_a_model_summary_as_weaker_evidence() -> None:
     summary = grounded([page("https://a.example/plan", "model")])
     both = grounded([page("https://a.example/plan"), page("https://b.example/plan", "model")])
     unweighted = grounded([page("https://a.example/plan", "model")], summary_weight=1.0)
+    lighter = grounded([page("https://a.example/plan", "model")], summary_weight=0.8)
     assert live["score"] > 0.9
-    assert summary["score"] == pytest.approx(0.8 * live["score"], abs=1e-3)
+    assert summary["score"] == pytest.approx(weaker(live["score"]), abs=1e-3)
+    assert lighter["score"] == pytest.approx(weaker(live["score"], 0.8), abs=1e-3)
     assert unweighted["score"] == live["score"]
     assert both["score"] == live["score"]  # the page's own text wins over a summary saying the same
     assert summary["details"]["evidence"]["pages_read_by_a_model"] == 1
@@ -131,6 +137,15 @@ def test_grounding_counts_a_model_summary_as_weaker_evidence() -> None:
         {"url": "https://a.example/plan", "note": "summarised by reader-1 on 1970-01-01, not the page itself"}]
     assert "1 page that a model read" in summary["explanation"]
     assert "pages_read_by_a_model" not in live["details"]["evidence"] and "summarised_pages" not in live["details"]
+
+
+def test_a_claim_a_summary_does_not_support_stays_unsupported() -> None:
+    """Weaker evidence in both directions would lift contradicted claims; only support is weakened."""
+    wrong = "The harbour will be dredged in 2029 at a cost of 90 million francs."
+    live = grounded([page("https://a.example/plan")], wrong)
+    summary = grounded([page("https://a.example/plan", "model")], wrong)
+    assert live["score"] < 0.5
+    assert summary["score"] == live["score"]
 
 
 def test_grounding_reads_the_mark_from_a_prompt_rendered_elsewhere() -> None:
@@ -146,7 +161,7 @@ def test_grounding_reads_the_mark_from_a_prompt_rendered_elsewhere() -> None:
     scorer = get_scorer("grounding")
     weak, strong = asyncio.run(scorer.score_many([plain, ScoringInput(prompt=live["prompt"],
                                                                       response=live["response"])]))
-    assert weak.score == pytest.approx(0.8 * strong.score, abs=1e-3)
+    assert strong.score > 0.9 and weak.score == pytest.approx(weaker(strong.score), abs=1e-3)
 
 
 # ---------------------------------------------------------------- a real model behind llama.cpp's server

@@ -67,9 +67,10 @@ class GroundingOptions(BaseModel):
                                      "clause says \"not\" (every), or the closest ones all do (closest)")
     stop_opposites: bool = Field(default=True, description="opposites are checked on stop words too "
                                                            "(more/fewer, above/below)")
-    summary_weight: float = Field(default=0.8, ge=0.0, le=1.0,
-                                  description="factor on the support found in a page a model read and summarised "
-                                              "(--page-source chat): weaker evidence than the page's own text")
+    summary_weight: float = Field(default=0.5, ge=0.0, le=1.0,
+                                  description="a page a model read and summarised (--page-source chat) is weaker "
+                                              "evidence: of a claim's support by it above `threshold`, this share "
+                                              "counts (at 0.5, a claim it fully supports counts 0.75)")
 
 
 @dataclass
@@ -159,7 +160,7 @@ class GroundingScorer:
         self.options = options or GroundingOptions()
         self._lexicon = _chosen(load_lexicon(wordnet_folder() if self.options.lexicon else None), self.options)
         self._rules = Rules(self.options.together, self.options.polarity, self.options.stop_opposites,
-                            self.options.summary_weight)
+                            self.options.summary_weight, self.options.threshold)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)

@@ -26,8 +26,10 @@ whole) and answers `support(claim)`:
   WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
 Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
-the most lexical overlap; a passage of a page a model summarised (`Document.summary`) counts
-`Rules.summary_weight` of that, so the page's own text wins over a summary that says the same.
+the most lexical overlap. A passage of a page a model summarised (`Document.summary`) is weaker
+evidence: of its support above `Rules.summary_above` (the scorer's threshold), only
+`Rules.summary_weight` counts, so a summary makes a claim less supported than the page's own text
+saying the same would, and a claim it does not support stays as unsupported as before.
 The square root keeps a paraphrase (words the passage says otherwise) well above a claim whose
 facts disagree: grounding is about the facts, and wording differs between faithful answers too.
 """
@@ -67,13 +69,15 @@ class Rules:
     positive claim clause disagrees with the evidence on "not" — `every` close evidence clause says
     "not", or the `closest` ones (most words shared) all do. `stop_opposites`: opposites are looked
     up for stop words too (`more`/`fewer`, `above`/`below`), not only for content words.
-    `summary_weight`: the factor on support found in a page a model summarised.
+    `summary_weight`: the share of its margin above `summary_above` that support found in a page a
+    model summarised keeps.
     """
 
     together: bool = True
     polarity: Literal["every", "closest"] = "every"
     stop_opposites: bool = True
     summary_weight: float = 1.0
+    summary_above: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,6 @@ class EvidenceIndex:
         self.whole: list[int] = []  # the passages that are a whole short structured tool output
         for d, doc in enumerate(self.docs):
             self._add(d, doc)
-        self.doc_weight = [self.rules.summary_weight if doc.summary else 1.0 for doc in self.docs]
         self.numbers = [frozenset(n for i in ids for n in self.sentences[i].numbers) for _, ids in self.passages]
         self.postings = _postings(self.words)
         self.sentence_postings = _postings([s.words for s in self.sentences])
@@ -167,6 +170,13 @@ class EvidenceIndex:
         """
         return self.idf.get(word, self.unseen)
 
+    def weighed(self, value: float, doc: int) -> float:
+        """`value`, the support of a passage of document `doc`, as weak as the document is (see the module)."""
+        above = self.rules.summary_above
+        if not self.docs[doc].summary or value <= above:
+            return value
+        return above + self.rules.summary_weight * (value - above)
+
     def support(self, claim: Analysis, docs: Iterable[int] | None = None) -> Support:
         """The claim's best support by one passage (of the documents `docs`, when given)."""
         allowed = None if docs is None else frozenset(docs)
@@ -180,14 +190,14 @@ class EvidenceIndex:
             if (overlap[p] / total) ** LEXICAL_POWER <= best.value:
                 break  # every factor below is at most 1, and overlaps only fall from here: none can win
             factor, missing = self._agreement(claim, names, opposites, p)
-            factor *= self.doc_weight[self.passages[p][0]]  # at most 1: the bounds above still hold
             if negation:
                 factor *= NEGATION_MISMATCH
                 missing += ("negation differs",)
             if (overlap[p] / total) ** LEXICAL_POWER * factor <= best.value:
                 continue  # `together` is at most 1: this passage cannot win
             together, apart = self._together(claim, forms, p) if self.rules.together else (1.0, [])
-            value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
+            # weighed never raises a value: the bounds above still hold
+            value = self.weighed((overlap[p] / total * together) ** LEXICAL_POWER * factor, self.passages[p][0])
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
                 best = Support(value, self.docs[self.passages[p][0]].source, missing, overlap[p] / total, together,
@@ -216,8 +226,8 @@ class EvidenceIndex:
             weights = [self.weight(w) for w in claim.content]
             found = sum(x for w, x in zip(claim.content, weights, strict=True) if self.lexicon.forms(w) & self.words[p])
             lexical = found / sum(weights) if weights else 1.0
-            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER * self.doc_weight[doc]
-            value *= NEGATION_MISMATCH if negation else 1.0
+            value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
+            value = self.weighed(value * (NEGATION_MISMATCH if negation else 1.0), doc)
             if value > best.value:
                 best = Support(value, self.docs[doc].source, ("negation differs",) if negation else (), lexical,
                                negation=negation)
