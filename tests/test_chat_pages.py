@@ -156,14 +156,17 @@ def test_the_cache_is_per_model(tmp_path: Path, pages: EvidenceServer) -> None:
 
 
 def test_failures_stay_with_their_page(tmp_path: Path, pages: EvidenceServer) -> None:
-    broken, refused, empty, good = (pages.route(f"/{name}", WALL) for name in ("broken", "refused", "empty", "good"))
+    broken, refused, empty, garbled, good = (pages.route(f"/{name}", WALL)
+                                             for name in ("broken", "refused", "empty", "garbled", "good"))
     with PageModel({broken: [ChatReply(500, {"error": "boom"})], refused: said("UNAVAILABLE: a paywall"),
-                    empty: said("Title: Nothing\n\n"), good: said(READ)}) as model:
-        row = prepared(chat_settings(tmp_path, model), [record([broken, refused, empty, good])])[0]
+                    empty: said("Title: Nothing\n\n"), garbled: [ChatReply(200, "not a completion")],
+                    good: said(READ)}) as model:
+        row = prepared(chat_settings(tmp_path, model), [record([broken, refused, empty, garbled, good])])[0]
     entries = shown(row["prompt"])
     assert (row["n_urls_ok"], row["n_urls_model"]) == (1, 1)
     assert entries[good]["content"].startswith("The harbour will be dredged")
-    for url in (broken, refused, empty):
+    assert "page model endpoint returned an unexpected body" in entries[garbled]["content"]
+    for url in (broken, refused, empty, garbled):
         assert entries[url]["content"].startswith("This page could not be retrieved (http_error: HTTP 403")
         assert "note" not in entries[url]
     assert "page model endpoint returned HTTP 500" in entries[broken]["content"]

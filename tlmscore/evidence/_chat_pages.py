@@ -161,7 +161,7 @@ def api_key(settings: Settings) -> str | None:
         return None
     key = os.environ.get(name)
     if not key:
-        raise ConfigError(f"--page-api-key-env: the environment variable {name} is not set")
+        raise ConfigError(f"page_api_key_env (--page-api-key-env): the environment variable {name} is not set")
     return key
 
 
@@ -299,6 +299,8 @@ class ChatPages(PageSource):
                                              max_tokens=self._settings.page_max_tokens)
         except FetchError as exc:
             return url, _failed(url, self._model, str(exc), time.time())
+        except Exception as exc:  # noqa: BLE001  (one page's failure must not stop the others)
+            return url, _failed(url, self._model, f"{type(exc).__name__}: {exc}", time.time())
         return url, answer_page(url, completion.text, self._model, time.time())
 
     async def _refused(self, url: str) -> str | None:
