@@ -67,10 +67,10 @@ class GroundingOptions(BaseModel):
                                      "clause says \"not\" (every), or the closest ones all do (closest)")
     stop_opposites: bool = Field(default=True, description="opposites are checked on stop words too "
                                                            "(more/fewer, above/below)")
-    summary_weight: float = Field(default=0.5, ge=0.0, le=1.0,
+    summary_weight: float = Field(default=0.8, ge=0.0, le=1.0,
                                   description="a page a model read and summarised (--page-source chat) is weaker "
                                               "evidence: of a claim's support by it above `threshold`, this share "
-                                              "counts (at 0.5, a claim it fully supports counts 0.75)")
+                                              "counts (a claim it fully supports counts 0.9; docs/validity.md)")
 
 
 @dataclass
