@@ -44,6 +44,7 @@ def test_the_command_line_reads_refused_pages_with_a_model(tmp_path: Path, pages
     assert list(row)[:len(ROW_COLUMNS)] == list(ROW_COLUMNS) and ROW_COLUMNS[-1] == "n_urls_model"
     assert row["n_urls_model"] == 1 and "summarised by reader-1 on" in row["prompt"]
     assert "tlmscore: page model reader-1: 1 requests, one per page" in err
+    assert "evidence pages: 1 ok (1 of them a model's summary), 0 unavailable" in err
 
 
 @pytest.mark.parametrize(("flags", "message"), [
