@@ -91,7 +91,7 @@ def shown(prompt: str) -> dict[str, dict[str, Any]]:
 
 
 def chat_settings(tmp_path: Path, model: PageModel, **more: Any) -> Settings:
-    values: dict[str, Any] = {"cache_dir": tmp_path / "cache", "allow_hosts": {"127.0.0.1"}, "timeout": 2.0,
+    values: dict[str, Any] = {"cache_dir": tmp_path / "cache", "allow_hosts": {"127.0.0.1"},
                               "extract_workers": 1, "page_source": "chat", "page_base_url": model.url,
                               "page_model": "reader-1", "retries": 0} | more
     return Settings(**values)
