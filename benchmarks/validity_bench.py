@@ -18,6 +18,10 @@ Data sets (each row: an answer, its evidence, and a label 1 = consistent / 0 = n
   kept, reordered, or edited in one fact (number, name, negation, opposite, word); the development
   set of the grounding scorer, with the labelled fixtures.
 
+`--evidence` gives WiCE and SummEdits their evidence in another shape (`evidence_shapes.py`): the
+document as a cited web page (`page`), as a page a model read and summarised (`summary`, what
+`--page-source chat` gives), or split in a fetched half and a summarised half (`mixed`).
+
 Per scorer and set: AUROC (ties count half), balanced accuracy with the score's default threshold
 (0.5: at or above counts as consistent), and expected calibration error (ten equal-width bins of the
 raw score). `grounding` always runs; `judge` runs when `--judge-options` gives its options (a JSON
@@ -29,6 +33,7 @@ counted and left out.
     python benchmarks/validity_bench.py --sets dev      # only the project's own sets (fixtures, corpus edits)
     python benchmarks/validity_bench.py --sets wice summedits   # the two development sets, side by side
     python benchmarks/validity_bench.py --grounding-options '{"lexicon": true}'   # with WordNet (extra wordnet)
+    python benchmarks/validity_bench.py --sets wice summedits --evidence summary   # evidence a model summarised
     python benchmarks/validity_bench.py --sets --ragtruth DIR --aggrefact FILE --halueval FILE   # sets you bring
 
 Public sets you download (`benchmarks/public_sets.py` reads their published formats): RAGTruth
@@ -53,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import corpus_edits  # beside this script
+import evidence_shapes  # beside this script
 import public_sets  # beside this script
 
 import tlmscore
@@ -171,8 +177,13 @@ def scorers(judge_options: str | None, grounding_options: str = "{}") -> list[tu
 
 
 def score_records(records: list[dict[str, Any]], scorer: str, options: dict[str, Any], *,
-                  pages: MemoryPages | None, cache: Path) -> tuple[dict[str, float], float]:
-    """Each record's score (NaN when unscorable) by id, and the CPU seconds the scoring took."""
+                  pages: MemoryPages | None, cache: Path, shape: str = "tool") -> tuple[dict[str, float], float]:
+    """Each record's score (NaN when unscorable) by id, and the CPU seconds the scoring took.
+
+    `shape` other than `tool` serves the records' function-call evidence as cited pages instead.
+    """
+    if shape != "tool":
+        records, pages = evidence_shapes.as_pages(records, shape)
     start = time.process_time()
     frame = tlmscore.score(records, scorer, Settings(offline=True, cache_dir=cache, progress=False),
                            options=options, pages=pages)
@@ -227,10 +238,11 @@ def claim_scores(records: Sequence[dict[str, Any]], scores: dict[str, float]) ->
     return found
 
 
-def measure_wice(path: Path, limit: int | None, scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
+def measure_wice(path: Path, limit: int | None, scorer: str, options: dict[str, Any], cache: Path, *,
+                 shape: str = "tool") -> list[Result]:
     """WiCE claims, each scored by its best chunk: supported vs not supported, and supported vs the rest."""
     records = [wice_record(n, row) for n, row in enumerate(wice_rows(path, limit))]
-    scores, seconds = score_records(records, scorer, options, pages=None, cache=cache)
+    scores, seconds = score_records(records, scorer, options, pages=None, cache=cache, shape=shape)
     claims = list(claim_scores(records, scores).values())
     strict = [(s, int(label == "supported")) for s, label in claims if label != "partially_supported"]
     rest = [(s, int(label == "supported")) for s, label in claims]
@@ -341,7 +353,7 @@ def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]
         if "dev" in args.sets:
             results += _dev(scorer, options, cache)
         if "wice" in args.sets and Path(args.wice).is_file():
-            results += measure_wice(Path(args.wice), args.limit, scorer, options, cache)
+            results += measure_wice(Path(args.wice), args.limit, scorer, options, cache, shape=args.evidence)
         elif "wice" in args.sets:
             print(f"WiCE not found at {args.wice}: skipped", file=sys.stderr)
         if "summedits" in args.sets and folder.is_dir():
@@ -350,7 +362,8 @@ def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]
                        for d in domains}
             parts, pooled = [], []
             for d in domains:  # pooled: every domain's scores together, not scored twice
-                scores, seconds = score_records(records[d], scorer, options, pages=None, cache=cache)
+                scores, seconds = score_records(records[d], scorer, options, pages=None, cache=cache,
+                                                shape=args.evidence)
                 pairs = [(scores[r["id"]], int(r["metadata"]["label"])) for r in records[d]]
                 parts.append(compare(f"SummEdits {d}", scorer, pairs, seconds))
                 pooled += pairs
@@ -387,6 +400,9 @@ def main() -> None:
     parser.add_argument("--aggrefact", default=None, help="an LLM-AggreFact file (JSON lines or CSV)")
     parser.add_argument("--halueval", default=None, help="a HaluEval task file (qa, summarization or dialogue)")
     parser.add_argument("--judge-options", default=None, help="JSON options of the judge scorer; runs it")
+    parser.add_argument("--evidence", choices=evidence_shapes.SHAPES, default="tool",
+                        help="WiCE and SummEdits evidence as a function output (tool), a cited page, a page a model "
+                             "summarised (summary), or half of each (mixed)")
     parser.add_argument("--grounding-options", default="{}",
                         help='JSON options of the grounding scorer, e.g. \'{"lexicon": true}\' for WordNet')
     args = parser.parse_args()
@@ -397,7 +413,7 @@ def main() -> None:
         except public_sets.FormatError as exc:
             sys.exit(f"validity_bench: {exc}")
     print(f"validity_bench {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, tlmscore {tlmscore.__version__}, "
-          f"grounding lexicon: {lexicon_name(json.loads(args.grounding_options))}")
+          f"grounding lexicon: {lexicon_name(json.loads(args.grounding_options))}, evidence: {args.evidence}")
     print(table(results))
     print()
     print(side_by_side(results))

@@ -13,6 +13,7 @@ import pytest
 import trustme
 
 from tests.evidence_server import EvidenceServer
+from tests.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

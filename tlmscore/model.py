@@ -171,7 +171,8 @@ class Evidence:
     closes with a citation of it. `snippet` and `date` are what the provider logged about a page
     (shown beside the fetched text; when the page could not be fetched the snippet is the
     evidence, with `origin` `log`). `error` says in words why a page could not be had (the page
-    record's `error`).
+    record's `error`). A page a model read and summarised has `origin` `model`, and `note` says so
+    as the prompt does ("summarised by MODEL on DATE, not the page itself").
     """
 
     kind: Literal["page", "file", "tool", "message"]
@@ -189,6 +190,7 @@ class Evidence:
     snippet: str | None = None
     date: str | None = None
     error: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)

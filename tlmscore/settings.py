@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Settings", "UrlPolicy", "default_cache_dir"]
+__all__ = ["PageSourceName", "Settings", "UrlPolicy", "default_cache_dir"]
 
 UrlPolicy = Literal["cited", "sources", "all"]
+PageSourceName = Literal["fetch", "chat", "chat:always"]
+"""Where pages come from: `fetch` the cache, the web and the archive; `chat` those, then a model for what
+they could not give; `chat:always` a model for every page (the web is not fetched)."""
 
 
 def default_cache_dir() -> Path:
@@ -67,6 +70,24 @@ class Settings(BaseModel):
     extract_memory: int = Field(default=384 * 2**20, ge=2**20,
                                 description="bytes an extraction worker may allocate beyond its start")
 
+    page_source: PageSourceName = Field(
+        default="fetch", description="fetch: the cache, the web and the archive; chat: those, then a model reads "
+                                     "the pages they could not give; chat:always: a model reads every page")
+    page_base_url: str | None = Field(default=None, description="the page model's OpenAI-compatible API root")
+    page_model: str | None = Field(default=None, description="the page model's name at page_base_url")
+    page_api_key_env: str | None = Field(
+        default=None, description="environment variable holding the page model's key (None: no key is sent)")
+    page_concurrency: int = Field(default=4, ge=1, le=256, description="requests to the page model in flight")
+    page_timeout: float = Field(default=120.0, gt=0, description="seconds one request to the page model may take")
+    page_max_tokens: int = Field(default=1024, ge=16, le=32768, description="tokens of one page's summary, at most")
+    page_price_in: float | None = Field(default=None, ge=0, description="page model: dollars per million input tokens")
+    page_price_out: float | None = Field(default=None, ge=0,
+                                         description="page model: dollars per million output tokens")
+    page_price_request: float | None = Field(default=None, ge=0,
+                                             description="page model: dollars per request (a provider's search fee)")
+    page_max_cost: float | None = Field(default=None, ge=0, description="refuse to send page model requests "
+                                                                        "estimated to cost more dollars than this")
+
     page_chars: int = Field(default=50_000, ge=100)
     evidence_chars: int = Field(default=200_000, ge=100)
 
@@ -84,6 +105,20 @@ class Settings(BaseModel):
         if value is not None and not value.lower().startswith(("http://", "https://")):
             raise ValueError(f"the proxy must be an http:// or https:// URL, not {value!r}")
         return value
+
+    @field_validator("page_base_url")
+    @classmethod
+    def _page_base_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError(f"the page model's base URL must be an http:// or https:// URL, not {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _page_model_named(self) -> Settings:
+        if self.page_source != "fetch" and not (self.page_base_url and self.page_model):
+            raise ValueError(f"page_source {self.page_source!r} needs page_base_url and page_model "
+                             "(--page-base-url URL --page-model NAME)")
+        return self
 
     @field_validator("allow_hosts", mode="before")
     @classmethod

@@ -127,6 +127,33 @@ def _add_evidence(parser: argparse.ArgumentParser) -> None:
                             f"(default: {_default('trust_store')})")
 
 
+def _add_page_model(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("pages read by a model (for pages that refuse fetchers; docs/fetching.md)")
+    group.add_argument("--page-source", choices=("fetch", "chat", "chat:always"), default=None,
+                       help="fetch: the cache, the web and the archive only; chat: then a search-augmented model "
+                            "reads the pages they could not give; chat:always: the model reads every page "
+                            f"(default: {_default('page_source')}); sends those URLs to the model's provider")
+    group.add_argument("--page-base-url", metavar="URL", help="the page model's OpenAI-compatible API root, e.g. "
+                                                              "https://api.perplexity.ai")
+    group.add_argument("--page-model", metavar="NAME", help="the page model's name at --page-base-url, e.g. sonar")
+    group.add_argument("--page-api-key-env", metavar="VAR",
+                       help="environment variable holding the page model's key (default: no key is sent)")
+    group.add_argument("--page-concurrency", type=int, metavar="N",
+                       help=f"requests to the page model in flight (default {_default('page_concurrency')})")
+    group.add_argument("--page-price-in", type=float, metavar="USD",
+                       help="dollars per million input tokens of the page model, for the cost estimate")
+    group.add_argument("--page-price-out", type=float, metavar="USD",
+                       help="dollars per million output tokens of the page model")
+    group.add_argument("--page-price-request", type=float, metavar="USD",
+                       help="dollars per request to the page model (a provider's search fee)")
+    group.add_argument("--page-max-cost", type=float, metavar="USD",
+                       help="refuse (exit 2) to send page model requests estimated to cost more than this")
+
+
+_PAGE_MODEL_FLAGS = ("page_source", "page_base_url", "page_model", "page_api_key_env", "page_concurrency",
+                     "page_price_in", "page_price_out", "page_price_request", "page_max_cost")
+
+
 def _add_scoring(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("scoring")
     group.add_argument("--scorer", default="grounding", choices=scorer_names(),
@@ -174,6 +201,7 @@ def _add_run(parser: argparse.ArgumentParser, *, scoring: bool) -> None:
     if scoring:
         _add_scoring(parser)
     _add_evidence(parser)
+    _add_page_model(parser)
     _add_engine(parser)
 
 
@@ -295,7 +323,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["timeout"] = args.timeout
     if args.chunk_size is not None:
         values["chunk_size"] = args.chunk_size
-    for flag in ("extract_timeout", "archive", "archive_url"):
+    for flag in ("extract_timeout", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
         if getattr(args, flag, None) is not None:
             values[flag] = getattr(args, flag)
     if args.quiet:

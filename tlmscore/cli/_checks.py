@@ -6,6 +6,7 @@ written) fails here instead, before a single page is fetched.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -60,3 +61,25 @@ def check_scorer(scorer: str, options: dict[str, Any]) -> None:
     """Options a scorer cannot start without, named by their flags (the judge needs a model)."""
     if scorer == "judge" and not options.get("model"):
         raise ConfigError("--scorer judge needs --model NAME (the judge model's name at --base-url)")
+
+
+_PAGE_MODEL_FLAGS = {"page_base_url": "--page-base-url", "page_model": "--page-model",
+                     "page_api_key_env": "--page-api-key-env", "page_concurrency": "--page-concurrency",
+                     "page_price_in": "--page-price-in", "page_price_out": "--page-price-out",
+                     "page_price_request": "--page-price-request", "page_max_cost": "--page-max-cost"}
+
+
+def check_page_model(args: Any) -> None:
+    """The page model's flags: given only with `--page-source chat`, which needs an endpoint, a model and its key."""
+    source = getattr(args, "page_source", None) or "fetch"
+    given = [flag for name, flag in _PAGE_MODEL_FLAGS.items() if getattr(args, name, None) is not None]
+    if source == "fetch":
+        if given:
+            raise ConfigError(f"{', '.join(given)}: only with --page-source chat or chat:always")
+        return
+    missing = [flag for name, flag in list(_PAGE_MODEL_FLAGS.items())[:2] if not getattr(args, name, None)]
+    if missing:
+        raise ConfigError(f"--page-source {source} needs {' and '.join(missing)} (the page model's API root and name)")
+    variable = getattr(args, "page_api_key_env", None)
+    if variable and not os.environ.get(variable):
+        raise ConfigError(f"--page-api-key-env: the environment variable {variable} is not set")

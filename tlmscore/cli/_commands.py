@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
 from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
-from tlmscore.cli._checks import check_files, check_output, check_scorer
+from tlmscore.cli._checks import check_files, check_output, check_page_model, check_scorer
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._ray import ray_engine
@@ -70,7 +70,7 @@ def _judge_batch(args: argparse.Namespace, options: dict[str, Any]) -> dict[str,
 
 @contextlib.contextmanager
 def _scorer_log(enabled: bool) -> Iterator[None]:
-    """Scorers' INFO messages (the judge's request count and token estimate) as `tlmscore:` lines on stderr."""
+    """INFO messages (the judge's and the page model's request counts and estimates) as `tlmscore:` lines on stderr."""
     logger = logging.getLogger("tlmscore")
     if not enabled:
         yield
@@ -87,6 +87,11 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _reads_pages(args: argparse.Namespace) -> bool:
+    """Whether a model reads pages in this run (its request count and cost estimate are then logged)."""
+    return getattr(args, "page_source", None) in ("chat", "chat:always")
+
+
 def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     """Every path and option of a run checked before work starts; returns the scorer's options."""
     ray = args.engine == "ray"
@@ -97,6 +102,7 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     check_files(args.batch_input, what="--batch-input")
     check_files(args.pages, what="--pages", folders=True)
     check_output(args.output)
+    check_page_model(args)
     if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
         raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
     if not scoring:
@@ -123,7 +129,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
                   file=sys.stderr)
 
-    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring), _engine(args, settings) as engine:
+    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or _reads_pages(args)), \
+            _engine(args, settings) as engine:
         result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
                      settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
                      on_rows=summary.add, progress=bars.update, on_start=started, command=args.command,

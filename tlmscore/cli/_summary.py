@@ -28,6 +28,7 @@ class Summary:
     warned: int = 0
     urls: int = 0
     urls_failed: int = 0
+    urls_model: int = 0
     scores: list[float] = field(default_factory=list)
     lowest: list[tuple[float, str]] = field(default_factory=list)
     first_errors: list[str] = field(default_factory=list)
@@ -41,6 +42,7 @@ class Summary:
             self.warned += bool(row.get("warnings"))
             self.urls += int(row.get("n_urls") or 0)
             self.urls_failed += int(row.get("n_urls_failed") or 0)
+            self.urls_model += int(row.get("n_urls_model") or 0)
             if row.get("error"):
                 self.errors += 1
                 if len(self.first_errors) < _ERRORS_SHOWN:
@@ -54,9 +56,10 @@ class Summary:
 
     def text(self, output: Path, *, scored: bool) -> str:
         """The summary printed on stderr."""
+        summarised = f" ({self.urls_model} of them a model's summary)" if self.urls_model else ""
         lines = [f"tlmscore: {self.rows} records → {output}: {self.rows - self.errors} prepared, "
                  f"{self.errors} errors, {self.warned} with warnings; evidence pages: "
-                 f"{self.urls - self.urls_failed} ok, {self.urls_failed} unavailable"]
+                 f"{self.urls - self.urls_failed} ok{summarised}, {self.urls_failed} unavailable"]
         if scored:
             lines.append(f"  scored: {len(self.scores)} of {self.rows}")
             if self.scores:

@@ -17,6 +17,7 @@ from tlmscore.convert._outputs import NOT_LOGGED
 from tlmscore.convert._providers import chat_items, chat_search_items, chat_tools_as_responses, is_search_chat
 from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
+from tlmscore.convert._think import split_think
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
 from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED, linked_pages
 from tlmscore.convert._xai import server_items
@@ -43,6 +44,7 @@ __all__ = [
     "convert_transcript",
     "input_items",
     "split_answer",
+    "split_think",
     "transcript_status",
 ]
 

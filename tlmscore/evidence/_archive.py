@@ -109,7 +109,7 @@ class ArchivePages(PageSource):
         self._base = settings.archive_url
         self._prefer = settings.archive == "prefer"
         # An archive on a private host (a mirror of one's own) may be asked about private hosts too.
-        self._keep_back = (lambda _url: False) if _private(self._base) else _private
+        self._keep_back = (lambda _url: False) if names_private_host(self._base) else names_private_host
 
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
@@ -187,7 +187,7 @@ class ArchivePages(PageSource):
         return found
 
 
-def _private(url: str) -> bool:
+def names_private_host(url: str) -> bool:
     """Whether `url` names a host no public archive can have seen, as written (no lookup).
 
     Such URLs are never sent to a public archive: IP literals the guard refuses, single-label

@@ -33,10 +33,12 @@ PageStatus = Literal[
     "redirect_loop",
     "offline_miss",
     "extract_failed",
+    "model_failed",
 ]
 PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
-PageOrigin = Literal["live", "archive", "log"]
-"""Where a page's text came from: fetched from the web, from a web archive's snapshot, or from the log itself."""
+PageOrigin = Literal["live", "archive", "log", "model"]
+"""Where a page's text came from: fetched from the web, from a web archive's snapshot, from the log
+itself, or a model's summary of the page (`--page-source chat`)."""
 AsOf = Mapping[str, float]
 """`url_key(url)` -> Unix time the page is wanted as of (when the answer citing it was given)."""
 
@@ -47,7 +49,9 @@ class Page:
 
     `text` is set only when `status == "ok"`; a failed page never carries invented content.
     `source` says where the text came from; `archived_at` is the snapshot's time (Unix seconds)
-    when it came from an archive.
+    when it came from an archive. A page a model read (`source == "model"`) names that model in
+    `model`, and `fetched_at` is when it was read: its text is the model's summary, not the page.
+    `model_failed` is the status of a page the model could not read (`error` says why).
     """
 
     url: str
@@ -62,6 +66,7 @@ class Page:
     error: str | None = None
     source: PageOrigin = "live"
     archived_at: float | None = None
+    model: str | None = None
 
     @property
     def ok(self) -> bool:

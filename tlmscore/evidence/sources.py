@@ -6,7 +6,9 @@ A run reads each page from the first layer that has it (a layer "has" a page unl
 1. the page records of `settings.page_files` (`--pages`), in the order given;
 2. the source the caller passed (`prepare(..., pages=...)`), when there is one; otherwise
 3. the fetcher: the cache, then the web (never the web when `settings.offline`), with a web
-   archive as `settings.archive` says (`archive.ArchivePages`).
+   archive as `settings.archive` says (`archive.ArchivePages`);
+4. with `settings.page_source` `chat`, a model reading the pages 2 or 3 could not give
+   (`_chat_pages.ChatPages`); with `chat:always`, the model reads every page instead of 2 and 3.
 
 A caller's source takes the place of the fetcher rather than going in front of it, so a test or
 an audit with `MemoryPages` never reaches the network; to put one in front of the cache and the
@@ -73,19 +75,38 @@ class LayeredPages(PageSource):
             missing = still
 
 
+async def _fetching(stack: AsyncExitStack, settings: Settings,
+                    progress: Callable[[str, int, int | None], None] | None) -> PageSource:
+    """The cache and the web (a `Fetcher` kept open on `stack`), with the archive as `settings.archive` says."""
+    # Imported here: a run given its own source never loads the network stack.
+    from tlmscore.evidence._archive import ArchivePages  # noqa: PLC0415
+    from tlmscore.evidence.fetch import Fetcher  # noqa: PLC0415
+
+    fetcher = await stack.enter_async_context(Fetcher(settings, progress=progress))
+    return fetcher if settings.archive == "off" else ArchivePages(fetcher, settings)
+
+
 @asynccontextmanager
 async def open_page_source(settings: Settings,
                            progress: Callable[[str, int, int | None], None] | None = None,
                            given: PageSource | None = None) -> AsyncIterator[PageSource]:
-    """The run's page source: `settings.page_files`, then `given` or else the cache, web and archive."""
-    saved = [page for path in settings.page_files for page in load_page_records(Path(path))]
-    async with AsyncExitStack() as stack:
-        origin = given
-        if origin is None:
-            # Imported here: a run given its own source never loads the network stack.
-            from tlmscore.evidence._archive import ArchivePages  # noqa: PLC0415
-            from tlmscore.evidence.fetch import Fetcher  # noqa: PLC0415
+    """The run's page source: `settings.page_files`, then `given` or else the cache, web and archive.
 
-            fetcher = await stack.enter_async_context(Fetcher(settings, progress=progress))
-            origin = fetcher if settings.archive == "off" else ArchivePages(fetcher, settings)
+    With `settings.page_source` `chat`, a model reads what those could not give; with `chat:always`
+    it reads every page not in `page_files`, and `given` may not be passed.
+    """
+    saved = [page for path in settings.page_files for page in load_page_records(Path(path))]
+    always = settings.page_source == "chat:always"
+    if always and given is not None:
+        raise ConfigError("page_source 'chat:always' reads every page with the page model: "
+                          "pass no page source of your own with it")
+    async with AsyncExitStack() as stack:
+        origin: PageSource
+        if settings.page_source == "fetch":
+            origin = given if given is not None else await _fetching(stack, settings, progress)
+        else:
+            from tlmscore.evidence._chat_pages import ChatPages  # noqa: PLC0415  (openai only when asked for)
+
+            below = None if always else given if given is not None else await _fetching(stack, settings, progress)
+            origin = await stack.enter_async_context(ChatPages(below, settings))
         yield LayeredPages(MemoryPages(saved), origin) if saved else origin

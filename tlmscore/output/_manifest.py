@@ -30,7 +30,7 @@ from tlmscore.settings import Settings
 
 MANIFEST_VERSION = 1
 ROW_SETTINGS = ("urls", "reasoning", "offline", "allow_hosts", "page_chars", "evidence_chars", "max_bytes", "think",
-                "ascii_json", "archive", "archive_url")
+                "ascii_json", "archive", "archive_url", "page_source", "page_base_url", "page_model")
 """Settings whose value changes the rows of a record (which pages are evidence, how prompts are cut)."""
 _BLOCK = 1 << 20
 

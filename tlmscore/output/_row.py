@@ -18,9 +18,9 @@ from typing import Any
 ROW_COLUMNS = (
     "id", "source", "line", "model", "response_id", "prompt", "response", "n_tool_calls",
     "n_urls", "n_urls_ok", "n_urls_failed", "warnings", "error", "history_complete", "response_status",
-    "origin", "trace_id", "span_id", "cited_files",
+    "origin", "trace_id", "span_id", "cited_files", "n_urls_model",
 )
-"""The columns of every row, in order (the output contract)."""
+"""The columns of every row, in order (the output contract; new columns are added at the end)."""
 SCORE_COLUMNS = ("scorer", "score", "explanation", "details")
 """The columns a scorer adds, after `ROW_COLUMNS`."""
 CALIBRATED_COLUMN = "calibrated_score"
@@ -28,6 +28,7 @@ CALIBRATED_COLUMN = "calibrated_score"
 
 COLUMN_KINDS: Mapping[str, str] = MappingProxyType({
     "line": "int", "n_tool_calls": "int", "n_urls": "int", "n_urls_ok": "int", "n_urls_failed": "int",
+    "n_urls_model": "int",
     "warnings": "list", "cited_files": "list", "history_complete": "bool", "score": "float",
     CALIBRATED_COLUMN: "float",
     "details": "dict",
@@ -80,6 +81,8 @@ class Row(Mapping[str, Any]):
     span_id: str | None = None
     cited_files: tuple[str, ...] = ()
     """The files the answer cites that the evidence holds (by file name, else file id), in order."""
+    n_urls_model: int = 0
+    """Of `n_urls_ok`, the pages whose text a model read and summarised (`--page-source chat`)."""
     scorer: str | None = None
     score: float = math.nan
     explanation: str = ""

@@ -103,6 +103,11 @@ def _count_calls(conv: Conversation) -> int:
         len(t.calls) for t in turns if isinstance(t, Message))
 
 
+def _read_by_a_model(urls: Iterable[str], pages: PagesByKey) -> int:
+    """How many of `urls` have text a model read and summarised (`--page-source chat`): the row's `n_urls_model`."""
+    return sum(1 for url in urls if (page := page_for(pages, url)).ok and page.source == "model")
+
+
 def _draft(item: _Converted, error: str | None) -> Row:
     """The row of a record that has no prompt: where it was read, its status, and why (`error`)."""
     t = item.transcript
@@ -127,7 +132,8 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[Row, 
     ok = sum(1 for u in keys.values() if page_for(pages, u).ok)
     row = replace(_draft(item, None), prompt=scoring.prompt, response=scoring.response,
                   n_tool_calls=_count_calls(conv), n_urls=len(keys), n_urls_ok=ok, n_urls_failed=len(keys) - ok,
-                  warnings=conv.warnings, history_complete=item.history_complete, cited_files=tuple(cited_files(conv)))
+                  warnings=conv.warnings, history_complete=item.history_complete, cited_files=tuple(cited_files(conv)),
+                  n_urls_model=_read_by_a_model(keys.values(), pages))
     return row, scoring
 
 

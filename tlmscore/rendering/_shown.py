@@ -10,6 +10,7 @@ evidence when the page could not be fetched.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -44,6 +45,15 @@ def unavailable_text(page: Page) -> str:
 def _origin(page: Page) -> str:
     source = getattr(page, "source", None)  # the page record's `source` (live, archive), where recorded
     return str(source) if isinstance(source, str) and source else "live"
+
+
+def model_note(page: Page) -> str | None:
+    """What the prompt says of a page a model read (`source` `model`): whose summary it is, and when."""
+    if getattr(page, "source", None) != "model" or not page.ok:
+        return None
+    when = page.fetched_at
+    day = time.strftime("%Y-%m-%d", time.gmtime(when)) if when is not None else "an unknown date"
+    return f"summarised by {getattr(page, 'model', None) or 'a model'} on {day}, not the page itself"
 
 
 class PageShelf:
@@ -90,6 +100,9 @@ class PageShelf:
             entry["date"] = ref.date
         if ref.snippet:
             entry["snippet"] = ref.snippet
+        note = model_note(page)
+        if note is not None:
+            entry["note"] = note
         text = excerpt(page.text or "", budget, (*focus, *ref.cited)) if page.ok else ""
         entry["content"] = text if page.ok else unavailable_text(page)
         self.shown.append(Evidence(
@@ -97,7 +110,7 @@ class PageShelf:
             status=page.status, call_id=None if result.unlogged else result.call_id,
             tool=None if result.unlogged else result.name, number=ref.number, url=ref.url, title=title,
             doc_id=ref.url, origin=_origin(page) if page.ok else ("log" if ref.snippet else None),
-            snippet=ref.snippet, date=ref.date, error=None if page.ok else page.error))
+            snippet=ref.snippet, date=ref.date, error=None if page.ok else page.error, note=note))
         return entry
 
     def failed(self, result: WebResult) -> dict[str, Any]:

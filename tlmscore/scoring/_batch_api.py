@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore._chat import request_headers
 from tlmscore.errors import ScorerError
-from tlmscore.scoring._chat import request_headers
 
 if TYPE_CHECKING:
     import openai

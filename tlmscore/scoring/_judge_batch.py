@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tlmscore._chat import ChatClient, Completion, completion_from_body, rejected_parameter
 from tlmscore.errors import ScorerError
 from tlmscore.scoring._batch_api import BatchFailure, BatchLimits, BatchRunner
-from tlmscore.scoring._chat import ChatClient, Completion, completion_from_body, rejected_parameter
 from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,

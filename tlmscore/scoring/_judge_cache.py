@@ -19,7 +19,7 @@ from typing import Any
 import diskcache
 import orjson
 
-from tlmscore.scoring._chat import ChatClient, Completion, TokenLogprob
+from tlmscore._chat import ChatClient, Completion, TokenLogprob
 
 _VERSION = 1
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from tlmscore.scoring._chat import Completion
+from tlmscore._chat import Completion
 
 LETTER_VALUES: Mapping[str, float] = MappingProxyType({"A": 1.0, "B": 0.0, "C": 0.5})
 LABELS: Mapping[str, str] = MappingProxyType({"A": "correct", "B": "incorrect", "C": "unsure"})

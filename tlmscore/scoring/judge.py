@@ -24,7 +24,7 @@ An answer that did not finish (`ScoringInput.status` other than `completed`, e.g
 `incomplete:max_output_tokens`) is shown to the judge with a note saying so after it, so the judge
 rates what was said knowing that the rest is missing; `details["response_status"]` keeps the status.
 
-Requests go through the openai SDK (`tlmscore.scoring._chat`), live with `concurrency` in flight, or,
+Requests go through the openai SDK (`tlmscore._chat`), live with `concurrency` in flight, or,
 with `batch=True`, through the Batch API (`tlmscore.scoring._judge_batch`) at half the price.
 Live verdicts are kept on disk (`tlmscore.scoring._judge_cache`, in `cache_dir`, which a run sets to
 `Settings.cache_dir/judge`), keyed by a hash of the messages, model, endpoint and the options that
@@ -48,11 +48,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tlmscore.errors import ConfigError, ScorerError
+from tlmscore._chat import ChatClient, open_client
+from tlmscore._cost import Budget, dollars, estimate_tokens, price_of
+from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
-from tlmscore.scoring._chat import ChatClient, open_client
 from tlmscore.scoring._judge_cache import CachedChat
-from tlmscore.scoring._judge_cost import cost_of, dollars, price_of
+from tlmscore.scoring._judge_cost import cost_of
 from tlmscore.scoring._judge_prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
@@ -89,7 +90,6 @@ __all__ = [
 
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETIRED_OPTIONS = ("backoff", "max_backoff")
-_BYTES_PER_TOKEN = 4
 _LOG = logging.getLogger(__name__)
 
 
@@ -177,11 +177,6 @@ class JudgePlan:
                 f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
 
 
-def estimate_tokens(text: str) -> int:
-    """A rough token count of `text`: its UTF-8 bytes over 4."""
-    return -(-len(text.encode("utf-8")) // _BYTES_PER_TOKEN)
-
-
 def _clip(text: str, limit: int | None) -> tuple[str, int]:
     """`text` cut in the middle to `limit` characters (a third from the start, the rest from the end)."""
     if limit is None or len(text) <= limit:
@@ -244,7 +239,8 @@ class JudgeScorer:
         self.options = options
         self._key = None if client is not None else _api_key(options)
         self._client = client
-        self._planned = 0.0
+        self._budget = Budget(options.max_cost, what="judge", model=options.model,
+                              prices="price_in and price_out (dollars per million tokens)")
 
     def judged(self, item: ScoringInput) -> Judged:
         """The fields the prompts are filled with: the prompt clipped, the response with its status note."""
@@ -272,18 +268,7 @@ class JudgeScorer:
 
     def check_cost(self, plan: JudgePlan) -> None:
         """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
-        limit = self.options.max_cost
-        if limit is None:
-            return
-        if plan.cost is None:
-            raise ConfigError(f"judge: max_cost is set but no price is known for model {self.options.model!r}: "
-                              "give price_in and price_out (dollars per million tokens)")
-        total = self._planned + plan.cost
-        if total > limit:
-            sent = f" after {dollars(self._planned)} already planned" if self._planned else ""
-            raise ConfigError(f"judge: estimated cost {dollars(total)}{sent} is above max_cost {dollars(limit)}; "
-                              f"no request of these {plan.rows:,} rows was sent")
-        self._planned = total
+        self._budget.check(plan.cost, f"{plan.rows:,} rows")
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""

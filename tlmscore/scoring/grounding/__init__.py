@@ -20,7 +20,9 @@ Method, per input:
    words that the passage has in one sentence (square root of both), times penalties for numbers,
    dates and names that do not match, a "not" the evidence does not share and an opposite it says
    instead (see `_support` for the weights). A claim of several parts counts the
-   mean of its parts' supports, naming the unsupported ones.
+   mean of its parts' supports, naming the unsupported ones. A page a model read and summarised
+   (`--page-source chat`) is weaker evidence than the page's own text: of its support above
+   `threshold`, only `summary_weight` counts.
 4. Citations: for every citation of a claim's sentence (inline links and markers, `[n]` numbers
    that render's evidence resolves, citation spans from render or the `Conversation`), support `c`
    of the claim by the cited source alone. A claim with cited sources that have text counts

@@ -28,6 +28,7 @@ from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebRes
 from tlmscore.rendering import TOOL_CALL_SCHEMA, TOOL_DEFINITIONS_PREFIX
 
 UNAVAILABLE_PREFIX = "This page could not be retrieved ("
+MODEL_NOTE_PREFIX = "summarised by "
 IMAGE_ONLY = "only an image, no text to check against"
 MessagePolicy = Literal["none", "context", "system", "all"]
 _BLOCK = re.compile(r"<(tool_response|tool_call)>\n(.*?)\n</\1>", re.DOTALL)
@@ -52,7 +53,9 @@ class Document:
     (`url_key` of a page's URL, else empty, or `evidence_key` of an `Evidence`); `number` is the
     answer's citation number for it (`[n]`), when known; `structured` marks a tool output that was
     JSON (now `key: value` lines, whose facts belong together however far apart). An unavailable
-    document has no text and a `reason`.
+    document has no text and a `reason`. `summary` marks a page a model read and summarised
+    (render's `origin` `model`, or a prompt entry's note "summarised by ..."): weaker evidence
+    than a page's own text.
     """
 
     kind: Literal["page", "file", "tool", "message"]
@@ -62,6 +65,7 @@ class Document:
     reason: str | None = None
     number: int | None = None
     structured: bool = False
+    summary: bool = False
 
     @property
     def available(self) -> bool:
@@ -173,7 +177,8 @@ def _page(entry: dict[str, Any]) -> Document:
         reason = content[len(UNAVAILABLE_PREFIX):].split(")", 1)[0]
         return Document("page", url, "", url_key(url), reason or "could not be retrieved")
     text = f"{title}\n{content}" if title else content
-    return Document("page", url, text, url_key(url), None if content.strip() else "empty page")
+    summary = str(entry.get("note") or "").startswith(MODEL_NOTE_PREFIX)
+    return Document("page", url, text, url_key(url), None if content.strip() else "empty page", summary=summary)
 
 
 def _file(entry: dict[str, Any]) -> Document:
@@ -253,7 +258,8 @@ def _from_evidence(evidence: Evidence) -> Document:
     if structured:
         text = "\n".join(_flatten(text))
     reason = None if text.strip() else f"empty {evidence.kind}"
-    doc = Document(evidence.kind, source, text, evidence_key(evidence), reason, evidence.number, structured)
+    doc = Document(evidence.kind, source, text, evidence_key(evidence), reason, evidence.number, structured,
+                   summary=evidence.origin == "model")
     return _tool_document(doc) if evidence.kind == "tool" and reason is None else doc
 
 

@@ -67,6 +67,10 @@ class GroundingOptions(BaseModel):
                                      "clause says \"not\" (every), or the closest ones all do (closest)")
     stop_opposites: bool = Field(default=True, description="opposites are checked on stop words too "
                                                            "(more/fewer, above/below)")
+    summary_weight: float = Field(default=0.8, ge=0.0, le=1.0,
+                                  description="a page a model read and summarised (--page-source chat) is weaker "
+                                              "evidence: of a claim's support by it above `threshold`, this share "
+                                              "counts (a claim it fully supports counts 0.9; docs/validity.md)")
 
 
 @dataclass
@@ -126,8 +130,10 @@ def _evidence_summary(docs: Sequence[Document]) -> dict[str, int]:
         return sum(1 for d in docs if d.kind == kind and d.available == available)
     summary = {"pages": count("page"), "pages_unavailable": count("page", available=False), "files": count("file"),
                "tool_outputs": count("tool"), "messages": count("message")}
+    summarised = sum(1 for d in docs if d.summary and d.available)
     images = sum(1 for d in docs if d.reason == IMAGE_ONLY)
-    return {**summary, "tool_outputs_image_only": images} if images else summary
+    return (summary | ({"pages_read_by_a_model": summarised} if summarised else {})
+            | ({"tool_outputs_image_only": images} if images else {}))
 
 
 def _plural(n: int, name: str) -> str:
@@ -139,6 +145,7 @@ def _plural(n: int, name: str) -> str:
 def _describe(summary: Mapping[str, int]) -> str:
     names = {"pages": "page", "pages_unavailable": "unavailable page", "files": "file search result",
              "tool_outputs": "tool output", "messages": "message",
+             "pages_read_by_a_model": "page that a model read",
              "tool_outputs_image_only": "tool output that is only an image"}
     parts = [_plural(n, names[k]) for k, n in summary.items() if n]
     return ", ".join(parts) or "nothing"
@@ -152,7 +159,8 @@ class GroundingScorer:
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
         self._lexicon = _chosen(load_lexicon(wordnet_folder() if self.options.lexicon else None), self.options)
-        self._rules = Rules(self.options.together, self.options.polarity, self.options.stop_opposites)
+        self._rules = Rules(self.options.together, self.options.polarity, self.options.stop_opposites,
+                            self.options.summary_weight, self.options.threshold)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
         self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
@@ -208,7 +216,11 @@ class GroundingScorer:
                          "source": best.source, "missing": list(best.missing)}
                 (result.unsupported if value < opts.threshold else result.partial).append(
                     {**entry, "unsupported_parts": parts} if parts else entry)
-        return self._score(result, summary, len(claims), None if complete else item.status)
+        score = self._score(result, summary, len(claims), None if complete else item.status)
+        summaries = [{"url": e.url, "note": e.note} for e in item.evidence or () if e.origin == "model" and e.note]
+        if summaries:  # pages a model read: which, by whom and when (`--page-source chat`)
+            score = replace(score, details={**score.details, "summarised_pages": summaries[:self.options.max_listed]})
+        return score
 
     def _score(self, result: _Result, summary: dict[str, int], n: int, status: str | None) -> Score:
         supports = result.supports

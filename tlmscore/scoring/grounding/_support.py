@@ -26,9 +26,12 @@ whole) and answers `support(claim)`:
   WordNet's antonyms) the passage does, counts *`OPPOSITE`.
 
 Support is `(lexical * together) ** LEXICAL_POWER * agreement` of the best of the passages with
-the most lexical overlap. The square root keeps a paraphrase (words the passage says otherwise)
-well above a claim whose facts disagree: grounding is about the facts, and wording differs between
-faithful answers too.
+the most lexical overlap. A passage of a page a model summarised (`Document.summary`) is weaker
+evidence: of its support above `Rules.summary_above` (the scorer's threshold), only
+`Rules.summary_weight` counts, so a summary makes a claim less supported than the page's own text
+saying the same would, and a claim it does not support stays as unsupported as before.
+The square root keeps a paraphrase (words the passage says otherwise) well above a claim whose
+facts disagree: grounding is about the facts, and wording differs between faithful answers too.
 """
 
 from __future__ import annotations
@@ -66,11 +69,15 @@ class Rules:
     positive claim clause disagrees with the evidence on "not" — `every` close evidence clause says
     "not", or the `closest` ones (most words shared) all do. `stop_opposites`: opposites are looked
     up for stop words too (`more`/`fewer`, `above`/`below`), not only for content words.
+    `summary_weight`: the share of its margin above `summary_above` that support found in a page a
+    model summarised keeps.
     """
 
     together: bool = True
     polarity: Literal["every", "closest"] = "every"
     stop_opposites: bool = True
+    summary_weight: float = 1.0
+    summary_above: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,13 @@ class EvidenceIndex:
         """
         return self.idf.get(word, self.unseen)
 
+    def weighed(self, value: float, doc: int) -> float:
+        """`value`, the support of a passage of document `doc`, as weak as the document is (see the module)."""
+        above = self.rules.summary_above
+        if not self.docs[doc].summary or value <= above:
+            return value
+        return above + self.rules.summary_weight * (value - above)
+
     def support(self, claim: Analysis, docs: Iterable[int] | None = None) -> Support:
         """The claim's best support by one passage (of the documents `docs`, when given)."""
         allowed = None if docs is None else frozenset(docs)
@@ -182,7 +196,8 @@ class EvidenceIndex:
             if (overlap[p] / total) ** LEXICAL_POWER * factor <= best.value:
                 continue  # `together` is at most 1: this passage cannot win
             together, apart = self._together(claim, forms, p) if self.rules.together else (1.0, [])
-            value = (overlap[p] / total * together) ** LEXICAL_POWER * factor
+            # weighed never raises a value: the bounds above still hold
+            value = self.weighed((overlap[p] / total * together) ** LEXICAL_POWER * factor, self.passages[p][0])
             if value > best.value:
                 missing += tuple(f"{a} and {b} not together in the source" for a, b in apart)
                 best = Support(value, self.docs[self.passages[p][0]].source, missing, overlap[p] / total, together,
@@ -212,7 +227,7 @@ class EvidenceIndex:
             found = sum(x for w, x in zip(claim.content, weights, strict=True) if self.lexicon.forms(w) & self.words[p])
             lexical = found / sum(weights) if weights else 1.0
             value = (STATED_VALUES + (1 - STATED_VALUES) * lexical) ** LEXICAL_POWER
-            value *= NEGATION_MISMATCH if negation else 1.0
+            value = self.weighed(value * (NEGATION_MISMATCH if negation else 1.0), doc)
             if value > best.value:
                 best = Support(value, self.docs[doc].source, ("negation differs",) if negation else (), lexical,
                                negation=negation)

@@ -4,20 +4,21 @@
 `max_retries` (the SDK retries timeouts, connection errors, 408, 409, 429 and 5xx with exponential
 backoff and jitter, and honours `Retry-After`).
 `ChatClient` asks it for completions, one request per call under a shared concurrency gate. Token
-log-probabilities are asked for when wanted; an endpoint that rejects a parameter the judge can do
+log-probabilities are asked for when wanted; an endpoint that rejects a parameter the caller can do
 without (log-probabilities, a temperature other than the model's default) or wants renamed
 (`max_completion_tokens` for `max_tokens`, as OpenAI's reasoning models do) is asked again so, and
-every later request is sent so. Any other failure is a `ScorerError` naming
-the status and the start of the body, for the caller's row.
+every later request is sent so. Any other failure is an error naming the status and the start of
+the body, for the caller's row or page: a `ScorerError` by default (the judge), or what the
+caller's `failure` makes of the message (the page source that asks a model to read pages).
 
-`openai` is imported here only, and this module only by the judge, so `prepare` and the other
-scorers never pay for importing it.
+`openai` is imported here only, and this module only by the judge and by that page source, so a
+run that uses neither never pays for importing it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,10 +86,11 @@ def _tokens(completion: ChatCompletion) -> tuple[TokenLogprob, ...]:
     return tuple(found)
 
 
-def _completion(completion: ChatCompletion) -> Completion:
-    """A `Completion` from the SDK's parsed value; raises `ScorerError` when it has no choice."""
+def _completion(completion: ChatCompletion, endpoint: str = "judge endpoint",
+                failure: Callable[[str], Exception] = ScorerError) -> Completion:
+    """A `Completion` from the SDK's parsed value; raises `failure(...)` when it has no choice."""
     if not isinstance(completion.choices, list) or not completion.choices:
-        raise ScorerError("judge endpoint returned a completion without choices")
+        raise failure(f"{endpoint} returned a completion without choices")
     choice = completion.choices[0]
     message = choice.message
     text = message.content if message is not None else None
@@ -138,11 +140,15 @@ class ChatClient:
 
     What the endpoint rejected once (see `rejected_parameter`) is left out of, or renamed in, every
     later request: `logprobs_supported`, `length_field` and `temperature_supported` say what was learnt.
+    A request that fails for good raises `failure(message)`, the message starting with `endpoint`.
     """
 
     def __init__(self, client: openai.AsyncOpenAI, model: str, *, gate: asyncio.Semaphore, top_logprobs: int = 5,
-                 extra_body: Mapping[str, Any] | None = None) -> None:
+                 extra_body: Mapping[str, Any] | None = None, endpoint: str = "judge endpoint",
+                 failure: Callable[[str], Exception] = ScorerError) -> None:
         self._client = client
+        self._endpoint = endpoint
+        self._failed = failure
         self._model = model
         self._gate = gate
         self._top_logprobs = top_logprobs
@@ -183,7 +189,7 @@ class ChatClient:
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
                        logprobs: bool = False) -> Completion:
-        """One completion; raises `ScorerError` when the endpoint fails for good."""
+        """One completion; raises `failure(...)` (a `ScorerError` by default) when the endpoint fails for good."""
         async with self._gate:
             # built inside the gate: a request that waited sees what was learnt meanwhile
             body = self.body(messages, temperature=temperature, max_tokens=max_tokens, logprobs=logprobs)
@@ -214,19 +220,19 @@ class ChatClient:
                 extra_body=extra or None, extra_headers=request_headers(self._client))
         except openai.APIConnectionError as exc:
             problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise ScorerError(f"judge endpoint failed after {self._client.max_retries + 1} attempts: "
-                              f"{problem}") from None
+            raise self._failed(f"{self._endpoint} failed after {self._client.max_retries + 1} attempts: "
+                               f"{problem}") from None
         try:
-            return _completion(raw.parse())
+            return _completion(raw.parse(), self._endpoint, self._failed)
         except (ValueError, TypeError, AttributeError, IndexError) as exc:
-            raise ScorerError(f"judge endpoint returned an unexpected body ({type(exc).__name__}): "
-                              f"{raw.http_response.text[:_BODY_CHARS]!r}") from None
+            raise self._failed(f"{self._endpoint} returned an unexpected body ({type(exc).__name__}): "
+                               f"{raw.http_response.text[:_BODY_CHARS]!r}") from None
 
-    def _failure(self, exc: openai.APIStatusError) -> ScorerError:
+    def _failure(self, exc: openai.APIStatusError) -> Exception:
         status = exc.status_code
         text = exc.response.text[:_BODY_CHARS]
         retried = status in _RETRIED or status >= _SERVER_ERROR
         if retried and self._client.max_retries:
-            return ScorerError(f"judge endpoint failed after {self._client.max_retries + 1} attempts: "
-                               f"HTTP {status}: {text!r}")
-        return ScorerError(f"judge endpoint returned HTTP {status}: {text!r}")
+            return self._failed(f"{self._endpoint} failed after {self._client.max_retries + 1} attempts: "
+                                f"HTTP {status}: {text!r}")
+        return self._failed(f"{self._endpoint} returned HTTP {status}: {text!r}")
