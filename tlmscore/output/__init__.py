@@ -16,6 +16,7 @@ from tlmscore.output._manifest import build_manifest, describe_file, start_run
 from tlmscore.output._row import CALIBRATED_COLUMN, ROW_COLUMNS, SCORE_COLUMNS, Row
 from tlmscore.output._sinks import (
     ENTRY_POINT_GROUP,
+    PLUGINS,
     SINKS,
     CsvSink,
     FileSink,
@@ -33,6 +34,7 @@ __all__ = [
     "CALIBRATED_COLUMN",
     "ENTRY_POINT_GROUP",
     "FORMATS",
+    "PLUGINS",
     "ROW_COLUMNS",
     "SCORE_COLUMNS",
     "SINKS",
