@@ -1,41 +1,60 @@
-"""A live Phoenix server as a source: `phoenix://HOST:PORT/PROJECT` (`phoenixs://` for https).
+"""Arize Phoenix: a live server as a source (`phoenix://HOST:PORT/PROJECT`) and span annotations as write-back.
 
-The address's query holds the window and the cap (`?since=ISO&until=ISO&limit=N`, which the
-command line's `--since`, `--until` and `--limit` add, and `page=N`, the most spans held at once);
-the API key comes from `PHOENIX_API_KEY` and is sent only as the client's header. The LLM spans
-are fetched through `arize-phoenix-client`'s `get_spans` and read, oldest first, as an export's
-rows are. That call lists spans newest first and offers no cursor, so the time window is read in
-slices of at most `page` spans: a slice that holds more is halved, the older half read first. Memory
-stays bounded by a page, however many spans the project holds.
+Reading: the project's LLM spans through Phoenix's REST API, `GET /v1/projects/{project}/spans`
+sorted by start time, oldest first, a page at a time with the cursor the server hands back, so
+each span is downloaded once (100,000 spans: 100 requests of 1,000) and memory stays bounded by
+a page. The address's query holds the window and the cap (`?since=ISO&until=ISO&limit=N`, which
+the command line's `--since`, `--until` and `--limit` add, and `page=N`, at most 1,000). The
+spans are read as Phoenix's exports are (`tlmscore.sources.spans_records`), origin `phoenix`.
+
+Writing: one span annotation per row with a span id, `POST /v1/span_annotations?sync=true`, 100
+a request: name `tlmscore.<scorer>`, annotator kind CODE, score, label and explanation, and the
+fixed identifier `tlmscore`, so a re-run or a replay updates the annotation Phoenix keeps per
+(span, name, identifier) instead of adding one.
+
+`PHOENIX_API_KEY` is sent (as a bearer token) only to the server `PHOENIX_ENDPOINT` (or
+`PHOENIX_COLLECTOR_ENDPOINT`) names, or, when neither is set, to the one Phoenix server the
+command line names. Before any work, `check` asks `/arize_phoenix_version` and the project, so a
+server that is down, answers 500 or is not Phoenix is one line.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tlmscore.errors import TranscriptError
-from tlmscore.sources._openinference import spans_records
-from tlmscore.sources._tables import Read, plain
+import httpx
+
+from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.sources import Read, SourceReader, plain, spans_records
+from tlmscore.stores._http import answered, call, sent
+from tlmscore.stores.base import Annotation, Failure, Keys, Sent, Session, Target, credentials
+
+__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixAddress", "PhoenixConnector",
+           "parse_address", "read_live", "span_annotation"]
 
 ORIGIN = "phoenix"
 DEFAULT_LIMIT = 100_000
 DEFAULT_PAGE = 1000
-_EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_LATEST = dt.datetime(3000, 1, 1, tzinfo=dt.timezone.utc)
-_TICK = dt.timedelta(microseconds=1)
-Fetch = Callable[[dt.datetime, dt.datetime, int], list[dict[str, Any]]]
-"""`fetch(start, end, limit)`: at most `limit` spans that started in `[start, end)`, in any order."""
-KEY_VARIABLE = "PHOENIX_API_KEY"
+"""Spans asked for in one request (Phoenix answers at most 1,000)."""
+IDENTIFIER = "tlmscore"
+CHECK_TIMEOUT = 30.0
+READ_TIMEOUT = 120.0
+KEYS = Keys(secrets=("PHOENIX_API_KEY",), servers=("PHOENIX_ENDPOINT", "PHOENIX_COLLECTOR_ENDPOINT"))
+_VERSION = re.compile(r"^\d+\.\d+")
+_MISSING = re.compile(r"Spans with IDs (.+) do not exist")
+_SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
+_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
 class PhoenixAddress:
-    """What a `phoenix://` address says: the server's base URL, the project, the window and the cap."""
+    """What a `phoenix://` address says: the server's base URL, the project, the window, the cap, the page."""
 
     base_url: str
     project: str
@@ -55,8 +74,22 @@ def _time(name: str, value: str | None) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
+def _count(name: str, query: dict[str, str], default: int, most: int | None = None) -> int:
+    try:
+        value = int(query.get(name) or default)
+    except ValueError:
+        raise TranscriptError(f"--{name} {query[name]!r}: not a whole number") from None
+    if value < 1:
+        raise TranscriptError(f"--{name} {value}: must be at least 1")
+    return min(value, most) if most else value
+
+
+def _server(url: urllib.parse.SplitResult) -> str:
+    return f"{'https' if url.scheme.lower() == 'phoenixs' else 'http'}://{url.netloc}"
+
+
 def parse_address(address: str) -> PhoenixAddress:
-    """The parts of a `phoenix://HOST:PORT/PROJECT[?since=&until=&limit=]` address."""
+    """The parts of a `phoenix://HOST:PORT/PROJECT[?since=&until=&limit=&page=]` address (`phoenixs://`: https)."""
     url = urllib.parse.urlsplit(address)
     project = urllib.parse.unquote(url.path.strip("/"))
     if not url.netloc or not project or "/" in project:
@@ -65,81 +98,186 @@ def parse_address(address: str) -> PhoenixAddress:
     unknown = sorted(set(query) - {"since", "until", "limit", "page"})
     if unknown:
         raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
-    limit, page = _count("limit", query, DEFAULT_LIMIT), _count("page", query, DEFAULT_PAGE)
-    scheme = "https" if url.scheme.lower() == "phoenixs" else "http"
-    return PhoenixAddress(f"{scheme}://{url.netloc}", project, _time("since", query.get("since")),
-                          _time("until", query.get("until")), limit, page)
+    return PhoenixAddress(_server(url), project, _time("since", query.get("since")), _time("until", query.get("until")),
+                          _count("limit", query, DEFAULT_LIMIT), _count("page", query, DEFAULT_PAGE, DEFAULT_PAGE))
 
 
-def _count(name: str, query: dict[str, str], default: int) -> int:
-    try:
-        value = int(query.get(name) or default)
-    except ValueError:
-        raise TranscriptError(f"--{name} {query[name]!r}: not a whole number") from None
-    if value < 1:
-        raise TranscriptError(f"--{name} {value}: must be at least 1")
-    return value
+def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
+    """A GET whose failure to answer is one `TranscriptError` line."""
+    reply = call(session.client, "GET", url, headers, session.timeout, params=params)
+    if isinstance(reply, str):
+        raise TranscriptError(f"{server_text(url)}: {reply}")
+    return reply
 
 
-def with_window(address: str, since: str | None, until: str | None, limit: int | None) -> str:
-    """`address` with the command line's window and cap in its query (values given only)."""
-    given = {k: str(v) for k, v in (("since", since), ("until", until), ("limit", limit)) if v is not None}
-    if not given:
-        return address
-    url = urllib.parse.urlsplit(address)
-    query = dict(urllib.parse.parse_qsl(url.query)) | given
-    return urllib.parse.urlunsplit(url._replace(query=urllib.parse.urlencode(query)))
+def server_text(url: str) -> str:
+    """A URL's server, as error lines name it."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
-def _order(span: dict[str, Any]) -> tuple[str, str]:
-    return str(span.get("start_time") or ""), str((span.get("context") or {}).get("span_id"))
+def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
+    """Phoenix's version at `base_url`; one line (`TranscriptError`) when the server is down or not Phoenix."""
+    reply = _get(session, f"{base_url}/arize_phoenix_version", headers)
+    version = reply.text.strip() if reply.is_success else ""
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
+    if not _VERSION.match(version):
+        raise TranscriptError(f"{base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
+                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
+    return version
 
 
-def paged(fetch: Fetch, start: dt.datetime, end: dt.datetime, page: int, limit: int) -> Iterator[dict[str, Any]]:
-    """The spans of `[start, end)`, oldest first, at most `limit`, holding at most a page at a time.
+def _check(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> None:
+    check_server(where.base_url, session, headers)
+    project = urllib.parse.quote(where.project, safe="")
+    reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
+    if reply.status_code == _NOT_FOUND:
+        raise TranscriptError(f"{where.base_url}: no project {where.project!r} on this Phoenix server")
+    if not reply.is_success:
+        key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
+        raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered "
+                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
 
-    A slice is read with room for one span more than a page: when it is full, it is halved and the
-    older half read first. A slice of one microsecond that still holds more is read whole.
-    """
-    slices = [(start, end)]  # the oldest slice last: read next
+
+def _pages(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """The window's LLM spans, oldest first, each once: the server's cursor from page to page."""
+    params: dict[str, Any] = {"sort": "start_time", "order": "asc", "span_kind": "LLM",
+                              "limit": min(where.page, where.limit)}
+    params |= {k: v.isoformat() for k, v in (("start_time", where.since), ("end_time", where.until)) if v}
+    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.project, safe='')}/spans"
     given = 0
-    while slices and given < limit:
-        lo, hi = slices.pop()
-        spans = fetch(lo, hi, page + 1)
-        if len(spans) > page and hi - lo > _TICK:
-            middle = lo + (hi - lo) // 2
-            slices += [(middle, hi), (lo, middle)]
-            continue
-        if len(spans) > page:
-            spans = fetch(lo, hi, limit - given)
-        for span in sorted(spans, key=_order)[: limit - given]:
+    while given < where.limit:
+        reply = _get(session, url, headers, params)
+        if not reply.is_success:
+            raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered {answered(reply)}")
+        body = reply.json()
+        spans = [plain(dict(span)) for span in body.get("data") or []]
+        starts = [str(span.get("start_time") or "") for span in spans]
+        if starts != sorted(starts):
+            raise TranscriptError(f"{where.base_url}: this Phoenix server does not list spans oldest first "
+                                  "(sort=start_time): a newer Phoenix is needed")
+        for span in spans[: where.limit - given]:
             given += 1
             yield span
+        if not body.get("next_cursor") or not spans:
+            return
+        params["cursor"] = body["next_cursor"]
 
 
-def _fetcher(where: PhoenixAddress) -> Fetch:
-    """`get_spans` of the address's project (LLM spans), its HTTP errors as `TranscriptError`."""
-    import httpx  # noqa: PLC0415  (the client and its HTTP stack load only for a live source)
-    from phoenix.client import Client  # noqa: PLC0415
+def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Read]:
+    """The LLM spans of a Phoenix project, oldest first, as records (origin `phoenix`), a page at a time.
 
-    client = Client(base_url=where.base_url, api_key=os.environ.get(KEY_VARIABLE) or None)
-
-    def fetch(start: dt.datetime, end: dt.datetime, limit: int) -> list[dict[str, Any]]:
-        try:
-            spans = client.spans.get_spans(project_identifier=where.project, start_time=start, end_time=end,
-                                           span_kind="LLM", limit=limit, timeout=60)
-        except httpx.HTTPStatusError as exc:
-            raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered "
-                                  f"{exc.response.status_code} {exc.response.reason_phrase}") from None
-        except httpx.HTTPError as exc:
-            raise TranscriptError(f"{where.base_url}: cannot read spans: {type(exc).__name__}: {exc}") from None
-        return [plain(dict(span)) for span in spans]
-
-    return fetch
-
-
-def read_live(address: str) -> Iterator[Read]:
-    """The LLM spans of a Phoenix project, oldest first, as records (origin `phoenix`), a page at a time."""
+    The server is checked first (one line when it is down or not Phoenix); the key goes with the
+    requests when it is for this server (`PHOENIX_ENDPOINT`, else the address given).
+    """
     where = parse_address(address)
-    spans = paged(_fetcher(where), where.since or _EARLIEST, where.until or _LATEST, where.page, where.limit)
-    yield from spans_records(enumerate(spans, start=1), ORIGIN)
+    env = os.environ if env is None else env
+    headers = CONNECTOR.headers(env) if credentials(KEYS, where.base_url, env, [where.base_url]) else {}
+    with httpx.Client(timeout=READ_TIMEOUT) as client:
+        session = Session(client, READ_TIMEOUT, 0)
+        _check(where, session, headers)
+        yield from spans_records(enumerate(_pages(where, session, headers), start=1), ORIGIN)
+
+
+def _span_id(value: str | None) -> str | None:
+    """A span id as Phoenix keys spans: 16 lower-case hex digits (None when the row's is not one)."""
+    text = (value or "").strip().lower().removeprefix("0x")
+    return text if _SPAN_ID.match(text) and set(text) != {"0"} else None
+
+
+def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
+    """One annotation as the body's `SpanAnnotationData`; None without a span id."""
+    span_id = _span_id(annotation.span_id)
+    if span_id is None:
+        return None
+    result: dict[str, Any] = {"label": annotation.label, "explanation": annotation.explanation}
+    if annotation.score is not None:
+        result["score"] = annotation.score
+    return {"name": annotation.name, "annotator_kind": "CODE", "span_id": span_id, "result": result,
+            "identifier": IDENTIFIER, "metadata": {"tlmscore.record.id": annotation.row_id}}
+
+
+def _base_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {url!r}: expected phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT")
+    return url.rstrip("/")
+
+
+class PhoenixConnector:
+    """Phoenix: live projects in, span annotations out."""
+
+    name = "phoenix"
+    origins = (ORIGIN,)
+    readers = (SourceReader("phoenix", lambda _: False, read_live, schemes=("phoenix", "phoenixs")),)
+    keys = KEYS
+    batch_size = 100
+    forms = ("phoenix://HOST:PORT",)
+    annotates = "span"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """`phoenix://HOST:PORT`, `phoenixs://HOST` or `phoenix:http(s)://HOST[:PORT]`."""
+        scheme, sep, rest = text.partition(":")
+        if scheme not in ("phoenix", "phoenixs") or not sep or not rest:
+            return None
+        if rest.startswith("//"):
+            url = urllib.parse.urlsplit(text)
+            location = _base_url(f"{_server(url)}{url.path}")
+        else:
+            location = _base_url(rest)
+        shown = f"phoenix://{location.removeprefix('http://')}" if location.startswith("http://") else \
+            f"phoenix:{location}"
+        return Target(self.name, shown, location)
+
+    def back_to(self, source: str | None) -> str | None:
+        """The server of a live `phoenix://` (or `phoenixs://`) address, as a target."""
+        if not isinstance(source, str):
+            return None
+        url = urllib.parse.urlsplit(source)
+        if url.scheme.lower() not in ("phoenix", "phoenixs") or not url.netloc:
+            return None
+        return f"phoenix://{url.netloc}" if url.scheme.lower() == "phoenix" else f"phoenix:https://{url.netloc}"
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`PHOENIX_API_KEY` as a bearer token."""
+        key = env.get(KEYS.secrets[0], "").strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """The server answers as Phoenix and holds the project."""
+        _check(parse_address(address), session, headers)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """The span annotation (rows without a span id have none)."""
+        return span_annotation(annotation)
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """One request for the batch; spans Phoenix does not hold are left out and the rest sent again."""
+        url = f"{target.location}/v1/span_annotations"
+        reply = call(session.client, "POST", url, target.headers, session.timeout, json={"data": list(payloads)},
+                     params={"sync": "true"})
+        if isinstance(reply, str):
+            return Sent.failed(len(payloads), reply, retry=True)
+        missing = _missing(reply)
+        if not missing:
+            return sent(reply, len(payloads))
+        kept = [p for p in payloads if p["span_id"] not in missing]
+        again = iter(self.send(target, kept, session).items if kept else ())
+        return Sent(tuple(Failure(f"span {p['span_id']} is not in this Phoenix server", retry=False)
+                          if p["span_id"] in missing else next(again) for p in payloads))
+
+
+def _missing(reply: httpx.Response) -> set[str]:
+    """The span ids a 404 of `POST /v1/span_annotations` names as missing."""
+    if reply.status_code != _NOT_FOUND:
+        return set()
+    try:
+        detail = str(reply.json().get("detail", ""))
+    except ValueError:
+        return set()
+    found = _MISSING.search(detail)
+    return {part.strip() for part in found.group(1).split(",")} if found else set()
+
+
+CONNECTOR = PhoenixConnector()
