@@ -25,7 +25,7 @@ import httpx
 from tlmscore.errors import ConfigError
 from tlmscore.plugins import Kind, plugins
 from tlmscore.sources import find_reader, is_live
-from tlmscore.stores import agents, langfuse, langsmith, openai, otlp, phoenix
+from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
 from tlmscore.stores.base import Annotation, Connector, Failure, Keys, Sent, Session, Target, credentials
 
 __all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "Annotation", "Connector", "Failure", "Keys", "Sent",
@@ -40,6 +40,7 @@ CONNECTORS: Mapping[str, Connector] = MappingProxyType({c.name: c for c in (
     langsmith.CONNECTOR,
     agents.CONNECTOR,
     openai.CONNECTOR,
+    mlflow.CONNECTOR,
 )})
 """The built-in trace stores, by name."""
 
