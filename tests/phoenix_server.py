@@ -54,30 +54,56 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return
-        time.sleep(0.5)
+        time.sleep(0.5)  # polls the server's own health check, bounded by START_TIMEOUT
     raise RuntimeError(f"phoenix serve did not answer within {START_TIMEOUT:.0f} s: {log.read_text()[-3000:]}")
+
+
+class PhoenixProcess:
+    """`phoenix serve` in `working_dir` on fixed loopback ports: started, killed (as a crash would) and
+    started again on the same ports and database."""
+
+    def __init__(self, working_dir: Path) -> None:
+        self.working_dir = working_dir
+        self.port, self.grpc = _free_port(), _free_port()
+        self.server = PhoenixServer(f"http://127.0.0.1:{self.port}")
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> PhoenixServer:
+        """Start the server and wait until it answers."""
+        env = {**os.environ, "PHOENIX_WORKING_DIR": str(self.working_dir), "PHOENIX_TELEMETRY_ENABLED": "false",
+               "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(self.port), "PHOENIX_GRPC_PORT": str(self.grpc)}
+        log = self.working_dir / "server.log"
+        with log.open("ab") as out:
+            self._proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env,
+                                          stdout=out, stderr=subprocess.STDOUT)
+        _wait_up(self.server.url, self._proc, log)
+        return self.server
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL), as a crash or an OOM kill would."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def stop(self) -> None:
+        """Stop the server (this process only)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
 
 def serve_phoenix(working_dir: Path) -> Iterator[PhoenixServer]:
     """Start `phoenix serve` in `working_dir`, wait for /healthz, yield it; then stop that process."""
-    port, grpc = _free_port(), _free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(working_dir), "PHOENIX_TELEMETRY_ENABLED": "false",
-           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc)}
-    log = working_dir / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    process = PhoenixProcess(working_dir)
     try:
-        _wait_up(url, proc, log)
-        yield PhoenixServer(url)
+        yield process.start()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -177,6 +177,9 @@ def annotate_file(scored: Path, targets: list[str], *, threshold: float, failed:
     rows = replay if replay is not None else read_scored(scored)
     plan, untouched = _plan(rows, targets, replay is not None, env)
     named = named_servers(targets, inputs, env)
+    for given in targets:  # each target given is usable, and its keys know their server, before anything is sent
+        if given != ORIGIN:
+            _keyed(parse_target(given, env), env, named)
     clock, policy = Clock.within(deadline), Policy(timeout=timeout)
     failures: list[dict[str, Any]] = []
     attempted: set[tuple[str, str]] = set()
