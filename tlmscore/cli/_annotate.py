@@ -212,22 +212,17 @@ def _to_target(text: str, rows: list[Any], threshold: float, env: Mapping[str, s
         return text, [side_row(r, text) for r in rows]
     store = connectors()[target.store]
     if store.keys.given(env) and not target.headers and not target.file:
-        print(f"tlmscore: {_shown(text)}: sent without {', '.join(store.keys.secrets)}, which go only to the "
+        print(f"tlmscore: {text}: sent without {', '.join(store.keys.secrets)}, which go only to the "
               f"server {store.keys.servers[0]} names (or the one the command line names)", file=sys.stderr)
     outcome = deliver(rows, target, threshold=threshold, policy=policy, clock=clock)
     skipped = f" ({outcome.skipped} rows have no {store.annotates} to annotate)" if outcome.skipped else ""
-    print(f"tlmscore: annotations to {_shown(text)}{of}: {outcome.written} of {len(rows)} written{skipped}",
+    print(f"tlmscore: annotations to {text}{of}: {outcome.written} of {len(rows)} written{skipped}",
           file=sys.stderr)
     for error in outcome.errors:
-        print(f"tlmscore: warning: annotations to {_shown(text)} failed: {error}", file=sys.stderr)
+        print(f"tlmscore: warning: annotations to {text} failed: {error}", file=sys.stderr)
     if outcome.gave_up:
-        print(f"tlmscore: warning: annotations to {_shown(text)}: {outcome.gave_up}", file=sys.stderr)
+        print(f"tlmscore: warning: annotations to {text}: {outcome.gave_up}", file=sys.stderr)
     return target.text, outcome.failed_rows
-
-
-def _shown(target: str) -> str:
-    """A target as printed: its kind and location (URLs carry no secrets here; headers come from the env)."""
-    return target if target != "otlp" else "otlp (OTEL_EXPORTER_OTLP_ENDPOINT)"
 
 
 def run_annotate(args: argparse.Namespace) -> int:
