@@ -1,11 +1,12 @@
 """A real Phoenix server for tests: `phoenix serve` on free loopback ports, in a temporary folder.
 
-`serve_phoenix` starts the server with its own `PHOENIX_WORKING_DIR` and telemetry off, waits
-until it answers, and stops that process (only it) when closed; `phoenix_server` is the same as a
-module-scoped fixture (import it into a test module). Spans get into it two ways, both through its
-own OTLP/HTTP endpoint, so the spans read or annotated are spans Phoenix ingested:
-`send_spans` installs the real OpenInference instrumentation of the `openai` client for the length
-of a block; `send_llm_spans` sends bare LLM spans with given ids (for the write-back tests).
+`PhoenixProcess` starts the server with its own `PHOENIX_WORKING_DIR` and telemetry off, waits
+until it answers, kills it as a crash would, starts it again on the same ports and database, and
+stops that process (only it); `serve_phoenix` and the module-scoped fixture `phoenix_server` start
+one for a block. Spans get into it two ways, both through its own OTLP/HTTP endpoint, so the spans
+read or annotated are spans Phoenix ingested: `send_spans` installs the real OpenInference
+instrumentation of the `openai` client for the length of a block (its spans exported in batches,
+all of them by the end of the block); `send_llm_spans` sends bare LLM spans with given ids.
 """
 
 from __future__ import annotations
@@ -119,10 +120,10 @@ def send_spans(url: str, project: str) -> Iterator[None]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{url}/v1/traces")))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(f"{url}/v1/traces")))  # flushed on exit
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:

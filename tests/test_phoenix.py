@@ -1,7 +1,7 @@
 """A real Phoenix server (`phoenix serve`) as a source and as a write-back target.
 
-The calls are the project's own fixtures: every labelled Responses call (five times over, so that
-write-back takes more than one request) and the Chat Completions calls of the fixtures; the shared
+The calls are the project's own fixtures: every labelled Responses call (four times over, so that
+write-back takes two requests) and the Chat Completions calls of the fixtures; the shared
 corpus's recorded responses are added when it is beside the clone. A fake OpenAI server answers
 them to the official `openai` client under the real `openinference-instrumentation-openai`, whose
 spans go to the real server. The rows read from the live server and from its span exports
@@ -44,7 +44,7 @@ FIXTURES = ROOT / "fixtures"
 LABELLED = FIXTURES / "labelled"
 CORPUS = ROOT.parent / "shared" / "corpus" / "responses"
 PROJECT = "tlmscore-fixtures"
-COPIES = 5
+COPIES = 4  # 107 spans with the Chat Completions calls: write-back takes two requests of 100
 SECRET = "phx-test-key-7f3a91c2"  # noqa: S105  (a made-up key the outputs are searched for)
 
 
