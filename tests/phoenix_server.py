@@ -1,11 +1,12 @@
 """A real Phoenix server for tests: `phoenix serve` on free loopback ports, in a temporary folder.
 
-`serve_phoenix` starts the server with its own `PHOENIX_WORKING_DIR` and telemetry off, waits
-until it answers, and stops that process (only it) when closed; `phoenix_server` is the same as a
-module-scoped fixture (import it into a test module). Spans get into it two ways, both through its
-own OTLP/HTTP endpoint, so the spans read or annotated are spans Phoenix ingested:
-`send_spans` installs the real OpenInference instrumentation of the `openai` client for the length
-of a block; `send_llm_spans` sends bare LLM spans with given ids (for the write-back tests).
+`PhoenixProcess` starts the server with its own `PHOENIX_WORKING_DIR` and telemetry off, waits
+until it answers, kills it as a crash would, starts it again on the same ports and database, and
+stops that process (only it); `serve_phoenix` and the module-scoped fixture `phoenix_server` start
+one for a block. Spans get into it two ways, both through its own OTLP/HTTP endpoint, so the spans
+read or annotated are spans Phoenix ingested: `send_spans` installs the real OpenInference
+instrumentation of the `openai` client for the length of a block (its spans exported in batches,
+all of them by the end of the block); `send_llm_spans` sends bare LLM spans with given ids.
 """
 
 from __future__ import annotations
@@ -54,30 +55,56 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return
-        time.sleep(0.5)
+        time.sleep(0.5)  # polls the server's own health check, bounded by START_TIMEOUT
     raise RuntimeError(f"phoenix serve did not answer within {START_TIMEOUT:.0f} s: {log.read_text()[-3000:]}")
+
+
+class PhoenixProcess:
+    """`phoenix serve` in `working_dir` on fixed loopback ports: started, killed (as a crash would) and
+    started again on the same ports and database."""
+
+    def __init__(self, working_dir: Path) -> None:
+        self.working_dir = working_dir
+        self.port, self.grpc = _free_port(), _free_port()
+        self.server = PhoenixServer(f"http://127.0.0.1:{self.port}")
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> PhoenixServer:
+        """Start the server and wait until it answers."""
+        env = {**os.environ, "PHOENIX_WORKING_DIR": str(self.working_dir), "PHOENIX_TELEMETRY_ENABLED": "false",
+               "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(self.port), "PHOENIX_GRPC_PORT": str(self.grpc)}
+        log = self.working_dir / "server.log"
+        with log.open("ab") as out:
+            self._proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env,
+                                          stdout=out, stderr=subprocess.STDOUT)
+        _wait_up(self.server.url, self._proc, log)
+        return self.server
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL), as a crash or an OOM kill would."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def stop(self) -> None:
+        """Stop the server (this process only)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
 
 def serve_phoenix(working_dir: Path) -> Iterator[PhoenixServer]:
     """Start `phoenix serve` in `working_dir`, wait for /healthz, yield it; then stop that process."""
-    port, grpc = _free_port(), _free_port()
-    env = {**os.environ, "PHOENIX_WORKING_DIR": str(working_dir), "PHOENIX_TELEMETRY_ENABLED": "false",
-           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc)}
-    log = working_dir / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    process = PhoenixProcess(working_dir)
     try:
-        _wait_up(url, proc, log)
-        yield PhoenixServer(url)
+        yield process.start()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.stop()
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +120,10 @@ def send_spans(url: str, project: str) -> Iterator[None]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{url}/v1/traces")))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(f"{url}/v1/traces")))  # flushed on exit
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:

@@ -15,10 +15,11 @@ import httpx
 import pytest
 
 from tests.otlp_receiver import OtlpReceiver, serve_otlp
-from tlmscore.annotate import EVENT_NAME, deliver, parse_target
+from tlmscore.annotate import Clock, Policy, deliver, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
+from tlmscore.stores.otlp import EVENT_NAME
 
 LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
 SECRET = "Bearer do-not-print-me"  # noqa: S105 -- a made-up header value the test looks for in the output
@@ -93,36 +94,54 @@ def test_a_failing_receiver_is_retried_then_the_side_file_replays(scored: Path, 
                                                                   tmp_path: Path) -> None:
     rows = _rows(scored)
     receiver.fail_next = 2  # two 503s, then accepted: the third attempt succeeds
-    outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), env={}, batch_size=10, sleep=lambda s: None)
+    fast, no_wait = Policy(batch_size=10), Clock(sleep=lambda s: None)
+    outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), policy=fast, clock=no_wait)
     assert (outcome.written, outcome.failed_rows) == (25, [])
     assert receiver.requests == 5  # 3 batches, the first after two retries
 
-    receiver.fail_next = 3  # the first batch fails all three attempts
-    outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), env={}, batch_size=10, sleep=lambda s: None)
-    assert outcome.written == 15
-    assert [r["id"] for r in outcome.failed_rows] == [r["id"] for r in rows[:10]]
-    assert outcome.errors == ["rows 1-10: HTTP 503 (after 3 attempts)"]
+    receiver.fail_next = 3  # the first batch fails all three attempts: three failures in a row give the target up
+    outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), policy=fast, clock=no_wait)
+    assert (outcome.written, receiver.requests) == (0, 8)  # the other two batches are not even sent
+    assert [r["id"] for r in outcome.failed_rows] == [r["id"] for r in rows]
+    assert outcome.errors == ["rows 1-10: HTTP 503 Service Unavailable (after 3 attempts)"]
+    assert outcome.gave_up == ("gave up after 3 failed attempts in a row (last: HTTP 503 Service Unavailable); "
+                               "25 rows kept to replay")
     assert "prompt" not in outcome.failed_rows[0]
 
+    receiver.fail_next = 3  # allowed one failure more, the target is kept, and the next batches go through
+    outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), policy=Policy(batch_size=10, give_up_after=4),
+                      clock=no_wait)
+    assert outcome.written == 15 and outcome.gave_up is None
+    assert [r["id"] for r in outcome.failed_rows] == [r["id"] for r in rows[:10]]
+    assert {r["target"] for r in outcome.failed_rows} == {f"otlp:{receiver.url}/v1/logs"}
 
-def test_score_with_the_receiver_down_keeps_every_score_and_the_side_file_replays(
+
+def test_score_with_the_receiver_failing_keeps_every_score_and_the_side_file_replays_to_it(
         scored: Path, receiver: OtlpReceiver, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as probe:  # a loopback port with nothing listening
         probe.bind(("127.0.0.1", 0))
         down = f"http://127.0.0.1:{probe.getsockname()[1]}"
     out = tmp_path / "out.csv"
+    receiver.fail_next = 10**6  # the collector answers 503 to everything while the run writes back
     assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
                  "--pages", str(LABELLED / "pages"), "--cache-dir", str(tmp_path / "cache"),
-                 "--annotate", f"otlp:{down}"]) == 0
+                 "--annotate", f"otlp:{receiver.url}"]) == 0
     err = capsys.readouterr().err
-    assert "annotations to otlp:" in err and "0 of 25 written" in err
+    assert f"annotations to otlp:{receiver.url}: 0 of 25 written" in err
+    assert "gave up after 3 failed attempts in a row (last: HTTP 503 Service Unavailable)" in err
     side = tmp_path / "out.csv.annotate-failed.jsonl"
+    assert f"replay with: tlmscore annotate {side}" in err and "--to ..." not in err
     written = list(read_rows(out))  # every score is in the scores file
     assert [r["id"] for r in written] == [r["id"] for r in _rows(scored)]
     assert all(0.0 < r["score"] <= 1.0 for r in written)
     failed = _rows(side)
-    assert len(failed) == 25
-    assert main(["annotate", str(side), "--to", f"otlp:{receiver.url}"]) == 0
+    assert len(failed) == 25 and {r["target"] for r in failed} == {f"otlp:{receiver.url}/v1/logs"}
+    # rows that failed at one collector are not sent to another one, and stay in the side file
+    assert main(["annotate", str(side), "--to", f"otlp:{down}"]) == 2
+    assert "no row of this side file failed there" in capsys.readouterr().err
+    assert len(_rows(side)) == 25
+    receiver.fail_next = 0
+    assert main(["annotate", str(side)]) == 0  # each row back to the target it names
     assert not side.exists()
     assert [_attributes(r)["tlmscore.record.id"] for r in receiver.records] == [r["id"] for r in failed]
     scores = {r["id"]: r["score"] for r in failed}
@@ -164,6 +183,6 @@ def test_a_client_error_is_not_retried(scored: Path) -> None:
         calls.append(request)
         return httpx.Response(401)
 
-    outcome = deliver(_rows(scored)[:3], parse_target("otlp:http://collector.invalid", {}), env={},
-                      transport=httpx.MockTransport(reply), sleep=lambda s: None)
-    assert (len(calls), outcome.errors) == (1, ["rows 1-3: HTTP 401"])
+    outcome = deliver(_rows(scored)[:3], parse_target("otlp:http://collector.invalid", {}),
+                      transport=httpx.MockTransport(reply), clock=Clock(sleep=lambda s: None))
+    assert (len(calls), outcome.errors) == (1, ["rows 1-3: HTTP 401 Unauthorized"])

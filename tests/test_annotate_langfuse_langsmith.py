@@ -20,7 +20,7 @@ import pytest
 
 from tests.otlp_receiver import OtlpReceiver, serve_otlp
 from tests.trace_store_fakes import LANGSMITH_KEY, PUBLIC_KEY, SECRET_KEY, Store, serve_langfuse, serve_langsmith
-from tlmscore.annotate import deliver, destination, parse_target
+from tlmscore.annotate import Clock, Policy, deliver, destination, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
@@ -172,10 +172,10 @@ def test_langsmith_feedback_equals_the_rows_and_a_rerun_updates_it(
 def test_rows_without_the_ids_a_store_needs_are_skipped(plain: list[dict[str, Any]], tmp_path: Path) -> None:
     rows = [r | _langsmith_ids(i) if i % 2 else r | {"span_id": "not-a-uuid"} for i, r in enumerate(plain)]
     target = tmp_path / "feedback.jsonl"
-    outcome = deliver(rows, parse_target(f"langsmith-json:{target}", {}), env={})
+    outcome = deliver(rows, parse_target(f"langsmith-json:{target}", {}))
     assert (outcome.written, outcome.skipped) == (12, 13)
     assert [f["run_id"] for f in _lines(target)] == [r["span_id"] for r in rows[1::2]]
-    outcome = deliver([r | {"trace_id": None} for r in plain], parse_target("langfuse-json:x", {}), env={})
+    outcome = deliver([r | {"trace_id": None} for r in plain], parse_target("langfuse-json:x", {}))
     assert (outcome.written, outcome.skipped) == (0, ROWS)
 
 
@@ -206,13 +206,21 @@ def test_a_failing_then_down_langfuse_loses_no_score_and_the_side_file_replays(
     assert [r["id"] for r in _lines(side)] == [r["id"] for r in written]
     assert not langfuse.stored
 
-    monkeypatch.setenv("LANGFUSE_HOST", _down())  # now the host is down: the side file is kept as it was
-    assert main(["annotate", str(side), "--to", "langfuse"]) == 1
-    assert "ConnectError" in capsys.readouterr().err
+    assert {r["target"] for r in _lines(side)} == {f"langfuse:{langfuse.url}"}
+    langfuse.fail_next = 3  # still failing: the side file is kept as it was
+    assert main(["annotate", str(side)]) == 1
+    assert "HTTP 500 (after 3 attempts)" in capsys.readouterr().err
+    assert len(_lines(side)) == ROWS
+
+    monkeypatch.setenv("LANGFUSE_HOST", _down())  # the keys are for another host now: the side file's gets none
+    assert main(["annotate", str(side)]) == 1
+    err = capsys.readouterr().err
+    assert f"langfuse:{langfuse.url}: sent without LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY" in err
+    assert "HTTP 401" in err and "Authorization" not in langfuse.headers[-1]
     assert len(_lines(side)) == ROWS
 
     monkeypatch.setenv("LANGFUSE_HOST", langfuse.url)
-    assert main(["annotate", str(side), "--to", "langfuse"]) == 0
+    assert main(["annotate", str(side)]) == 0
     assert not side.exists()
     _check_langfuse(langfuse, written)
     _no_secrets(capsys.readouterr().err, out.read_text(encoding="utf-8"))
@@ -223,22 +231,23 @@ def test_retries_get_through_and_a_refused_key_is_not_retried(
     rows = [r | _langfuse_ids(i) for i, r in enumerate(plain)]
     langfuse.fail_next = 2  # two 500s, then accepted
     env = {"LANGFUSE_HOST": langfuse.url, "LANGFUSE_PUBLIC_KEY": PUBLIC_KEY, "LANGFUSE_SECRET_KEY": SECRET_KEY}
-    outcome = deliver(rows, parse_target("langfuse", env), env=env, batch_size=10, sleep=lambda s: None)
+    no_wait = Clock(sleep=lambda s: None)
+    outcome = deliver(rows, parse_target("langfuse", env), policy=Policy(batch_size=10), clock=no_wait)
     assert (outcome.written, outcome.failed_rows, len(langfuse.headers)) == (ROWS, [], 5)
     _check_langfuse(langfuse, rows)
 
     wrong = env | {"LANGFUSE_SECRET_KEY": "sk-lf-wrong"}
-    outcome = deliver(rows, parse_target("langfuse", wrong), env=wrong, sleep=lambda s: None)
+    outcome = deliver(rows, parse_target("langfuse", wrong), clock=no_wait)
     assert outcome.errors == [f"rows 1-{ROWS}: HTTP 401"] and len(langfuse.headers) == 6
 
     smith_rows = [r | _langsmith_ids(i) for i, r in enumerate(plain)][:4]
     langsmith.fail_next = 1
     env = {"LANGSMITH_ENDPOINT": langsmith.url, "LANGSMITH_API_KEY": LANGSMITH_KEY}
-    outcome = deliver(smith_rows, parse_target("langsmith", env), env=env, sleep=lambda s: None)
+    outcome = deliver(smith_rows, parse_target("langsmith", env), clock=no_wait)
     assert (outcome.written, outcome.errors) == (4, [])
     _check_langsmith(langsmith, smith_rows)
     bad = env | {"LANGSMITH_API_KEY": "lsv2_wrong"}
-    outcome = deliver(smith_rows, parse_target("langsmith", bad), env=bad, sleep=lambda s: None)
+    outcome = deliver(smith_rows, parse_target("langsmith", bad), clock=no_wait)
     assert outcome.written == 0 and outcome.errors[0].startswith("rows 1-4: LangSmithAuthError")
     assert "(after" not in outcome.errors[0]
 
@@ -252,7 +261,7 @@ def test_targets_need_their_variables(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert parse_target("langsmith", {"LANGSMITH_API_KEY": "k"}).location == "https://api.smith.langchain.com"
     with pytest.raises(ConfigError, match="set LANGSMITH_API_KEY"):
         parse_target("langsmith", {"LANGSMITH_ENDPOINT": "http://127.0.0.1:1"})
-    assert parse_target("langsmith-json:f.jsonl", {}).kind == "langsmith-json"
+    assert parse_target("langsmith-json:f.jsonl", {}).file
     for name in ("LANGFUSE_HOST", "LANGFUSE_BASE_URL", "LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"):
         monkeypatch.delenv(name, raising=False)
     assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(tmp_path / "x.jsonl"), "--offline",

@@ -66,7 +66,7 @@ def test_page_model_flags_are_checked_before_the_run(tmp_path: Path, demo_path: 
 def test_the_ray_fetch_actor_reads_refused_pages_with_the_model(tmp_path: Path, pages: EvidenceServer) -> None:
     """The Ray engine's page actor, called in this process: its page source is the run's, model layer included."""
     pa = pytest.importorskip("pyarrow")
-    from tlmscore.engines import FetchPages
+    from tlmscore.ray._pages import FetchPages
 
     ok, wall = pages.route("/ok", Reply(body=b"<html><body><article><p>" + b"Kept words here. " * 20
                                          + b"</p></article></body></html>")), pages.route("/wall", WALL)

@@ -14,8 +14,8 @@ MAX_LINES = 400
 # The pipeline's order. A module may import from its own stage and from earlier ones only.
 STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
-     "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._cost"),
-    ("tlmscore.sources", "tlmscore.agents"),
+     "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._cost", "tlmscore.plugins"),
+    ("tlmscore.sources", "tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
     ("tlmscore.convert",),
     ("tlmscore.evidence",),

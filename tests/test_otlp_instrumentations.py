@@ -24,7 +24,7 @@ import tlmscore
 from tests.instrumented_calls import lost_in_span
 from tests.openai_server import OpenAIServer
 from tlmscore.sources import REGISTRY, find_reader
-from tlmscore.sources.pull import request_from
+from tlmscore.stores.openai import request_from
 
 pytest.importorskip("opentelemetry.proto", reason="the otel extra (opentelemetry-proto) is not installed")
 

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import tlmscore
 from tlmscore import Row, RowSink, Settings
 from tlmscore.output import JsonlSink, ParquetSink, RowWriter, open_sink, output_format, sinks
 from tlmscore.output import _sinks as sink_module
+from tlmscore.plugins import loaded
 
 PLUGIN = '''
 import json
@@ -139,7 +140,7 @@ def test_the_file_sinks_are_row_sinks_and_write_what_the_writer_writes(scored: l
 
 
 @pytest.fixture
-def tsv_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def tsv_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An installed distribution declaring a `.tsv` sink in the `tlmscore.sinks` group."""
     root = tmp_path / "site"
     root.mkdir()
@@ -149,6 +150,9 @@ def tsv_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tsv\nVersion: 1.0\n", encoding="utf-8")
     (info / "entry_points.txt").write_text("[tlmscore.sinks]\ntsv = acme_tsv:Tsv\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(root))
+    loaded.cache_clear()  # entry points are read once per process: read them again with this one installed
+    yield
+    loaded.cache_clear()
 
 
 def test_without_a_plugin_an_unknown_suffix_is_refused(tmp_path: Path) -> None:
@@ -173,6 +177,8 @@ def test_a_broken_sink_plugin_is_skipped_with_a_warning(tmp_path: Path, monkeypa
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n", encoding="utf-8")
     (info / "entry_points.txt").write_text("[tlmscore.sinks]\nbad = no_such_module:Sink\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(root))
+    loaded.cache_clear()
     with pytest.warns(UserWarning, match="sink plug-in 'bad'"):
         known: Sequence[str] = list(sink_module.sinks())
+    loaded.cache_clear()
     assert ".bad" not in known and ".jsonl" in known

@@ -25,6 +25,7 @@ from tlmscore.evidence.page import AsOf
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._logfile import RandomAccess, lines
 from tlmscore.model import ToolCall, ToolResult, Turn
+from tlmscore.plugins import loaded
 
 DEMO = FIXTURES / "demo.jsonl"
 LOOKUP = {"type": "acme_lookup", "id": "al_1", "sku": "X-100", "result": {"stock": 7}}
@@ -52,10 +53,10 @@ def lookup_record() -> dict[str, Any]:
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
     """Entry points are read once per process; a test that installs one reads them again, before and after."""
-    registry.plugin_converters.cache_clear()
+    loaded.cache_clear()
     registry._installed.cache_clear()
     yield
-    registry.plugin_converters.cache_clear()
+    loaded.cache_clear()
     registry._installed.cache_clear()
 
 

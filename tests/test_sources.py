@@ -3,7 +3,6 @@ record keeps where it came from (`origin`, `trace_id`, `span_id`)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import subprocess
 import sys
@@ -18,8 +17,7 @@ from tests.openai_server import OpenAIServer
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest import read_transcripts
 from tlmscore.sources import REGISTRY, Read, SourceReader, find_reader
-from tlmscore.sources._phoenix import paged
-from tlmscore.sources.registry import _loaded
+from tlmscore.sources.registry import PLUGINS
 
 pytest.importorskip("openinference.instrumentation.openai", reason="the phoenix extra is not installed")
 
@@ -123,10 +121,11 @@ def test_a_plugin_loads_readers_and_refuses_other_values() -> None:
         yield Read(1, {"response": RESPONSE})
 
     reader = SourceReader("mine", lambda peek: False, read)
-    assert _loaded(reader) == [reader]
-    assert _loaded([reader, reader]) == [reader, reader]
+    other = SourceReader("yours", lambda peek: False, read)
+    assert PLUGINS.accept("x", reader) == {"mine": reader}
+    assert PLUGINS.accept("x", [reader, other]) == {"mine": reader, "yours": other}
     with pytest.raises(TypeError, match="not a SourceReader: int"):
-        _loaded([reader, 3])
+        PLUGINS.accept("x", [reader, 3])
 
 
 def test_window_flags_without_a_live_source_are_a_usage_error(tmp_path: Path) -> None:
@@ -136,31 +135,3 @@ def test_window_flags_without_a_live_source_are_a_usage_error(tmp_path: Path) ->
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False, timeout=120)
     assert done.returncode == 2
     assert "--since, --until and --limit apply to a live source" in done.stderr
-
-
-def _span_at(n: int, when: dt.datetime) -> dict[str, Any]:
-    return {"start_time": when.isoformat(), "context": {"span_id": f"{n:016x}"}}
-
-
-def test_a_live_trace_store_is_read_oldest_first_a_page_at_a_time() -> None:
-    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    crowded = start + dt.timedelta(hours=5)  # eight spans that started in the same microsecond
-    spans = [_span_at(n, start + dt.timedelta(seconds=(n * 7919) % 36_000)) for n in range(60)]
-    spans += [_span_at(100 + n, crowded) for n in range(8)]
-    asked: list[tuple[int, int]] = []
-
-    def fetch(lo: dt.datetime, hi: dt.datetime, limit: int) -> list[dict[str, Any]]:
-        """Like the client's get_spans: the window's spans newest-inserted first, at most `limit`."""
-        inside = [s for s in reversed(spans) if lo <= dt.datetime.fromisoformat(s["start_time"]) < hi][:limit]
-        asked.append((limit, len(inside)))
-        return inside
-
-    oldest_first = sorted(spans, key=lambda s: (s["start_time"], s["context"]["span_id"]))
-    reading = paged(fetch, start - dt.timedelta(days=1), start + dt.timedelta(days=1), page=5, limit=1000)
-    first = next(reading)
-    assert first == oldest_first[0] and len(asked) < 20  # the first rows come before the rest is read
-    assert [first, *reading] == oldest_first
-    assert all(found <= 6 for limit, found in asked if limit == 6)  # a page and one more, at most
-    assert [found for limit, found in asked if limit != 6] == [8]  # the crowded microsecond, read whole
-    asked.clear()
-    assert list(paged(fetch, start, start + dt.timedelta(days=1), page=5, limit=7)) == oldest_first[:7]

@@ -32,7 +32,7 @@ try:
 except ImportError as exc:  # pragma: no cover  (the extra is installed wherever the tests run)
     raise ImportError("tlmscore.agents needs the OpenAI Agents SDK: pip install 'tlmscore[agents]'") from exc
 
-from tlmscore.sources.pull import request_from
+from tlmscore.stores.openai import request_from
 
 if TYPE_CHECKING:
     from agents.tracing import Span, Trace

@@ -1,45 +1,35 @@
 """Where each row goes back to, by its `origin` (pure): the target of a bare `--annotate`.
 
-- `phoenix` rows (read live from `phoenix://HOST:PORT/PROJECT`, the row's `source`) → that Phoenix server;
-- `otlp` and `openinference` rows (OpenTelemetry spans) → `otlp`, the endpoint in `OTEL_EXPORTER_OTLP_*`;
-- `langfuse` rows → `langfuse` (`LANGFUSE_HOST`), `langsmith` rows → `langsmith` (`LANGSMITH_ENDPOINT`);
-- any other row (plain records, stored responses pulled by id) has no trace to go back to: None.
+The store a row's `origin` names says where (`tlmscore.stores.for_origin`): a Phoenix or MLflow
+row goes back to the server its `source` (the live address it was read from) names, OpenTelemetry
+spans to the endpoint of the environment (`otlp`), Langfuse and LangSmith rows to theirs; rows of
+plain records, of the Agents SDK's exports and stored responses have no trace to go back to.
+
+An address read from a row is data: no key is sent to it unless it is the server the key is for
+(see `tlmscore.stores.credentials`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+
+from tlmscore.stores import for_origin
 
 ORIGIN = "origin"
 """The target text that means "back to where each row came from" (what a bare `--annotate` stands for)."""
-_BY_ORIGIN = {"otlp": "otlp", "openinference": "otlp", "langfuse": "langfuse", "langsmith": "langsmith"}
 
 
-def _phoenix(source: Any) -> str | None:
-    """The Phoenix server of a live `phoenix://` (or `phoenixs://`) address, as a target; else None."""
-    if not isinstance(source, str):
-        return None
-    parts = urlsplit(source)
-    if parts.scheme.lower() == "phoenix" and parts.netloc:
-        return f"phoenix://{parts.netloc}"
-    if parts.scheme.lower() == "phoenixs" and parts.netloc:
-        return f"phoenix:https://{parts.netloc}"
-    return None
-
-
-def destination(row: dict[str, Any]) -> str | None:
+def destination(row: Mapping[str, Any]) -> str | None:
     """The target a row goes back to, as `--to` text; None when it has no trace to go back to."""
-    origin = row.get("origin")
-    if origin == "phoenix":
-        return _phoenix(row.get("source"))
-    return _BY_ORIGIN.get(origin) if isinstance(origin, str) else None
+    connector = for_origin(row.get("origin"))
+    source = row.get("source")
+    return connector.back_to(source if isinstance(source, str) else None) if connector is not None else None
 
 
-def by_destination(rows: Sequence[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
+def by_destination(rows: Sequence[Mapping[str, Any]]) -> dict[str | None, list[Mapping[str, Any]]]:
     """The rows grouped by where they go back to (None: nowhere), in the order each target is first met."""
-    groups: dict[str | None, list[dict[str, Any]]] = {}
+    groups: dict[str | None, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(destination(row), []).append(row)
     return groups
@@ -47,9 +37,8 @@ def by_destination(rows: Sequence[dict[str, Any]]) -> dict[str | None, list[dict
 
 def input_destination(address: str, reader: str | None) -> str | None:
     """Where the rows of one input will go back to, known before reading: by the reader that reads it."""
-    if reader == "phoenix":
-        return _phoenix(address)
-    return _BY_ORIGIN.get(reader) if reader is not None else None
+    connector = for_origin(reader)
+    return connector.back_to(address) if connector is not None else None
 
 
 def needed(destinations: Iterable[str | None]) -> list[str]:

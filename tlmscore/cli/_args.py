@@ -280,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_annotate_parser(sub)
     _add_pull(sub)
+    sub.add_parser("plugins", help="list the plug-ins of every kind: built in, installed, refused",
+                   formatter_class=_formatter)
     cache = sub.add_parser("cache", help="inspect or clear the page cache", formatter_class=_formatter)
     cache.add_argument("action", choices=("stats", "clear"))
     cache.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",

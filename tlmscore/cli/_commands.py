@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._annotate import annotate_file, check_targets, run_annotate
+from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate
 from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import check_files, check_output, check_page_model, check_scorer
 from tlmscore.cli._compare import run_compare
+from tlmscore.cli._plugins import run_plugins
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._ray import ray_engine
 from tlmscore.cli._summary import Summary
@@ -105,11 +106,14 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
     check_page_model(args)
     if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
         raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
-    if not scoring:
-        return {}
-    options = _scorer_options(args)
-    check_scorer(args.scorer, options)
-    check_targets(args.annotate, args.inputs, args.input_format)
+    targets = args.annotate if scoring else []
+    options: dict[str, Any] = {}
+    if scoring:
+        options = _scorer_options(args)
+        check_scorer(args.scorer, options)
+        check_targets(targets, args.inputs, args.input_format)
+    if not ray:
+        check_live_inputs(args.inputs, targets)  # a live store that is down or not that store: one line, no output
     return options
 
 
@@ -138,7 +142,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
-        annotate_file(args.output, args.annotate, threshold=args.annotate_threshold)
+        annotate_file(args.output, args.annotate, threshold=args.annotate_threshold, inputs=args.inputs,
+                      timeout=args.annotate_timeout, deadline=args.annotate_deadline)
     if result.earlier:
         print(f"tlmscore: {result.total} rows in {args.output} ({result.earlier} from the earlier run)",
               file=sys.stderr)
@@ -201,7 +206,7 @@ def _pull(args: argparse.Namespace) -> int:
 
     import openai  # noqa: PLC0415
 
-    from tlmscore.sources.pull import pull_to_file, read_ids  # noqa: PLC0415
+    from tlmscore.stores.openai import pull_to_file, read_ids  # noqa: PLC0415
 
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
@@ -291,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate,
-        "pull": _pull}
+        "pull": _pull, "plugins": run_plugins}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")

@@ -1,20 +1,20 @@
 """The converter registry, keyed on `item["type"]`; each family module contributes its types.
 
-Other packages add converters for item types of their own (or replace how a type is shown)
-through the `tlmscore.converters` entry-point group, as scorers are added through
-`tlmscore.scorers`: an entry point named after an item type loads an `ItemConverter` (or a plain
-`convert(item, ctx) -> list[Turn]` function, taken as a context item), and an entry point may also
-load a mapping of item types to converters. A caller can pass converters of its own to
-`converters(extra)`, and through it to `convert_transcript`, `tlmscore.prepare` and `tlmscore.score`.
+Other packages add converters for item types of their own through the `tlmscore.converters`
+entry-point group, as scorers are added through `tlmscore.scorers`: an entry point named after an
+item type loads an `ItemConverter` (or a plain `convert(item, ctx) -> list[Turn]` function, taken
+as a context item), and an entry point may also load a mapping of item types to converters. A
+plug-in never replaces a built-in converter (it is refused with a warning: `tlmscore.plugins`); a
+caller who means to can pass converters of its own to `converters(extra)`, and through it to
+`convert_transcript`, `tlmscore.prepare` and `tlmscore.score`, which win over both.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from types import MappingProxyType
+from typing import Any
 
 from tlmscore.convert import (
     _code as code,
@@ -48,8 +48,10 @@ from tlmscore.convert import (
 )
 from tlmscore.convert.context import Converter, ItemConverter
 from tlmscore.model import is_item_reference
+from tlmscore.plugins import Kind, plugins
 
-__all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "ConverterLike", "converters", "item_type", "plugin_converters"]
+__all__ = ["ENTRY_POINT_GROUP", "PLUGINS", "REGISTRY", "ConverterLike", "converters", "item_type",
+           "plugin_converters"]
 
 ENTRY_POINT_GROUP = "tlmscore.converters"
 ConverterLike = ItemConverter | Converter
@@ -79,23 +81,24 @@ def _as_converter(kind: str, value: object) -> ItemConverter:
                     f"not {type(value).__name__}")
 
 
-@functools.cache
+def _accept(name: str, value: Any) -> Mapping[str, ItemConverter]:
+    """What an entry point named `name` loaded: a converter for that item type, or a mapping of them."""
+    table = value.items() if isinstance(value, Mapping) else [(name, value)]
+    return {str(kind): _as_converter(str(kind), item) for kind, item in table}
+
+
+PLUGINS: Kind[ItemConverter] = Kind("converter", ENTRY_POINT_GROUP, lambda: REGISTRY, _accept)
+"""Converters from other packages (`tlmscore.converters` entry points)."""
+
+
 def plugin_converters() -> Mapping[str, ItemConverter]:
-    """The converters installed packages declare in the `tlmscore.converters` entry-point group.
+    """The converters installed packages add in the `tlmscore.converters` entry-point group.
 
     Read once per process (installed packages do not change while it runs). An entry point that
-    fails to load, or loads something that is not a converter, is skipped with a warning.
+    fails to load, loads something that is not a converter, or names a built-in item type, is
+    skipped with a warning.
     """
-    found: dict[str, ItemConverter] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        try:
-            loaded = ep.load()
-            table = loaded.items() if isinstance(loaded, Mapping) else [(ep.name, loaded)]
-            found.update({str(kind): _as_converter(str(kind), value) for kind, value in table})
-        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop conversion)
-            warnings.warn(f"tlmscore: converter plug-in {ep.name!r} ({ep.value}) skipped: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=2)
-    return MappingProxyType(found)
+    return plugins(PLUGINS)
 
 
 @functools.cache

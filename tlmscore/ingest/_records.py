@@ -28,8 +28,8 @@ from tlmscore.ingest._logfile import (
 )
 from tlmscore.ingest._streams import is_event, is_sse_line, stream_records
 from tlmscore.model import Transcript
-from tlmscore.sources.pull import stored_id
 from tlmscore.sources.registry import SourceReader, find_reader, is_live
+from tlmscore.stores.openai import stored_id
 
 Source = str | Path | dict[str, Any] | Iterable[Any] | Any
 SOURCE_ERROR = "source_error"

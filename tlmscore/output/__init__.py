@@ -18,6 +18,7 @@ from tlmscore.output._read import read_rows, score_of
 from tlmscore.output._row import CALIBRATED_COLUMN, COLUMN_KINDS, ROW_COLUMNS, SCORE_COLUMNS, Row, column_kind
 from tlmscore.output._sinks import (
     ENTRY_POINT_GROUP,
+    PLUGINS,
     SINKS,
     CsvSink,
     FileSink,
@@ -36,6 +37,7 @@ __all__ = [
     "COLUMN_KINDS",
     "ENTRY_POINT_GROUP",
     "FORMATS",
+    "PLUGINS",
     "ROW_COLUMNS",
     "SCORE_COLUMNS",
     "SINKS",

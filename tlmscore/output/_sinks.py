@@ -3,22 +3,22 @@
 The built-in sinks are the three output files (JSONL, CSV, Parquet: `_writers.RowWriter` behind
 them, so the bytes are those it writes). Other packages add a format through the `tlmscore.sinks`
 entry-point group: the entry point's name is the file suffix without its dot (`feather`), its
-value a factory `(path, columns) -> RowSink`. The entry points are read when a sink is asked for.
+value a factory `(path, columns) -> RowSink`; one named as a built-in format is refused with a
+warning (`tlmscore.plugins`).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tlmscore.errors import ConfigError
 from tlmscore.output._encoding import FORMATS
 from tlmscore.output._row import Row
 from tlmscore.output._writers import RowWriter
+from tlmscore.plugins import Kind, plugins
 
 ENTRY_POINT_GROUP = "tlmscore.sinks"
 
@@ -92,20 +92,20 @@ SINKS: Mapping[str, SinkFactory] = MappingProxyType({".jsonl": JsonlSink, ".csv"
 """The built-in sinks by file suffix."""
 
 
-def _plugins() -> dict[str, SinkFactory]:
-    found: dict[str, SinkFactory] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        try:
-            found["." + ep.name.lower().lstrip(".")] = ep.load()
-        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop a run writing a built-in format)
-            warnings.warn(f"tlmscore: sink plug-in {ep.name!r} ({ep.value}) skipped: {type(exc).__name__}: {exc}",
-                          stacklevel=2)
-    return found
+def _accept(name: str, value: Any) -> Mapping[str, SinkFactory]:
+    """A sink factory, under the file suffix its entry point names."""
+    if not callable(value):
+        raise TypeError(f"a sink must be a factory (path, columns) -> RowSink, not {type(value).__name__}")
+    return {"." + name.lower().lstrip("."): value}
+
+
+PLUGINS: Kind[SinkFactory] = Kind("sink", ENTRY_POINT_GROUP, lambda: SINKS, _accept)
+"""Output formats from other packages (`tlmscore.sinks` entry points)."""
 
 
 def sinks() -> Mapping[str, SinkFactory]:
     """Every sink by file suffix: the built-in ones, then installed plug-ins (a built-in suffix stays built-in)."""
-    return MappingProxyType({**SINKS, **{k: v for k, v in _plugins().items() if k not in SINKS}})
+    return MappingProxyType({**SINKS, **plugins(PLUGINS)})
 
 
 def output_format(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 A span export (the Agents SDK's, one whose output was cut) may keep only the `response_id` of a
 call. With `Settings.hydrate`, each such record of a chunk is pulled through `AsyncOpenAI` (key
-from `OPENAI_API_KEY`, API root from `OPENAI_BASE_URL`) by `tlmscore.sources.pull`, at most
+from `OPENAI_API_KEY`, API root from `OPENAI_BASE_URL`) by `tlmscore.stores.openai`, at most
 `Settings.concurrency` at once, and read again in its place; one that cannot be pulled (expired,
 never stored) becomes an error row that says so.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import normalize_record
 from tlmscore.model import Transcript
-from tlmscore.sources.pull import fillable_id, hydrate
+from tlmscore.stores.openai import fillable_id, hydrate
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -18,7 +18,6 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -27,9 +26,11 @@ from pydantic import BaseModel, ValidationError
 
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
+from tlmscore.plugins import Kind, plugins
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "PLUGINS",
     "SCORERS",
     "Precomputed",
     "Score",
@@ -109,6 +110,17 @@ class Scorer(Protocol):
 ScorerFactory = Callable[[Mapping[str, Any]], Scorer]
 
 
+def _accept(name: str, value: Any) -> Mapping[str, ScorerFactory]:
+    """A scorer plug-in: a factory `(options) -> Scorer`, named by its entry point."""
+    if not callable(value):
+        raise TypeError(f"a scorer must be a factory (options) -> Scorer, not {type(value).__name__}")
+    return {name: value}
+
+
+PLUGINS: Kind[ScorerFactory] = Kind("scorer", ENTRY_POINT_GROUP, lambda: SCORERS, _accept)
+"""Scorers from other packages (`tlmscore.scorers` entry points); one named as a built-in is refused."""
+
+
 @dataclass(frozen=True)
 class ScorerSpec:
     """What a run needs to know of a scorer besides making it (a scorer module's `SPEC`).
@@ -157,18 +169,16 @@ def spec_of(name: str) -> ScorerSpec:
 
 def scorer_names() -> tuple[str, ...]:
     """Every scorer name `get_scorer` accepts: the built-in ones and installed plug-ins, sorted."""
-    plugins = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    return tuple(sorted(set(SCORERS) | plugins))
+    return tuple(sorted({*SCORERS, *plugins(PLUGINS)}))
 
 
 def _factory(name: str) -> ScorerFactory:
     if name in SCORERS:
         factory: ScorerFactory = import_module(SCORERS[name]).create
         return factory
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            loaded: ScorerFactory = ep.load()
-            return loaded
+    plugin = plugins(PLUGINS).get(name)
+    if plugin is not None:
+        return plugin
     raise ScorerError(f"unknown scorer {name!r}; choose one of: {', '.join(scorer_names())}")
 
 

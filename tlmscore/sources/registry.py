@@ -3,25 +3,32 @@
 A reader turns a file (or a live address) into transcript records, the dicts of the record
 contract (`{"id", "request", "response", "metadata"}` plus the origin fields `origin`,
 `trace_id`, `span_id` and, where something was lost on the way, `warnings`), which ingest
-normalises as it does any record. Other packages add readers through the `tlmscore.sources`
-entry-point group: an entry point loads a `SourceReader` (or a sequence of them).
+normalises as it does any record.
+
+The built-in readers (`REGISTRY`) are those of file formats no one store owns (`GENERIC`:
+OpenInference span exports, OTLP traces), then each trace store's own (`tlmscore.stores`: live
+servers, the stores' exports); other packages add readers through the `tlmscore.sources`
+entry-point group (an entry point loads a `SourceReader` or a sequence of them; one named as a
+built-in is refused, see `tlmscore.plugins`). The stores read through this package, so their
+readers join `REGISTRY` when it is first asked for.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import _agents, _langfuse, _langsmith, _openinference, _otlp, _phoenix
+from tlmscore.plugins import Kind, plugins
+from tlmscore.sources import _openinference, _otlp
 from tlmscore.sources._tables import Peek, Read, peek
 
-__all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "Peek", "Read", "SourceReader", "find_reader", "is_live",
-           "plugin_readers", "readers"]
+__all__ = ["ENTRY_POINT_GROUP", "GENERIC", "PLUGINS", "REGISTRY", "Peek", "Read", "SourceReader", "builtin_readers",
+           "find_reader", "is_live", "plugin_readers", "readers", "with_window"]
 
 ENTRY_POINT_GROUP = "tlmscore.sources"
 
@@ -39,46 +46,61 @@ class SourceReader:
     schemes: tuple[str, ...] = ()
 
 
-def _builtin() -> tuple[SourceReader, ...]:
-    return (
-        SourceReader("openinference", _openinference.detect, _openinference.read),
-        SourceReader("otlp", _otlp.detect, _otlp.read),
-        SourceReader("langfuse", _langfuse.detect, _langfuse.read),
-        SourceReader("langsmith", _langsmith.detect, _langsmith.read),
-        SourceReader("agents", _agents.detect, _agents.read),
-        SourceReader("phoenix", lambda _: False, _phoenix.read_live, schemes=("phoenix", "phoenixs")),
-    )
+GENERIC: Mapping[str, SourceReader] = MappingProxyType({r.name: r for r in (
+    SourceReader("openinference", _openinference.detect, _openinference.read),
+    SourceReader("otlp", _otlp.detect, _otlp.read),
+)})
+"""The readers of file formats no one store owns, by name (each store's own are `tlmscore.stores`')."""
+
+if TYPE_CHECKING:
+    REGISTRY: Mapping[str, SourceReader]
+    """The built-in readers, by name: `GENERIC`, then the built-in trace stores'."""
 
 
-REGISTRY: Mapping[str, SourceReader] = MappingProxyType({r.name: r for r in _builtin()})
-"""The built-in readers, by name."""
+def __getattr__(name: str) -> object:
+    """`REGISTRY`, made when first asked for (the stores' modules read through this one)."""
+    if name == "REGISTRY":
+        return builtin_readers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _loaded(value: object) -> list[SourceReader]:
+def _stores_readers(plugin: bool) -> dict[str, SourceReader]:
+    """The readers of the built-in trace stores, or of those plug-ins add (a reader each store brings)."""
+    from tlmscore.stores import CONNECTORS, connectors  # noqa: PLC0415  (stores read through this module)
+
+    chosen = [c for name, c in connectors().items() if (name not in CONNECTORS) == plugin]
+    return {reader.name: reader for connector in chosen for reader in connector.readers}
+
+
+@functools.cache
+def builtin_readers() -> Mapping[str, SourceReader]:
+    """The built-in readers (`REGISTRY`): `GENERIC`, then the built-in trace stores'."""
+    return MappingProxyType({**GENERIC, **_stores_readers(plugin=False)})
+
+
+def _accept(name: str, value: Any) -> Mapping[str, SourceReader]:
     """The readers an entry point loaded: one `SourceReader` or a sequence of them."""
     items = list(value) if isinstance(value, Sequence) else [value]
     wrong = [type(item).__name__ for item in items if not isinstance(item, SourceReader)]
     if wrong:
         raise TypeError(f"not a SourceReader: {', '.join(wrong)}")
-    return [item for item in items if isinstance(item, SourceReader)]
+    return {item.name: item for item in items if isinstance(item, SourceReader)}
 
 
-@functools.cache
+PLUGINS: Kind[SourceReader] = Kind("source", ENTRY_POINT_GROUP, builtin_readers, _accept)
+"""Source readers from other packages (`tlmscore.sources` entry points)."""
+
+
 def plugin_readers() -> Mapping[str, SourceReader]:
-    """The readers installed packages declare in the `tlmscore.sources` entry-point group (read once)."""
-    found: dict[str, SourceReader] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        try:
-            found.update((reader.name, reader) for reader in _loaded(ep.load()))
-        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop reading)
-            warnings.warn(f"tlmscore: source plug-in {ep.name!r} ({ep.value}) skipped: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=2)
-    return MappingProxyType(found)
+    """The readers installed packages add: through `tlmscore.sources`, and those of plug-in trace stores."""
+    builtin = builtin_readers()
+    extra = {name: r for name, r in _stores_readers(plugin=True).items() if name not in builtin}
+    return MappingProxyType({**extra, **plugins(PLUGINS)})
 
 
 def readers() -> Mapping[str, SourceReader]:
-    """Every reader: the built-in ones, then installed plug-ins (which win on a shared name)."""
-    return MappingProxyType({**REGISTRY, **plugin_readers()})
+    """Every reader: the built-in ones first, then installed plug-ins (which never replace a built-in)."""
+    return MappingProxyType({**builtin_readers(), **plugin_readers()})
 
 
 def _scheme(address: str) -> str | None:
@@ -115,5 +137,15 @@ def find_reader(address: str, fmt: str | None = None) -> SourceReader | None:
 
 
 def is_live(address: str) -> bool:
-    """Whether `address` is a live source's URL (`phoenix://…`) rather than a file."""
+    """Whether `address` is a live source's URL (`phoenix://…`, `mlflow://…`) rather than a file."""
     return _scheme(address) is not None
+
+
+def with_window(address: str, since: str | None, until: str | None, limit: int | None) -> str:
+    """A live source's address with the command line's window and cap in its query (values given only)."""
+    given = {k: str(v) for k, v in (("since", since), ("until", until), ("limit", limit)) if v is not None}
+    if not given:
+        return address
+    url = urllib.parse.urlsplit(address)
+    query = dict(urllib.parse.parse_qsl(url.query)) | given
+    return urllib.parse.urlunsplit(url._replace(query=urllib.parse.urlencode(query)))

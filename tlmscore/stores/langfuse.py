@@ -1,4 +1,4 @@
-"""Langfuse observation exports: generations of the OpenAI integration become records.
+"""Langfuse: observation exports in, scores out.
 
 Read: the blob-storage export (`observations/` and `observations_v2/`: Parquet, JSON lines, JSON or
 CSV, snake_case columns such as `trace_id`, `provided_model_name`, `model_parameters`) and the UI or
@@ -12,19 +12,39 @@ Response's `output` (one item unwrapped) or the chat message. A streamed Respons
 the Response's other fields in `metadata`. The call is rebuilt from those; what the observation
 does not hold (the response's id and status, a chat completion's finish reason and provider fields)
 is named in the record's warnings.
+
+Write-back (`--to langfuse`, the host in `LANGFUSE_HOST`): one score per row that has a trace id,
+through the `langfuse` SDK's API client (the `langfuse` extra): `traceId`, `observationId` (the
+row's `span_id`), name `tlmscore.<scorer>`, the score as a NUMERIC value and the explanation as its
+`comment`; a row that is not scorable becomes a CATEGORICAL score `not scorable` whose comment is
+the reason. The score `id` is derived from (trace, observation, name), so a re-run sends the same
+ids and Langfuse updates the scores it has. `LANGFUSE_PUBLIC_KEY` and `LANGFUSE_SECRET_KEY` are
+the basic auth, sent only to `LANGFUSE_HOST`. `langfuse-json:FILE` appends the score bodies to FILE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import base64
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from tlmscore._tables import rows, table_kind
-from tlmscore.sources._genai import as_value
-from tlmscore.sources._tables import Peek, Read, read_rows
+import httpx
+
+from tlmscore.errors import ConfigError
+from tlmscore.sources import Peek, Read, SourceReader, as_value, read_rows, rows, table_kind
+from tlmscore.stores._http import RETRY_STATUS, failure
+from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+
+__all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
 
 ORIGIN = "langfuse"
+KEYS = Keys(secrets=("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"), servers=("LANGFUSE_HOST", "LANGFUSE_BASE_URL"))
+_NAMESPACE = uuid.UUID("5b0c3f0e-7a51-4d1e-9f3c-0c1b7d2a6e41")
+"""Fixed namespace of tlmscore's score ids (changing it would make every re-run add new scores)."""
 _TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
                     "EMBEDDING", "GUARDRAIL"})
 _PAIR = 2  # a Parquet map cell reads as (key, value) pairs
@@ -184,3 +204,116 @@ def read(address: str) -> Iterator[Read]:
     """The generations of an observation export, in the file's order."""
     path = Path(address)
     yield from observations_records(rows(path, table_kind(path) or "jsonl"))
+
+
+def score_id(trace_id: str, observation_id: str | None, name: str) -> str:
+    """The score's id: the same for the same (trace, observation, name), so a re-run updates it."""
+    return str(uuid.uuid5(_NAMESPACE, f"langfuse\0{trace_id}\0{observation_id or ''}\0{name}"))
+
+
+def score_body(annotation: Annotation) -> dict[str, Any] | None:
+    """One row's score as the body `POST /api/public/scores` takes (API field names); None without a trace id."""
+    trace_id, observation_id = annotation.trace_id, annotation.span_id
+    if trace_id is None:
+        return None
+    body: dict[str, Any] = {"id": score_id(trace_id, observation_id, annotation.name), "traceId": trace_id}
+    if observation_id is not None:
+        body["observationId"] = observation_id
+    if annotation.score is None:
+        body |= {"name": annotation.name, "value": annotation.label, "dataType": "CATEGORICAL"}
+    else:
+        body |= {"name": annotation.name, "value": annotation.score, "dataType": "NUMERIC"}
+    if annotation.explanation:
+        body["comment"] = annotation.explanation
+    body["metadata"] = {"label": annotation.label, "tlmscore.record.id": annotation.row_id}
+    return body
+
+
+def _append(path: Path, bodies: Sequence[dict[str, Any]]) -> Sent:
+    """Score bodies appended to a file, one per line (not retried: a full disk or a bad path stays so)."""
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in bodies)
+    except OSError as exc:
+        return Sent.failed(len(bodies), f"{path}: {exc.strerror or exc}", retry=False)
+    return Sent.stored(len(bodies))
+
+
+def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) -> Sent:
+    """One batch of scores through the SDK's API client, over the delivery's HTTP client."""
+    from langfuse.api import CreateScoreBatchResults, LangfuseAPI  # noqa: PLC0415  (the `langfuse` extra)
+    from langfuse.api.core import ApiError  # noqa: PLC0415
+
+    client = LangfuseAPI(base_url=target.location, headers=dict(target.headers), x_langfuse_sdk_name="tlmscore",
+                         timeout=session.timeout, httpx_client=session.client)
+    try:
+        reply = client.scores.create(request=list(bodies),  # API-ready dicts, as the SDK itself sends
+                                     request_options={"max_retries": 0})
+    except ApiError as exc:
+        status = exc.status_code
+        return Sent.failed(len(bodies), f"HTTP {status}", retry=status is None or status in RETRY_STATUS)
+    except httpx.HTTPError as exc:
+        return Sent.failed(len(bodies), failure(exc, session.timeout), retry=True)
+    if isinstance(reply, CreateScoreBatchResults) and reply.rejected:
+        reasons = "; ".join(error.message for error in reply.errors[:3])
+        return Sent.failed(len(bodies), f"Langfuse rejected {reply.rejected} of {len(bodies)} scores: {reasons}",
+                           retry=False)
+    return Sent.stored(len(bodies))
+
+
+def _host(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target langfuse: expected an http(s) URL, not {url!r}")
+    return url.rstrip("/")
+
+
+class LangfuseConnector:
+    """Langfuse: observation exports in, scores out."""
+
+    name = "langfuse"
+    origins = (ORIGIN,)
+    readers = (SourceReader("langfuse", detect, read),)
+    keys = KEYS
+    batch_size = 512
+    forms = ("langfuse (LANGFUSE_HOST)", "langfuse-json:FILE")
+    annotates = "trace"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """`langfuse` (`LANGFUSE_HOST` and its keys), `langfuse:URL` or `langfuse-json:FILE`."""
+        scheme, sep, rest = text.partition(":")
+        if scheme == "langfuse-json" and sep and rest:
+            return Target(self.name, text, rest, file=True)
+        if scheme != "langfuse" or (sep and not rest.startswith(("http://", "https://"))):
+            return None
+        host = rest if sep else KEYS.server(env)
+        missing = ([] if host else ["LANGFUSE_HOST"]) + [name for name in KEYS.secrets if not env.get(name)]
+        if missing:
+            raise ConfigError(f"--to langfuse: set {', '.join(missing)}")
+        location = _host(str(host))
+        return Target(self.name, f"langfuse:{location}", location)
+
+    def back_to(self, source: str | None) -> str | None:
+        """Observations go back to the Langfuse of the environment."""
+        return "langfuse"
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The public and secret key as basic auth, and the public key as Langfuse's own header."""
+        public, secret = (env.get(name, "") for name in KEYS.secrets)
+        basic = base64.b64encode(f"{public}:{secret}".encode()).decode("ascii")
+        return {"Authorization": f"Basic {basic}", "X-Langfuse-Public-Key": public}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """Langfuse is read from exports: there is no live source to check."""
+        raise NotImplementedError(address)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """The score body (rows without a trace id have none)."""
+        return score_body(annotation)
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """One batch: appended to the file, or one `POST /api/public/scores`."""
+        return _append(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+
+
+CONNECTOR = LangfuseConnector()

@@ -1,4 +1,4 @@
-"""Stored responses by id: `GET /v1/responses/{id}` and its `/input_items`, as transcript records.
+"""OpenAI's stored responses by id: `GET /v1/responses/{id}` and its `/input_items`, as transcript records.
 
 Through `AsyncOpenAI` (its key from `OPENAI_API_KEY`, its retries honour `Retry-After` on 429s):
 each response is fetched with every evidence `include` (web search sources and results, file
@@ -6,23 +6,27 @@ search results, code interpreter outputs; no logprobs), its input items page by 
 request rebuilt from both: `input` from the items, `instructions`, `tools`, `previous_response_id`
 and the other request fields the Response echoes. An id that expired or was never stored is an
 error record that says so, so it still becomes one row.
+
+The key is `OPENAI_API_KEY`, which the `openai` SDK sends to `OPENAI_BASE_URL` (OpenAI's API when
+unset). OpenAI keeps no traces to annotate: rows pulled from here are not written back.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tlmscore._tables import rows, table_kind
-from tlmscore.sources._agents import response_id
+from tlmscore.sources import rows, table_kind
+from tlmscore.stores.agents import response_id
+from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["done_ids", "fillable_id", "hydrate", "pending", "pull_one", "pull_records", "pull_to_file", "read_ids",
-           "request_from", "stored_id"]
+__all__ = ["CONNECTOR", "INCLUDE", "OpenAIConnector", "done_ids", "fillable_id", "hydrate", "pending", "pull_one",
+           "pull_records", "pull_to_file", "read_ids", "request_from", "stored_id"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -187,3 +191,42 @@ async def pull_to_file(client: AsyncOpenAI, ids: Sequence[str], output: Path, *,
             written += 1
             errors += "error" in record
     return written, errors
+
+
+class OpenAIConnector:
+    """Stored responses: pulled by id (`tlmscore pull`, `--hydrate`), never written back."""
+
+    name = "openai"
+    origins = (ORIGIN,)
+    readers = ()
+    keys = Keys(secrets=("OPENAI_API_KEY",), servers=("OPENAI_BASE_URL",), default="https://api.openai.com/v1")
+    batch_size = 0
+    forms = ()
+    annotates = "response"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """No target: stored responses take no annotations."""
+        return None
+
+    def back_to(self, source: str | None) -> str | None:
+        """Nowhere."""
+        return None
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The `openai` SDK sends the key itself."""
+        return {}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """Responses are pulled by id: there is no live source to check."""
+        raise NotImplementedError(address)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """Nothing is sent."""
+        return None
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """Nothing can be sent."""
+        return Sent.failed(len(payloads), "stored responses take no annotations", retry=False)
+
+
+CONNECTOR = OpenAIConnector()

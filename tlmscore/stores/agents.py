@@ -1,22 +1,27 @@
-"""OpenAI Agents SDK span exports: what its trace exporter sends, one record per Responses span.
+"""The OpenAI Agents SDK: its span exports in, one record per Responses span; no write-back.
 
 The SDK exports each span as `Span.export()` (`{"object": "trace.span", "id", "trace_id",
 "parent_id", "started_at", "ended_at", "span_data": {"type": "response", "response_id", "usage"},
 "error"}`). A file of those spans (JSON lines, a JSON array, Parquet or CSV with the same
 fields) holds no call, only its `response_id`: each Responses span becomes a record
-with that id alone, which `--hydrate` fills in from the stored response (`tlmscore.sources.pull`)
+with that id alone, which `--hydrate` fills in from the stored response (`tlmscore.stores.openai`)
 and which is otherwise an error row saying so. Traces and spans of other kinds are no records.
+
+The SDK's traces go to OpenAI's platform, which takes no annotations: rows read from here are
+not written back (a bare `--annotate` counts them as having no trace to go back to).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tlmscore._tables import rows, table_kind
-from tlmscore.sources._tables import Peek, Read
+from tlmscore.sources import Peek, Read, SourceReader, rows, table_kind
+from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+
+__all__ = ["CONNECTOR", "AgentsConnector", "detect", "read", "response_id", "span_record"]
 
 ORIGIN = "agents"
 
@@ -82,3 +87,42 @@ def response_id(row: dict[str, Any]) -> str | None:
     except ValueError:
         return None
     return record["response_id"] if record is not None else None
+
+
+class AgentsConnector:
+    """The Agents SDK's span exports: read, never written back."""
+
+    name = "agents"
+    origins = (ORIGIN,)
+    readers = (SourceReader("agents", detect, read),)
+    keys = Keys()
+    batch_size = 0
+    forms = ()
+    annotates = "span"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """No target: the SDK's traces take no annotations."""
+        return None
+
+    def back_to(self, source: str | None) -> str | None:
+        """Nowhere."""
+        return None
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """No keys."""
+        return {}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """Span exports are files: there is no live source to check."""
+        raise NotImplementedError(address)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """Nothing is sent."""
+        return None
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """Nothing can be sent."""
+        return Sent.failed(len(payloads), "the Agents SDK's traces take no annotations", retry=False)
+
+
+CONNECTOR = AgentsConnector()

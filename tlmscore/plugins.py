@@ -1,0 +1,124 @@
+"""Plug-ins: one loader and one precedence rule for every kind of extension.
+
+A kind of plug-in (`Kind`) is an entry-point group and a check of what its entry points load:
+source readers (`tlmscore.sources`), trace-store connectors (`tlmscore.connectors`), item
+converters (`tlmscore.converters`), scorers (`tlmscore.scorers`), page sources
+(`tlmscore.page_sources`) and output sinks (`tlmscore.sinks`). Each stage declares its kind
+beside its built-ins and asks `plugins(kind)` for the items installed packages add.
+
+The rule is the same for every kind: built-ins come first, and a plug-in never replaces one. An
+entry point that would (an item named as a built-in is) is refused with a warning; one that fails
+to load, or loads something that is not of its kind, is skipped with a warning. So an installed
+package can add to what tlmscore does but not silently change it, and a broken one never stops a
+run. Entry points are read once per process (installed packages do not change while it runs);
+`loaded(kind)` says what was taken, refused and skipped, which `tlmscore plugins` lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+__all__ = ["PAGE_SOURCES", "Entry", "Kind", "Loaded", "loaded", "plugins"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Kind(Generic[T]):
+    """A kind of plug-in.
+
+    `builtin()` names the built-ins (which no plug-in may take); `accept(name, value)` turns what
+    an entry point named `name` loaded into the items it adds, by name, and raises `TypeError` when
+    the value is not of this kind.
+    """
+
+    name: str
+    group: str
+    builtin: Callable[[], Collection[str]]
+    accept: Callable[[str, Any], Mapping[str, T]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry point of a kind's group: what it added, or why it was refused or skipped."""
+
+    name: str
+    value: str
+    distribution: str | None
+    added: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[T]):
+    """What a kind's entry points gave: the items taken (by name) and every entry point's fate."""
+
+    items: Mapping[str, T]
+    entries: tuple[Entry, ...]
+
+
+def _distribution(ep: EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return None if dist is None else f"{dist.metadata['Name']} {dist.version}"
+
+
+def _load(kind: Kind[T], ep: EntryPoint, taken: dict[str, T], builtin: Collection[str]) -> Entry:
+    """Load one entry point into `taken`; the entry says what it added or what went wrong."""
+    entry = Entry(ep.name, ep.value, _distribution(ep))
+    try:
+        items = dict(kind.accept(ep.name, ep.load()))
+    except Exception as exc:  # noqa: BLE001  (a broken plug-in must not stop a run)
+        return dataclasses.replace(entry, problem=f"skipped: {type(exc).__name__}: {exc}")
+    shadowed = sorted(name for name in items if name in builtin)
+    if shadowed:
+        return dataclasses.replace(entry, problem=f"refused: it would replace the built-in "
+                                                  f"{', '.join(map(repr, shadowed))}")
+    clash = sorted(name for name in items if name in taken)
+    if clash:
+        return dataclasses.replace(entry, problem=f"refused: an earlier plug-in already adds "
+                                                  f"{', '.join(map(repr, clash))}")
+    taken.update(items)
+    return dataclasses.replace(entry, added=tuple(items))
+
+
+@functools.cache
+def loaded(kind: Kind[T]) -> Loaded[T]:
+    """Every entry point of the kind's group, in a fixed order (name, then value), loaded once per process.
+
+    A refused or skipped entry point is reported as a warning (`tlmscore: …`), once.
+    """
+    builtin = set(kind.builtin())
+    taken: dict[str, T] = {}
+    entries = []
+    for ep in sorted(entry_points(group=kind.group), key=lambda e: (e.name, e.value)):
+        entry = _load(kind, ep, taken, builtin)
+        entries.append(entry)
+        if entry.problem is not None:
+            warnings.warn(f"tlmscore: {kind.name} plug-in {ep.name!r} ({ep.value}) {entry.problem}", stacklevel=2)
+    return Loaded(MappingProxyType(taken), tuple(entries))
+
+
+def plugins(kind: Kind[T]) -> Mapping[str, T]:
+    """The items installed packages add to a kind (never one named as a built-in)."""
+    return loaded(kind).items
+
+
+def _page_source(name: str, value: Any) -> Mapping[str, Any]:
+    """A page source plug-in: a factory of page sources, named by its entry point."""
+    if not callable(value):
+        raise TypeError(f"a page source plug-in must be a factory, not {type(value).__name__}")
+    return {name: value}
+
+
+PAGE_SOURCES: Kind[Any] = Kind("page source", "tlmscore.page_sources", lambda: (), _page_source)
+"""Page sources (a crawler's archive, say): an entry point loads a factory of `PageSource`s.
+
+The evidence stage names its built-in page sources here when it offers them by name.
+"""

@@ -1,0 +1,43 @@
+"""What the stores that speak HTTP share: one-line failures, which answers are worth retrying, a JSON call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from tlmscore.stores.base import Sent
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+"""Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
+
+
+def failure(exc: httpx.HTTPError, timeout: float) -> str:
+    """A request that got no answer, in one line."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {timeout:g} s ({type(exc).__name__})"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def answered(reply: httpx.Response) -> str:
+    """An HTTP answer, in one line: `HTTP 503 Service Unavailable`."""
+    return f"HTTP {reply.status_code} {reply.reason_phrase}".rstrip()
+
+
+def sent(reply: httpx.Response, count: int) -> Sent:
+    """A batch of `count` sent in one request: all stored on a 2xx, else none (retried when it may pass)."""
+    if reply.is_success:
+        return Sent.stored(count)
+    return Sent.failed(count, answered(reply), retry=reply.status_code in RETRY_STATUS)
+
+
+def call(client: httpx.Client, method: str, url: str, headers: Mapping[str, str], timeout: float, *,
+         json: Any = None, params: Any = None, content: bytes | None = None) -> httpx.Response | str:
+    """One request: its answer, or a line saying why there is none."""
+    try:
+        return client.request(method, url, headers=dict(headers), json=json, params=params, content=content,
+                              timeout=timeout)
+    except httpx.HTTPError as exc:
+        return failure(exc, timeout)

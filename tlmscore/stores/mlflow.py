@@ -1,0 +1,355 @@
+"""MLflow Tracing: an experiment's traces as a source (`mlflow://HOST:PORT/EXPERIMENT`), feedback as write-back.
+
+Reading: the experiment (by name, or by id) is looked up, then its traces are listed oldest
+first with `POST /api/3.0/mlflow/traces/search` (`page` of them a request, default 100, with the
+page token the server hands back) and each page fetched whole with `GET
+/api/3.0/mlflow/traces/batchGet`: two requests per 100 traces, so 100,000 traces are 2,000
+requests and each trace is downloaded once. `?since=ISO&until=ISO&limit=N` (the command line's
+`--since`, `--until`, `--limit`) bound the window and the count of traces.
+
+Each LLM span of a trace (`mlflow.spanType` `LLM` or `CHAT_MODEL`, as `mlflow.openai.autolog()`
+writes the `openai` client's calls) is one record: `mlflow.spanInputs` are the keyword arguments of
+the call (the request) and `mlflow.spanOutputs` the `Response` or Chat Completion the client
+returned. The row's `trace_id` is MLflow's trace id (`tr-…`) and `span_id` the span's (16 hex).
+
+Writing: one feedback assessment per row, on its trace and span (`POST
+/api/3.0/mlflow/traces/{trace_id}/assessments`): name `tlmscore.<scorer>`, source `CODE` /
+`tlmscore`, the score as the value (`not scorable` when there is none), the explanation as the
+rationale, the label and record id as metadata. The batch's traces are read first, and a
+feedback tlmscore wrote earlier on the same span with the same name is updated (`PATCH`) rather
+than added to: a re-run or a replay leaves one per span.
+
+`MLFLOW_TRACKING_TOKEN` (a bearer token), or `MLFLOW_TRACKING_USERNAME` and `_PASSWORD` (basic
+auth), are sent only to the server `MLFLOW_TRACKING_URI` names, or, when it is not set, to the one
+MLflow server the command line names.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.sources import Read, SourceReader
+from tlmscore.stores._http import RETRY_STATUS, answered, call
+from tlmscore.stores.base import Annotation, Failure, Keys, Sent, Session, Target, credentials
+
+__all__ = ["CONNECTOR", "MlflowAddress", "MlflowConnector", "assessment", "parse_address", "read_live",
+           "span_records"]
+
+ORIGIN = "mlflow"
+SOURCE_ID = "tlmscore"
+DEFAULT_LIMIT = 100_000
+DEFAULT_PAGE = 100
+READ_TIMEOUT = 120.0
+LLM_SPANS = frozenset({"LLM", "CHAT_MODEL"})
+KEYS = Keys(secrets=("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
+            servers=("MLFLOW_TRACKING_URI",))
+_API = "/api/3.0/mlflow/traces"
+_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class MlflowAddress:
+    """What an `mlflow://` address says: the server, the experiment (name or id), the window, the caps."""
+
+    base_url: str
+    experiment: str
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = DEFAULT_LIMIT
+    page: int = DEFAULT_PAGE
+
+
+def _when(name: str, value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise TranscriptError(f"--{name} {value!r}: not an ISO 8601 time") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def _count(name: str, value: str | None, default: int) -> int:
+    try:
+        number = int(value or default)
+    except ValueError:
+        raise TranscriptError(f"--{name} {value!r}: not a whole number") from None
+    if number < 1:
+        raise TranscriptError(f"--{name} {number}: must be at least 1")
+    return number
+
+
+def _server(url: urllib.parse.SplitResult) -> str:
+    return f"{'https' if url.scheme.lower() == 'mlflows' else 'http'}://{url.netloc}"
+
+
+def parse_address(address: str) -> MlflowAddress:
+    """The parts of `mlflow://HOST:PORT/EXPERIMENT[?since=&until=&limit=&page=]` (`mlflows://`: https)."""
+    url = urllib.parse.urlsplit(address)
+    experiment = urllib.parse.unquote(url.path.strip("/"))
+    if not url.netloc or not experiment:
+        raise TranscriptError(f"{address}: expected mlflow://HOST:PORT/EXPERIMENT")
+    query = dict(urllib.parse.parse_qsl(url.query))
+    unknown = sorted(set(query) - {"since", "until", "limit", "page"})
+    if unknown:
+        raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
+    return MlflowAddress(_server(url), experiment, _when("since", query.get("since")),
+                         _when("until", query.get("until")), _count("limit", query.get("limit"), DEFAULT_LIMIT),
+                         min(_count("page", query.get("page"), DEFAULT_PAGE), DEFAULT_PAGE))
+
+
+def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
+    reply = call(session.client, "GET", url, headers, session.timeout, params=params)
+    if isinstance(reply, str):
+        raise TranscriptError(f"{url.split('/api/', maxsplit=1)[0].removesuffix('/version')}: {reply}")
+    return reply
+
+
+def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
+    """MLflow's version at `base_url`; one line (`TranscriptError`) when the server is down or not MLflow."""
+    reply = _get(session, f"{base_url}/version", headers)
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
+    version = reply.text.strip() if reply.is_success else ""
+    if not version[:1].isdigit() or "." not in version or len(version) > 40:  # noqa: PLR2004
+        raise TranscriptError(f"{base_url}: not an MLflow server (GET /version answered {answered(reply)}"
+                              f"{', not a version' if reply.is_success else ''})")
+    return version
+
+
+def experiment_id(where: MlflowAddress, session: Session, headers: Mapping[str, str]) -> str:
+    """The id of the address's experiment (its name, else an id); one line when there is none."""
+    check_server(where.base_url, session, headers)
+    api = f"{where.base_url}/api/2.0/mlflow/experiments"
+    reply = _get(session, f"{api}/get-by-name", headers, {"experiment_name": where.experiment})
+    if reply.status_code == _NOT_FOUND and where.experiment.isdigit():
+        reply = _get(session, f"{api}/get", headers, {"experiment_id": where.experiment})
+    if reply.status_code == _NOT_FOUND:
+        raise TranscriptError(f"{where.base_url}: no experiment {where.experiment!r} on this MLflow server")
+    if not reply.is_success:
+        key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
+        raise TranscriptError(f"{where.base_url}: experiment {where.experiment!r}: the server answered "
+                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
+    return str(reply.json()["experiment"]["experiment_id"])
+
+
+def _filter(where: MlflowAddress) -> str | None:
+    bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
+              for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
+    return " AND ".join(bounds) or None
+
+
+def _traces(where: MlflowAddress, exp_id: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
+    """The experiment's traces (with their spans), oldest first, `page` at a time, at most `limit`."""
+    location = {"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": exp_id}}
+    body: dict[str, Any] = {"locations": [location], "order_by": ["timestamp_ms ASC", "request_id ASC"],
+                            "filter": _filter(where)}
+    given = 0
+    while given < where.limit:
+        body["max_results"] = min(where.page, where.limit - given)
+        found = call(session.client, "POST", f"{where.base_url}{_API}/search", headers, session.timeout, json=body)
+        if isinstance(found, str) or not found.is_success:
+            why = found if isinstance(found, str) else f"the server answered {answered(found)}"
+            raise TranscriptError(f"{where.base_url}: traces of experiment {where.experiment!r}: {why}")
+        page = found.json()
+        ids = [info["trace_id"] for info in page.get("traces") or []]
+        if ids:
+            reply = _get(session, f"{where.base_url}{_API}/batchGet", headers, {"trace_ids": ids})
+            if not reply.is_success:
+                raise TranscriptError(f"{where.base_url}: traces {ids[0]}…: the server answered {answered(reply)}")
+            by_id = {t["trace_info"]["trace_id"]: t for t in reply.json().get("traces") or []}
+            yield from (by_id[i] for i in ids if i in by_id)
+            given += len(ids)
+        if not ids or not page.get("next_page_token"):
+            return
+        body["page_token"] = page["next_page_token"]
+
+
+def any_value(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of value)
+    """An OpenTelemetry `AnyValue` as MLflow's API writes it (protobuf field names) as a plain value."""
+    if not isinstance(value, Mapping):
+        return None
+    for key in ("string_value", "bool_value", "double_value"):
+        if key in value:
+            return value[key]
+    if "int_value" in value:
+        return int(value["int_value"])  # 64-bit integers may come as text
+    if "array_value" in value:
+        return [any_value(v) for v in value["array_value"].get("values") or []]
+    if "kvlist_value" in value:
+        return {str(p.get("key")): any_value(p.get("value")) for p in value["kvlist_value"].get("values") or []}
+    if "bytes_value" in value:
+        return value["bytes_value"]
+    return None
+
+
+def _hex(value: Any) -> str | None:
+    """An id as MLflow's API writes it (base64 bytes) in hex."""
+    try:
+        return base64.b64decode(str(value), validate=True).hex() if value else None
+    except ValueError:
+        return None
+
+
+def span_records(trace: Mapping[str, Any], source: str) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+    """(span id, record, error) for each LLM span of a trace, in start order."""
+    trace_id = str(trace["trace_info"]["trace_id"])
+    spans = sorted(trace.get("spans") or [], key=lambda s: int(s.get("start_time_unix_nano") or 0))
+    for span in spans:
+        attributes = {str(a.get("key")): any_value(a.get("value")) for a in span.get("attributes") or []}
+        if attributes.get("mlflow.spanType") not in LLM_SPANS:
+            continue
+        span_id = _hex(span.get("span_id")) or ""
+        request, response = attributes.get("mlflow.spanInputs"), attributes.get("mlflow.spanOutputs")
+        if not isinstance(response, dict) or not ("output" in response or "choices" in response):
+            status = (span.get("status") or {}).get("message")
+            yield span_id, None, (f"span {span_id}: the LLM call failed: {status}" if status else
+                                  f"span {span_id}: its outputs hold no Response or Chat Completion")
+            continue
+        metadata = {"name": span.get("name"), "experiment": source, "start_time_unix_nano":
+                    span.get("start_time_unix_nano"), "parent_id": _hex(span.get("parent_span_id"))}
+        yield span_id, {"id": span_id, "request": request if isinstance(request, dict) else {},
+                        "response": response, "origin": ORIGIN, "trace_id": trace_id, "span_id": span_id,
+                        "metadata": {k: v for k, v in metadata.items() if v is not None}}, None
+
+
+def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Read]:
+    """The LLM spans of an experiment's traces, oldest trace first, as records (origin `mlflow`)."""
+    where = parse_address(address)
+    env = os.environ if env is None else env
+    headers = CONNECTOR.headers(env) if credentials(KEYS, where.base_url, env, [where.base_url]) else {}
+    number = 0
+    with httpx.Client(timeout=READ_TIMEOUT) as client:
+        session = Session(client, READ_TIMEOUT, 0)
+        exp_id = experiment_id(where, session, headers)
+        for trace in _traces(where, exp_id, session, headers):
+            for _, record, error in span_records(trace, where.experiment):
+                number += 1
+                yield Read(number, record) if error is None else Read(number, error=error)
+
+
+def assessment(annotation: Annotation) -> dict[str, Any] | None:
+    """One annotation as an MLflow feedback assessment; None without a trace id."""
+    if not annotation.trace_id:
+        return None
+    body: dict[str, Any] = {
+        "assessment_name": annotation.name, "trace_id": annotation.trace_id,
+        "source": {"source_type": "CODE", "source_id": SOURCE_ID},
+        "feedback": {"value": annotation.label if annotation.score is None else annotation.score},
+        "rationale": annotation.explanation,
+        "metadata": {"label": annotation.label, "tlmscore.record.id": annotation.row_id}}
+    if annotation.span_id:
+        body["span_id"] = annotation.span_id
+    return body
+
+
+def _earlier(target: Target, payloads: Sequence[dict[str, Any]], session: Session) -> dict[tuple[Any, ...], str] | Sent:
+    """The feedback tlmscore wrote before on the batch's traces, by (trace, span, name): its assessment id."""
+    ids = sorted({p["trace_id"] for p in payloads})
+    reply = call(session.client, "GET", f"{target.location}{_API}/batchGet", target.headers, session.timeout,
+                 params={"trace_ids": ids})
+    if isinstance(reply, str):
+        return Sent.failed(len(payloads), reply, retry=True)
+    if not reply.is_success:
+        return Sent.failed(len(payloads), answered(reply), retry=reply.status_code in RETRY_STATUS)
+    found: dict[tuple[Any, ...], str] = {}
+    for trace in reply.json().get("traces") or []:
+        for item in trace["trace_info"].get("assessments") or []:
+            if (item.get("source") or {}).get("source_id") == SOURCE_ID and "feedback" in item:
+                found[item["trace_id"], item.get("span_id"), item["assessment_name"]] = item["assessment_id"]
+    return found
+
+
+def _write(target: Target, payload: dict[str, Any], earlier: str | None, session: Session) -> Failure | None:
+    """One assessment added, or the one written earlier updated."""
+    url = f"{target.location}{_API}/{urllib.parse.quote(payload['trace_id'], safe='')}/assessments"
+    if earlier is None:
+        reply = call(session.client, "POST", url, target.headers, session.timeout, json={"assessment": payload})
+    else:
+        body = {"assessment": {**payload, "assessment_id": earlier}, "update_mask": "feedback,rationale,metadata"}
+        reply = call(session.client, "PATCH", f"{url}/{earlier}", target.headers, session.timeout, json=body)
+    if isinstance(reply, str):
+        return Failure(reply, retry=True)
+    if reply.status_code == _NOT_FOUND:
+        return Failure(f"trace {payload['trace_id']} is not in this MLflow server", retry=False)
+    return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
+
+
+def _base_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {url!r}: expected mlflow://HOST:PORT or mlflow:http(s)://HOST:PORT")
+    return url.rstrip("/")
+
+
+class MlflowConnector:
+    """MLflow: an experiment's traces in, feedback assessments out."""
+
+    name = "mlflow"
+    origins = (ORIGIN,)
+    readers = (SourceReader("mlflow", lambda _: False, read_live, schemes=("mlflow", "mlflows")),)
+    keys = KEYS
+    batch_size = 100
+    forms = ("mlflow://HOST:PORT",)
+    annotates = "trace"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """`mlflow://HOST:PORT`, `mlflows://HOST` or `mlflow:http(s)://HOST[:PORT]`."""
+        scheme, sep, rest = text.partition(":")
+        if scheme not in ("mlflow", "mlflows") or not sep or not rest:
+            return None
+        location = _base_url(_server(urllib.parse.urlsplit(text)) if rest.startswith("//") else rest)
+        shown = f"mlflow://{location.removeprefix('http://')}" if location.startswith("http://") else \
+            f"mlflow:{location}"
+        return Target(self.name, shown, location)
+
+    def back_to(self, source: str | None) -> str | None:
+        """The server of a live `mlflow://` (or `mlflows://`) address, as a target."""
+        url = urllib.parse.urlsplit(source) if isinstance(source, str) else None
+        if url is None or url.scheme.lower() not in ("mlflow", "mlflows") or not url.netloc:
+            return None
+        return f"mlflow://{url.netloc}" if url.scheme.lower() == "mlflow" else f"mlflow:https://{url.netloc}"
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`MLFLOW_TRACKING_TOKEN` as a bearer token, else the user name and password as basic auth."""
+        token, user, password = (env.get(name, "").strip() for name in KEYS.secrets)
+        if token:
+            return {"Authorization": f"Bearer {token}"}
+        if user and password:
+            return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")}
+        return {}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """The server answers as MLflow and holds the experiment."""
+        experiment_id(parse_address(address), session, headers)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """The feedback assessment (rows without a trace id have none)."""
+        return assessment(annotation)
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """Each assessment added or updated in turn; a failure that may pass stops the batch there."""
+        earlier = _earlier(target, payloads, session)
+        if isinstance(earlier, Sent):
+            return earlier
+        results: list[Failure | None] = []
+        for payload in payloads:
+            failed = _write(target, payload, earlier.get((payload["trace_id"], payload.get("span_id"),
+                                                          payload["assessment_name"])), session)
+            results.append(failed)
+            if failed is not None and failed.retry:
+                results += [failed] * (len(payloads) - len(results))
+                break
+        return Sent(tuple(results))
+
+
+CONNECTOR = MlflowConnector()

@@ -1,0 +1,283 @@
+"""Arize Phoenix: a live server as a source (`phoenix://HOST:PORT/PROJECT`) and span annotations as write-back.
+
+Reading: the project's LLM spans through Phoenix's REST API, `GET /v1/projects/{project}/spans`
+sorted by start time, oldest first, a page at a time with the cursor the server hands back, so
+each span is downloaded once (100,000 spans: 100 requests of 1,000) and memory stays bounded by
+a page. The address's query holds the window and the cap (`?since=ISO&until=ISO&limit=N`, which
+the command line's `--since`, `--until` and `--limit` add, and `page=N`, at most 1,000). The
+spans are read as Phoenix's exports are (`tlmscore.sources.spans_records`), origin `phoenix`.
+
+Writing: one span annotation per row with a span id, `POST /v1/span_annotations?sync=true`, 100
+a request: name `tlmscore.<scorer>`, annotator kind CODE, score, label and explanation, and the
+fixed identifier `tlmscore`, so a re-run or a replay updates the annotation Phoenix keeps per
+(span, name, identifier) instead of adding one.
+
+`PHOENIX_API_KEY` is sent (as a bearer token) only to the server `PHOENIX_ENDPOINT` (or
+`PHOENIX_COLLECTOR_ENDPOINT`) names, or, when neither is set, to the one Phoenix server the
+command line names. Before any work, `check` asks `/arize_phoenix_version` and the project, so a
+server that is down, answers 500 or is not Phoenix is one line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.sources import Read, SourceReader, plain, spans_records
+from tlmscore.stores._http import answered, call, sent
+from tlmscore.stores.base import Annotation, Failure, Keys, Sent, Session, Target, credentials
+
+__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixAddress", "PhoenixConnector",
+           "parse_address", "read_live", "span_annotation"]
+
+ORIGIN = "phoenix"
+DEFAULT_LIMIT = 100_000
+DEFAULT_PAGE = 1000
+"""Spans asked for in one request (Phoenix answers at most 1,000)."""
+IDENTIFIER = "tlmscore"
+CHECK_TIMEOUT = 30.0
+READ_TIMEOUT = 120.0
+KEYS = Keys(secrets=("PHOENIX_API_KEY",), servers=("PHOENIX_ENDPOINT", "PHOENIX_COLLECTOR_ENDPOINT"))
+_VERSION = re.compile(r"^\d+\.\d+")
+_MISSING = re.compile(r"Spans with IDs (.+) do not exist")
+_SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
+_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class PhoenixAddress:
+    """What a `phoenix://` address says: the server's base URL, the project, the window, the cap, the page."""
+
+    base_url: str
+    project: str
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = DEFAULT_LIMIT
+    page: int = DEFAULT_PAGE
+
+
+def _time(name: str, value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise TranscriptError(f"--{name} {value!r}: not an ISO 8601 time") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def _count(name: str, query: dict[str, str], default: int, most: int | None = None) -> int:
+    try:
+        value = int(query.get(name) or default)
+    except ValueError:
+        raise TranscriptError(f"--{name} {query[name]!r}: not a whole number") from None
+    if value < 1:
+        raise TranscriptError(f"--{name} {value}: must be at least 1")
+    return min(value, most) if most else value
+
+
+def _server(url: urllib.parse.SplitResult) -> str:
+    return f"{'https' if url.scheme.lower() == 'phoenixs' else 'http'}://{url.netloc}"
+
+
+def parse_address(address: str) -> PhoenixAddress:
+    """The parts of a `phoenix://HOST:PORT/PROJECT[?since=&until=&limit=&page=]` address (`phoenixs://`: https)."""
+    url = urllib.parse.urlsplit(address)
+    project = urllib.parse.unquote(url.path.strip("/"))
+    if not url.netloc or not project or "/" in project:
+        raise TranscriptError(f"{address}: expected phoenix://HOST:PORT/PROJECT")
+    query = dict(urllib.parse.parse_qsl(url.query))
+    unknown = sorted(set(query) - {"since", "until", "limit", "page"})
+    if unknown:
+        raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
+    return PhoenixAddress(_server(url), project, _time("since", query.get("since")), _time("until", query.get("until")),
+                          _count("limit", query, DEFAULT_LIMIT), _count("page", query, DEFAULT_PAGE, DEFAULT_PAGE))
+
+
+def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
+    """A GET whose failure to answer is one `TranscriptError` line."""
+    reply = call(session.client, "GET", url, headers, session.timeout, params=params)
+    if isinstance(reply, str):
+        raise TranscriptError(f"{server_text(url)}: {reply}")
+    return reply
+
+
+def server_text(url: str) -> str:
+    """A URL's server, as error lines name it."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
+    """Phoenix's version at `base_url`; one line (`TranscriptError`) when the server is down or not Phoenix."""
+    reply = _get(session, f"{base_url}/arize_phoenix_version", headers)
+    version = reply.text.strip() if reply.is_success else ""
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
+    if not _VERSION.match(version):
+        raise TranscriptError(f"{base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
+                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
+    return version
+
+
+def _check(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> None:
+    check_server(where.base_url, session, headers)
+    project = urllib.parse.quote(where.project, safe="")
+    reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
+    if reply.status_code == _NOT_FOUND:
+        raise TranscriptError(f"{where.base_url}: no project {where.project!r} on this Phoenix server")
+    if not reply.is_success:
+        key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
+        raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered "
+                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
+
+
+def _pages(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """The window's LLM spans, oldest first, each once: the server's cursor from page to page."""
+    params: dict[str, Any] = {"sort": "start_time", "order": "asc", "span_kind": "LLM",
+                              "limit": min(where.page, where.limit)}
+    params |= {k: v.isoformat() for k, v in (("start_time", where.since), ("end_time", where.until)) if v}
+    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.project, safe='')}/spans"
+    given = 0
+    while given < where.limit:
+        reply = _get(session, url, headers, params)
+        if not reply.is_success:
+            raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered {answered(reply)}")
+        body = reply.json()
+        spans = [plain(dict(span)) for span in body.get("data") or []]
+        starts = [str(span.get("start_time") or "") for span in spans]
+        if starts != sorted(starts):
+            raise TranscriptError(f"{where.base_url}: this Phoenix server does not list spans oldest first "
+                                  "(sort=start_time): a newer Phoenix is needed")
+        for span in spans[: where.limit - given]:
+            given += 1
+            yield span
+        if not body.get("next_cursor") or not spans:
+            return
+        params["cursor"] = body["next_cursor"]
+
+
+def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Read]:
+    """The LLM spans of a Phoenix project, oldest first, as records (origin `phoenix`), a page at a time.
+
+    The server is checked first (one line when it is down or not Phoenix); the key goes with the
+    requests when it is for this server (`PHOENIX_ENDPOINT`, else the address given).
+    """
+    where = parse_address(address)
+    env = os.environ if env is None else env
+    headers = CONNECTOR.headers(env) if credentials(KEYS, where.base_url, env, [where.base_url]) else {}
+    with httpx.Client(timeout=READ_TIMEOUT) as client:
+        session = Session(client, READ_TIMEOUT, 0)
+        _check(where, session, headers)
+        yield from spans_records(enumerate(_pages(where, session, headers), start=1), ORIGIN)
+
+
+def _span_id(value: str | None) -> str | None:
+    """A span id as Phoenix keys spans: 16 lower-case hex digits (None when the row's is not one)."""
+    text = (value or "").strip().lower().removeprefix("0x")
+    return text if _SPAN_ID.match(text) and set(text) != {"0"} else None
+
+
+def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
+    """One annotation as the body's `SpanAnnotationData`; None without a span id."""
+    span_id = _span_id(annotation.span_id)
+    if span_id is None:
+        return None
+    result: dict[str, Any] = {"label": annotation.label, "explanation": annotation.explanation}
+    if annotation.score is not None:
+        result["score"] = annotation.score
+    return {"name": annotation.name, "annotator_kind": "CODE", "span_id": span_id, "result": result,
+            "identifier": IDENTIFIER, "metadata": {"tlmscore.record.id": annotation.row_id}}
+
+
+def _base_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {url!r}: expected phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT")
+    return url.rstrip("/")
+
+
+class PhoenixConnector:
+    """Phoenix: live projects in, span annotations out."""
+
+    name = "phoenix"
+    origins = (ORIGIN,)
+    readers = (SourceReader("phoenix", lambda _: False, read_live, schemes=("phoenix", "phoenixs")),)
+    keys = KEYS
+    batch_size = 100
+    forms = ("phoenix://HOST:PORT",)
+    annotates = "span"
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """`phoenix://HOST:PORT`, `phoenixs://HOST` or `phoenix:http(s)://HOST[:PORT]`."""
+        scheme, sep, rest = text.partition(":")
+        if scheme not in ("phoenix", "phoenixs") or not sep or not rest:
+            return None
+        if rest.startswith("//"):
+            url = urllib.parse.urlsplit(text)
+            location = _base_url(f"{_server(url)}{url.path}")
+        else:
+            location = _base_url(rest)
+        shown = f"phoenix://{location.removeprefix('http://')}" if location.startswith("http://") else \
+            f"phoenix:{location}"
+        return Target(self.name, shown, location)
+
+    def back_to(self, source: str | None) -> str | None:
+        """The server of a live `phoenix://` (or `phoenixs://`) address, as a target."""
+        if not isinstance(source, str):
+            return None
+        url = urllib.parse.urlsplit(source)
+        if url.scheme.lower() not in ("phoenix", "phoenixs") or not url.netloc:
+            return None
+        return f"phoenix://{url.netloc}" if url.scheme.lower() == "phoenix" else f"phoenix:https://{url.netloc}"
+
+    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`PHOENIX_API_KEY` as a bearer token."""
+        key = env.get(KEYS.secrets[0], "").strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """The server answers as Phoenix and holds the project."""
+        _check(parse_address(address), session, headers)
+
+    def payload(self, annotation: Annotation) -> Any | None:
+        """The span annotation (rows without a span id have none)."""
+        return span_annotation(annotation)
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """One request for the batch; spans Phoenix does not hold are left out and the rest sent again."""
+        url = f"{target.location}/v1/span_annotations"
+        reply = call(session.client, "POST", url, target.headers, session.timeout, json={"data": list(payloads)},
+                     params={"sync": "true"})
+        if isinstance(reply, str):
+            return Sent.failed(len(payloads), reply, retry=True)
+        missing = _missing(reply)
+        if not missing:
+            return sent(reply, len(payloads))
+        kept = [p for p in payloads if p["span_id"] not in missing]
+        again = iter(self.send(target, kept, session).items if kept else ())
+        return Sent(tuple(Failure(f"span {p['span_id']} is not in this Phoenix server", retry=False)
+                          if p["span_id"] in missing else next(again) for p in payloads))
+
+
+def _missing(reply: httpx.Response) -> set[str]:
+    """The span ids a 404 of `POST /v1/span_annotations` names as missing."""
+    if reply.status_code != _NOT_FOUND:
+        return set()
+    try:
+        detail = str(reply.json().get("detail", ""))
+    except ValueError:
+        return set()
+    found = _MISSING.search(detail)
+    return {part.strip() for part in found.group(1).split(",")} if found else set()
+
+
+CONNECTOR = PhoenixConnector()
