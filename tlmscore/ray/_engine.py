@@ -11,6 +11,7 @@ around it (resume, checkpoint, output, summary) is the one of a single machine.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from tlmscore.scoring.calibration import Calibration
 
 _ACTOR_CPUS = 0.25  # fetchers and scorers mostly wait on the network; they leave CPUs to the tasks
+ROWS_PER_PARTITION = 50_000
+"""Records per shuffle partition, when the engine is not told how many partitions to use."""
 Source = Sequence[str | Path] | str | Path
 
 
@@ -93,13 +96,19 @@ class Engine:
             if job.progress is not None:
                 job.progress("records", done, None)
 
-    def shuffle_partitions(self) -> int:
-        """Partitions of each join and group-by: the given number, else the cluster's CPUs."""
+    def shuffle_partitions(self, records: int | None = None) -> int:
+        """Partitions of each join and group-by: the given number, else one per `ROWS_PER_PARTITION` records.
+
+        At most the cluster's CPUs. Each partition of a shuffle is an actor process of its own, started
+        for that shuffle: a small dataset is joined faster in few partitions than in one per CPU.
+        """
         if self.partitions is not None:
             return self.partitions
         import ray  # noqa: PLC0415
 
-        return max(2, int(ray.cluster_resources().get("CPU", 2)))  # type: ignore[no-untyped-call]
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
+        wanted = cpus if records is None else math.ceil(records / ROWS_PER_PARTITION)
+        return max(1, min(cpus, wanted))
 
 
 def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
@@ -121,21 +130,17 @@ def _records(source: Source | Dataset, fmt: str | None) -> Dataset:
     return source
 
 
-def _converted(source: Source | Dataset, settings: Settings, engine: Engine,
+def _converted(records: Dataset, settings: Settings, partitions: int, names: Mapping[str, str],
                skip: Container[tuple[str, int]] = ()) -> Dataset:
     if settings.hydrate:
         raise ConfigError("records holding only a response id are not filled in (hydrate) by the Ray engine yet; "
                           "run `tlmscore pull` first, or hydrate on one machine")
-    partitions = engine.shuffle_partitions()
-    records = _records(source, settings.input_format).materialize()
     # Batch API output lines get their requests from the input files: indexed once here, each task
     # reads the lines it needs from the same files (at the same paths on every node, as the inputs)
     batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
     linked = with_links(records, partitions, batch)
     if skip:  # after the links: a follow-up still finds the calls an earlier run saved
         linked = linked.map_batches(functools.partial(_not_done, skip=skip), batch_format="pyarrow")
-    names = input_names(source) if isinstance(source, Sequence) and not isinstance(source, str) else (
-        input_names([source]) if isinstance(source, (str, Path)) else {})
     converted: Dataset = linked.map(functools.partial(convert_row, settings=settings, batch=batch,
                                                       names=names)).materialize()
     return converted
@@ -150,16 +155,16 @@ def _not_done(batch: pa.Table, skip: Container[tuple[str, int]]) -> pa.Table:
     return batch.filter(pa.array(keep, pa.bool_()))
 
 
-def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
+def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: int) -> Dataset:
     from ray.data.expressions import col  # noqa: PLC0415
 
-    partitions = engine.shuffle_partitions()
     planned = planned_urls(converted)
     stored = stored_pages(engine.page_store, settings)
     todo = planned
     if stored is not None:
         todo = join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
-    fetched: Dataset = grouped(todo, "host", partitions).map_groups(
+    # at least a partition per fetch actor: the hosts' groups of one partition go to one actor, in turn
+    fetched: Dataset = grouped(todo, "host", max(partitions, engine.fetchers)).map_groups(
         FetchPages, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.fetchers),
         num_cpus=_ACTOR_CPUS,
         fn_constructor_kwargs={"settings": settings}).materialize()
@@ -177,8 +182,13 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine) -> Dataset:
 
 def _joined(source: Source | Dataset, settings: Settings, engine: Engine,
             skip: Container[tuple[str, int]] = ()) -> Dataset:
-    converted = _converted(source, settings, engine, skip)
-    return with_pages(converted, _pages(converted, settings, engine), engine.shuffle_partitions())
+    """The records of `source` converted, with their pages: what rendering and scoring need."""
+    records = _records(source, settings.input_format).materialize()
+    partitions = engine.shuffle_partitions(records.count())
+    names = input_names([source] if isinstance(source, (str, Path)) else source) \
+        if isinstance(source, (str, Path, Sequence)) else {}
+    converted = _converted(records, settings, partitions, names, skip)
+    return with_pages(converted, _pages(converted, settings, engine, partitions), partitions)
 
 
 def _scored(joined: Dataset, settings: Settings, engine: Engine, scorer: str | Scorer, *,
