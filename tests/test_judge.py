@@ -287,7 +287,7 @@ def test_long_prompts_are_clipped_in_the_middle() -> None:
 
 
 def test_prepare_and_grounding_do_not_import_openai() -> None:
-    code = ("import sys, tlmscore, tlmscore.cli._commands, tlmscore.pipeline._run\n"
+    code = ("import sys, tlmscore, tlmscore.cli._commands, tlmscore.pipeline._stages\n"
             "from tlmscore.scoring import get_scorer\n"
             "get_scorer('grounding')\n"
             "assert 'openai' not in sys.modules, sorted(m for m in sys.modules if m.startswith('openai'))\n"

@@ -33,7 +33,8 @@ from tests.openai_server import OpenAIServer
 from tests.trace_store_calls import corpus_calls
 from tests.trace_store_server import TraceStoreServer
 from tlmscore.ingest import read_transcripts
-from tlmscore.sources import REGISTRY, find_reader
+from tlmscore.stores import READERS as REGISTRY
+from tlmscore.stores import find_reader
 
 pytest.importorskip("langfuse", reason="langfuse (the dev extra) is not installed")
 pytest.importorskip("langsmith", reason="langsmith (the dev extra) is not installed")

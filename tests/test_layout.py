@@ -213,4 +213,4 @@ def test_the_cycle_check_sees_a_cycle_through_a_type_only_import() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tlmscore.scoring.judge import J\n")
-    assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring._judge_batch", is_package=False)
+    assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring.judge._batch", is_package=False)

@@ -15,7 +15,8 @@ import pytest
 import tlmscore
 from tests.openai_server import OpenAIServer
 from tlmscore.ingest import read_transcripts
-from tlmscore.sources import REGISTRY, find_reader
+from tlmscore.stores import READERS as REGISTRY
+from tlmscore.stores import find_reader
 
 pytest.importorskip("opentelemetry.sdk", reason="the phoenix extra (OpenTelemetry SDK) is not installed")
 

@@ -25,7 +25,8 @@ import pytest
 import tlmscore
 from tests.conftest import CORPUS
 from tests.trace_store_calls import corpus_calls
-from tlmscore.sources import REGISTRY, find_reader
+from tlmscore.stores import READERS as REGISTRY
+from tlmscore.stores import find_reader
 
 pytest.importorskip("opentelemetry.sdk", reason="the phoenix extra (OpenTelemetry SDK) is not installed")
 

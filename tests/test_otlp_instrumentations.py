@@ -23,7 +23,8 @@ import pytest
 import tlmscore
 from tests.instrumented_calls import lost_in_span
 from tests.openai_server import OpenAIServer
-from tlmscore.sources import REGISTRY, find_reader
+from tlmscore.stores import READERS as REGISTRY
+from tlmscore.stores import find_reader
 from tlmscore.stores.openai import request_from
 
 pytest.importorskip("opentelemetry.proto", reason="the otel extra (opentelemetry-proto) is not installed")

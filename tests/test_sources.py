@@ -16,8 +16,10 @@ import tlmscore
 from tests.openai_server import OpenAIServer
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest import read_transcripts
-from tlmscore.sources import REGISTRY, Read, SourceReader, find_reader
-from tlmscore.sources.registry import PLUGINS
+from tlmscore.sources import Read, SourceReader
+from tlmscore.stores import READERS as REGISTRY
+from tlmscore.stores import SOURCE_PLUGINS as PLUGINS
+from tlmscore.stores import find_reader
 
 pytest.importorskip("openinference.instrumentation.openai", reason="the phoenix extra is not installed")
 

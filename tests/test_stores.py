@@ -358,7 +358,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
 
 def test_plugins_add_and_never_replace_and_are_listed(installed: None, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.warns(UserWarning, match="plug-in") as warned:
-        loaded_stores_and_readers = (connectors(), tlmscore.sources.readers())
+        loaded_stores_and_readers = (connectors(), tlmscore.stores.readers())
     stores, readers = loaded_stores_and_readers
     assert list(stores)[-1] == "elsewhere" and stores["phoenix"] is CONNECTORS["phoenix"]
     assert readers["otlp"] is tlmscore.sources.GENERIC["otlp"] and "elsewhere" in readers

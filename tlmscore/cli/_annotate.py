@@ -36,8 +36,17 @@ from tlmscore.annotate import (
 )
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
-from tlmscore.sources import find_reader, is_live
-from tlmscore.stores import Target, check_source, connectors, keyed, parse_target, source_server, target_forms
+from tlmscore.sources import is_live
+from tlmscore.stores import (
+    Target,
+    check_source,
+    connectors,
+    find_reader,
+    keyed,
+    parse_target,
+    source_server,
+    target_forms,
+)
 
 SIDE_SUFFIX = ".annotate-failed.jsonl"
 NO_TRACE = "not annotated: no trace to go back to"

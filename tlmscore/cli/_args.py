@@ -15,8 +15,8 @@ from tlmscore.cli._compare import add_compare_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
-from tlmscore.sources import with_window
-from tlmscore.sources.registry import is_live, readers
+from tlmscore.sources import is_live, with_window
+from tlmscore.stores import readers
 
 
 def _input(value: str) -> str | Path:

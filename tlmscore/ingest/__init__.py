@@ -1,8 +1,8 @@
 """Ingest: log files and records become `Transcript`s, one per record, errors included.
 
-- `_records`: the record formats (Responses, Chat Completions, Batch API output, bare Responses),
-  read leniently and streamed; `read_transcripts` is the public reader, `normalize_record` reads one
-  record (a dict) as a `Transcript`.
+- `_records`: files and records in memory read as records, streamed (`read_transcripts`, `scan`);
+  `_normalize`: the record formats (Responses, Chat Completions, Batch API output, bare Responses),
+  read leniently: `normalize_record` reads one record (a dict) as a `Transcript`.
 - `_batch_api`: OpenAI Batch API input files, joined to output lines by `custom_id`.
 - `_logfile`: log files as bytes (gzip included), lines with their offsets, random access.
 - `_ids`: the id of a record that has none (its file named relative to the run's inputs, its line).
@@ -29,7 +29,8 @@ from tlmscore.ingest._history import (
 )
 from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
 from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
-from tlmscore.ingest._records import Location, Source, normalize_record, read_transcripts, scan
+from tlmscore.ingest._normalize import normalize_record
+from tlmscore.ingest._records import Location, Source, read_transcripts, scan
 
 __all__ = [
     "BatchInputs",

@@ -40,7 +40,7 @@ from tlmscore.pipeline._hydrate import hydrated, open_client
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
-from tlmscore.sources.registry import is_live
+from tlmscore.sources import is_live
 
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")

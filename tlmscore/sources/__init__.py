@@ -3,10 +3,10 @@
 The generic reading lives here; each trace store's own reading (live servers, a store's
 exports) is its connector's, in `tlmscore.stores`.
 
-- `registry`: `SourceReader`, the readers of no one store (`REGISTRY`), every installed reader
-  (`readers`, the stores' and the `tlmscore.sources` entry points' too), and `find_reader`, which
-  picks a file's reader by its content (or by name); `with_window` puts the command line's
-  `--since`, `--until`, `--limit` into a live source's address.
+- `registry`: `SourceReader`, the readers of no one store (`GENERIC`), `is_live` and `scheme` (a
+  live source's address), and `with_window`, which puts the command line's `--since`, `--until`,
+  `--limit` into such an address. Every reader (the stores' and plug-ins' too) and `find_reader`,
+  which picks a file's reader by its content, are `tlmscore.stores`'.
 - `_tables`: span and observation exports as records (`read_rows`) and `Peek`, what detection by
   content looks at; the table files themselves (JSON lines, JSON, Parquet, CSV, streamed: `rows`,
   `table_kind`, `plain`) are read by `tlmscore._tables`, which output files read back share.
@@ -19,29 +19,20 @@ place it was read from.
 
 from __future__ import annotations
 
-import typing as _typing
-
-from tlmscore._lazy import lazy_exports as _lazy_exports
 from tlmscore._tables import plain, rows, table_kind
 from tlmscore.sources._genai import as_value
 from tlmscore.sources._openinference import spans_records
-from tlmscore.sources._tables import read_rows
+from tlmscore.sources._tables import peek, read_rows
 from tlmscore.sources.registry import (
     GENERIC,
+    SOURCES_GROUP,
     Peek,
     Read,
     SourceReader,
-    find_reader,
     is_live,
-    readers,
+    scheme,
     with_window,
 )
 
-if _typing.TYPE_CHECKING:
-    from tlmscore.sources.registry import REGISTRY
-
-__all__ = ["GENERIC", "REGISTRY", "Peek", "Read", "SourceReader", "as_value", "find_reader", "is_live", "plain",
-           "read_rows", "readers", "rows", "spans_records", "table_kind", "with_window"]
-
-# `REGISTRY` holds the stores' readers, and the stores read through this package: made when first asked for.
-__getattr__, __dir__ = _lazy_exports(__name__, {"REGISTRY": "tlmscore.sources.registry"}, __all__, globals())
+__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "as_value", "is_live", "peek", "plain",
+           "read_rows", "rows", "scheme", "spans_records", "table_kind", "with_window"]

@@ -7,61 +7,39 @@
   (live experiments, feedback assessments), `agents` (the Agents SDK's span exports) and `openai`
   (stored responses by id, `tlmscore pull`, `--hydrate`): one module each.
 
-`CONNECTORS` lists the built-in stores: adding a store is one module and one entry there (or,
-from another package, a `tlmscore.connectors` entry point loading a `Connector`, which never
+`registry.CONNECTORS` lists the built-in stores: adding a store is one module and one entry there
+(or, from another package, a `tlmscore.connectors` entry point loading a `Connector`, which never
 replaces a built-in one: see `tlmscore.plugins`). Everything else finds a store through this
-registry: by name, by the origin its rows carry, by a target's text.
+registry: by name, by the origin its rows carry, by a target's text. The registry also holds every
+reader of logs (`readers`, `find_reader`): the generic ones of `tlmscore.sources`, each store's own,
+and the `tlmscore.sources` entry points'.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.plugins import Kind, plugins
-from tlmscore.sources import find_reader, is_live
-from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
+from tlmscore.sources import is_live
 from tlmscore.stores.base import Annotation, Connector, Failure, Keys, Sent, Session, Target, credentials
+from tlmscore.stores.registry import (
+    CONNECTORS,
+    ENTRY_POINT_GROUP,
+    PLUGINS,
+    READERS,
+    SOURCE_PLUGINS,
+    connectors,
+    find_reader,
+    readers,
+)
 
-__all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "Annotation", "Connector", "Failure", "Keys", "Sent",
-           "Session", "Target", "check_source", "connectors", "credentials", "for_origin", "keyed", "parse_target",
-           "source_server", "target_forms"]
-
-ENTRY_POINT_GROUP = "tlmscore.connectors"
-CONNECTORS: Mapping[str, Connector] = MappingProxyType({c.name: c for c in (
-    phoenix.CONNECTOR,
-    otlp.CONNECTOR,
-    langfuse.CONNECTOR,
-    langsmith.CONNECTOR,
-    agents.CONNECTOR,
-    openai.CONNECTOR,
-    mlflow.CONNECTOR,
-)})
-"""The built-in trace stores, by name."""
-
-
-def _accept(name: str, value: Any) -> Mapping[str, Connector]:
-    """The connectors an entry point loaded: one, or a sequence of them."""
-    items = list(value) if isinstance(value, Sequence) else [value]
-    wrong = [type(item).__name__ for item in items if not isinstance(item, Connector)]
-    if wrong:
-        raise TypeError(f"not a Connector: {', '.join(wrong)}")
-    return {item.name: item for item in items}
-
-
-PLUGINS: Kind[Connector] = Kind("connector", ENTRY_POINT_GROUP, lambda: CONNECTORS, _accept)
-"""Trace stores from other packages (`tlmscore.connectors` entry points)."""
-
-
-def connectors() -> Mapping[str, Connector]:
-    """Every trace store: the built-in ones, then those installed packages add."""
-    return MappingProxyType({**CONNECTORS, **plugins(PLUGINS)})
-
+__all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "READERS", "SOURCE_PLUGINS", "Annotation", "Connector",
+           "Failure", "Keys", "Sent", "Session", "Target", "check_source", "connectors", "credentials", "find_reader",
+           "for_origin", "keyed", "parse_target", "readers", "source_server", "target_forms"]
 
 def for_origin(origin: Any) -> Connector | None:
     """The store rows of this `origin` go back to (None: a plain file's rows, or an unknown origin)."""

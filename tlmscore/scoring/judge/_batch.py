@@ -17,14 +17,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from tlmscore._chat import ChatClient, Completion, completion_from_body, rejected_parameter
 from tlmscore.errors import ScorerError
-from tlmscore.scoring._batch_api import BatchFailure, BatchLimits, BatchRunner
-from tlmscore.scoring._judge_prompts import (
+from tlmscore.scoring.base import Score
+from tlmscore.scoring.judge._batch_api import BatchFailure, BatchLimits, BatchRunner
+from tlmscore.scoring.judge._options import Judged, JudgeOptions
+from tlmscore.scoring.judge._prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
     REFLECTION_PROMPTS,
@@ -33,19 +35,35 @@ from tlmscore.scoring._judge_prompts import (
     messages_of,
     rate,
 )
-from tlmscore.scoring.base import Score
 
 if TYPE_CHECKING:
     import openai
 
     from tlmscore.model import ScoringInput
-    from tlmscore.scoring.judge import Judged, JudgeOptions, JudgeScorer
 
 
 Outcome = Completion | str
 _ID_PREFIX = "tlms-"
 _ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
 _REJECTED = "rejected_parameters"
+
+
+class Judge(Protocol):
+    """What batch mode asks of the judge scorer: its options, an input's fields, and a row's score from ratings."""
+
+    @property
+    def options(self) -> JudgeOptions:
+        """The judge's options."""
+        ...
+
+    def judged(self, item: ScoringInput) -> Judged:
+        """The fields the prompts are filled with."""
+        ...
+
+    def combine(self, judged: Judged, reflections: list[Rating], agreements: list[Rating], *,
+                logprobs: bool) -> Score:
+        """The row's score from its ratings."""
+        ...
 
 
 def custom_id(body: Mapping[str, Any], number: int = 0) -> str:
@@ -108,7 +126,7 @@ def _ratings(keys: Sequence[str], outcomes: Mapping[str, Outcome],
     return failed if failed is not None else [rate(o, words) for o in found if isinstance(o, Completion)]
 
 
-async def score_batch(scorer: JudgeScorer, chat: ChatClient, client: openai.AsyncOpenAI,
+async def score_batch(scorer: Judge, chat: ChatClient, client: openai.AsyncOpenAI,
                       inputs: Sequence[ScoringInput]) -> list[Score]:
     """One score per input, from requests sent through the Batch API (state in `options.batch_dir`)."""
     opts = scorer.options

@@ -1,180 +1,40 @@
-"""`judge`: trust from any OpenAI-compatible chat model, after the BSDetector/TLM recipe.
-
-Chen & Mueller, "Quantifying Uncertainty in Answers from any Language Model" (BSDetector, 2023),
-which Cleanlab's TLM builds on, combine two signals; this scorer computes both with the judge model:
-
-- **Self-reflection `S`.** The judge is shown the prompt and the proposed answer and asked, with
-  `reflections` (≥ 2) differently worded prompts, to rate it: A) correct = 1, B) incorrect = 0,
-  C) unsure = 0.5. When the endpoint returns token log-probabilities, a rating's value is its
-  expectation under the judge's probabilities of the three letters at the rating token
-  (renormalised over A/B/C); otherwise the rated letter's value. `S` is the mean over prompts.
-- **Observed consistency `O`** (optional, `samples = k > 0`). The judge answers the prompt itself
-  `k` times at `sample_temperature`; each alternative is compared with the proposed answer
-  (A) same facts and conclusion = 1, B) contradicts = 0, C) unsure = 0.5, valued as above), and `O`
-  is the mean. BSDetector measures this agreement with an NLI model; here the judge does it.
-
-Trust = `beta * O + (1 - beta) * S` with `beta = 0.7` as in BSDetector when samples are taken,
-else `S`.
-
-Unparseable output never becomes an invented score: a rating the parser cannot read counts as
-unsure (0.5) and is flagged in `details`; when no rating of an input could be read at all, its
-score is NaN with an explanation. Errors after retries (HTTP, timeouts) fail that row only.
-
-An answer that did not finish (`ScoringInput.status` other than `completed`, e.g.
-`incomplete:max_output_tokens`) is shown to the judge with a note saying so after it, so the judge
-rates what was said knowing that the rest is missing; `details["response_status"]` keeps the status.
-
-Requests go through the openai SDK (`tlmscore._chat`), live with `concurrency` in flight, or,
-with `batch=True`, through the Batch API (`tlmscore.scoring._judge_batch`) at half the price.
-Live verdicts are kept on disk (`tlmscore.scoring._judge_cache`, in `cache_dir`, which a run sets to
-`Settings.cache_dir/judge`), keyed by a hash of the messages, model, endpoint and the options that
-change a reply: a rerun or a resumed run sends no request twice (`cache=False` turns it off).
-Before each set of rows is sent, the number of requests and an estimate of their tokens are
-logged (logger `tlmscore.scoring.judge`, level INFO; `plan` gives the same figures as a value).
-"""
+"""The judge scorer itself: `JudgeScorer` (live requests, or the Batch API through `_batch`) and `create`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from tlmscore._chat import ChatClient, open_client
-from tlmscore._cost import Budget, dollars, estimate_tokens, price_of
+from tlmscore._cost import Budget, estimate_tokens, price_of
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
-from tlmscore.scoring._judge_cache import CachedChat
-from tlmscore.scoring._judge_cost import cost_of
-from tlmscore.scoring._judge_prompts import (
+from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
+from tlmscore.scoring.judge._cache import CachedChat
+from tlmscore.scoring.judge._cost import cost_of
+from tlmscore.scoring.judge._options import DEFAULT_BASE_URL, Judged, JudgeOptions, JudgePlan
+from tlmscore.scoring.judge._prompts import (
     AGREEMENT_PROMPT,
     AGREEMENT_WORDS,
     LABELS,
-    LETTER_VALUES,
     REFLECTION_PROMPTS,
     REFLECTION_WORDS,
     Rating,
     messages_of,
-    parse_rating,
     rate,
 )
-from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = [
-    "AGREEMENT_PROMPT",
-    "LETTER_VALUES",
-    "REFLECTION_PROMPTS",
-    "JudgeOptions",
-    "JudgePlan",
-    "JudgeScorer",
-    "Judged",
-    "Rating",
-    "create",
-    "estimate_tokens",
-    "messages_of",
-    "parse_rating",
-    "rate",
-    "status_note",
-]
 
-_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_RETIRED_OPTIONS = ("backoff", "max_backoff")
-_LOG = logging.getLogger(__name__)
-
-
-class JudgeOptions(BaseModel):
-    """Options of the `judge` scorer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str = Field(min_length=1, description="the judge model's name at the endpoint")
-    base_url: str = Field(default=_DEFAULT_BASE_URL, description="the OpenAI-compatible API root, e.g. "
-                                                                 "http://127.0.0.1:8000/v1")
-    api_key_env: str | None = Field(default=None, description="environment variable holding the API key; "
-                                                              "default OPENAI_API_KEY, optional for local servers")
-    reflections: int = Field(default=2, ge=2, le=len(REFLECTION_PROMPTS))
-    samples: int = Field(default=0, ge=0, le=20, description="alternative answers for observed consistency")
-    beta: float = Field(default=0.7, ge=0.0, le=1.0, description="weight of observed consistency")
-    logprobs: bool = True
-    top_logprobs: int = Field(default=5, ge=1, le=20)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="for ratings")
-    sample_temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=8, ge=1, description="tokens of a rating")
-    sample_max_tokens: int = Field(default=512, ge=1)
-    concurrency: int = Field(default=8, ge=1, le=1024, description="requests in flight")
-    timeout: float = Field(default=60.0, gt=0)
-    retries: int = Field(default=3, ge=0, le=10, description="the SDK's max_retries")
-    max_prompt_chars: int | None = Field(default=None, ge=200, description="clip longer prompts in the middle")
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="more request fields, sent as is")
-    batch: bool = Field(default=False, description="send requests through the Batch API")
-    batch_dir: str | None = Field(default=None, description="batch mode: folder of the state, inputs and results")
-    poll_interval: float = Field(default=10.0, gt=0, description="batch mode: first wait between polls")
-    max_poll_interval: float = Field(default=300.0, gt=0, description="batch mode: longest wait between polls")
-    batch_wait: float = Field(default=26 * 3600.0, gt=0, description="batch mode: seconds to wait for results")
-    batch_max_requests: int = Field(default=50_000, ge=1, le=50_000, description="batch mode: requests per batch")
-    batch_submit_only: bool = Field(default=False, description="batch mode: submit the first round and return "
-                                                               "unscored rows; a later run collects")
-    cache: bool = Field(default=True, description="keep verdicts in cache_dir and send no request twice")
-    cache_dir: str | None = Field(default=None, description="folder of the verdict cache (a run puts it in "
-                                                            "Settings.cache_dir/judge); None: no cache")
-    price_in: float | None = Field(default=None, ge=0, description="dollars per million input tokens "
-                                                                   "(default: the price table's, for known models)")
-    price_out: float | None = Field(default=None, ge=0, description="dollars per million output tokens")
-    max_cost: float | None = Field(default=None, ge=0, description="refuse to send requests estimated to cost "
-                                                                   "more dollars than this")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _retired(cls, data: Any) -> Any:
-        """`backoff` and `max_backoff` are the SDK's now: accepted with a warning, not used."""
-        if isinstance(data, dict) and any(key in data for key in _RETIRED_OPTIONS):
-            warnings.warn("tlmscore: judge options backoff and max_backoff are ignored: the openai SDK's "
-                          "backoff (exponential, with jitter, honouring Retry-After) is used",
-                          UserWarning, stacklevel=2)
-            data = {k: v for k, v in data.items() if k not in _RETIRED_OPTIONS}
-        return data
-
-    @model_validator(mode="after")
-    def _batch_needs_a_folder(self) -> JudgeOptions:
-        if self.batch and not self.batch_dir:
-            raise ValueError("batch mode needs batch_dir, the folder that keeps its state for resuming")
-        return self
-
-
-@dataclass(frozen=True)
-class JudgePlan:
-    """What scoring some rows will ask of the endpoint: requests and an estimate of their tokens.
-
-    Input tokens are estimated from the UTF-8 size of the messages (about 4 bytes a token for
-    English; a CJK character counts as 3/4 of a token); output tokens are the `max_tokens` caps.
-    """
-
-    rows: int
-    requests: int
-    input_tokens: int
-    max_output_tokens: int
-    batch: bool = False
-    cost: float | None = None
-    """Estimated dollars (output tokens at their caps; Batch API at half price); None: no price known."""
-
-    def describe(self) -> str:
-        """One line for a person about to spend them."""
-        how = " through the Batch API" if self.batch else ""
-        money = (f", at most about {dollars(self.cost)}" if self.cost is not None
-                 else " (no price known for this model: give price_in/price_out for a cost estimate)")
-        return (f"judge: {self.requests:,} requests{how} for {self.rows:,} rows, about {self.input_tokens:,} "
-                f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
+_LOG = logging.getLogger("tlmscore.scoring.judge")
 
 
 def _clip(text: str, limit: int | None) -> tuple[str, int]:
@@ -194,7 +54,7 @@ def _api_key(options: JudgeOptions) -> str | None:
         return key
     if options.api_key_env is not None:
         raise ScorerError(f"judge scorer: the environment variable {name} (api_key_env) is not set")
-    if urlsplit(options.base_url).hostname == urlsplit(_DEFAULT_BASE_URL).hostname:
+    if urlsplit(options.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
         raise ScorerError("judge scorer: OPENAI_API_KEY is not set (or name another variable with api_key_env)")
     return None
 
@@ -204,15 +64,6 @@ def _mean(ratings: Sequence[Rating]) -> float | None:
     if not any(r.letter is not None for r in ratings):
         return None
     return sum(r.value for r in ratings) / len(ratings)
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One input as the judge sees it: the template fields, characters clipped, the response status."""
-
-    fields: Mapping[str, str]
-    clipped: int
-    status: str
 
 
 def status_note(status: str) -> str:
@@ -286,7 +137,7 @@ class JudgeScorer:
             chat = ChatClient(client, opts.model, gate=asyncio.Semaphore(opts.concurrency),
                               top_logprobs=opts.top_logprobs, extra_body=opts.extra_body)
             if opts.batch:
-                from tlmscore.scoring._judge_batch import score_batch  # noqa: PLC0415  (batch mode only)
+                from tlmscore.scoring.judge._batch import score_batch  # noqa: PLC0415  (batch mode only)
 
                 try:
                     return await score_batch(self, chat, client, inputs)

@@ -1,0 +1,108 @@
+"""The registries of trace stores and of readers of logs: what is built in, and what plug-ins add.
+
+`CONNECTORS` lists the built-in stores; `PLUGINS` reads the `tlmscore.connectors` entry points.
+Every reader of logs is here too, as the stores bring readers of their own: `READERS`, the built-in
+ones (the generic readers of `tlmscore.sources`, then each store's), and `SOURCE_PLUGINS`, the
+`tlmscore.sources` entry points; `find_reader` picks a file's reader by its content (or by name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from tlmscore.errors import TranscriptError
+from tlmscore.plugins import Kind, plugins
+from tlmscore.sources import GENERIC, SOURCES_GROUP, SourceReader, peek, scheme
+from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
+from tlmscore.stores.base import Connector
+
+__all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "READERS", "SOURCE_PLUGINS", "connectors", "find_reader",
+           "readers"]
+
+ENTRY_POINT_GROUP = "tlmscore.connectors"
+CONNECTORS: Mapping[str, Connector] = MappingProxyType({c.name: c for c in (
+    phoenix.CONNECTOR,
+    otlp.CONNECTOR,
+    langfuse.CONNECTOR,
+    langsmith.CONNECTOR,
+    agents.CONNECTOR,
+    openai.CONNECTOR,
+    mlflow.CONNECTOR,
+)})
+"""The built-in trace stores, by name."""
+
+
+def _accept(name: str, value: Any) -> Mapping[str, Connector]:
+    """The connectors an entry point loaded: one, or a sequence of them."""
+    items = list(value) if isinstance(value, Sequence) else [value]
+    wrong = [type(item).__name__ for item in items if not isinstance(item, Connector)]
+    if wrong:
+        raise TypeError(f"not a Connector: {', '.join(wrong)}")
+    return {item.name: item for item in items}
+
+
+PLUGINS: Kind[Connector] = Kind("connector", ENTRY_POINT_GROUP, lambda: CONNECTORS, _accept)
+"""Trace stores from other packages (`tlmscore.connectors` entry points)."""
+
+
+def connectors() -> Mapping[str, Connector]:
+    """Every trace store: the built-in ones, then those installed packages add."""
+    return MappingProxyType({**CONNECTORS, **plugins(PLUGINS)})
+
+
+READERS: Mapping[str, SourceReader] = MappingProxyType({
+    **GENERIC, **{reader.name: reader for c in CONNECTORS.values() for reader in c.readers}})
+"""The built-in readers, by name: the generic ones, then the built-in trace stores'."""
+
+
+def _accept_readers(name: str, value: Any) -> Mapping[str, SourceReader]:
+    """The readers an entry point loaded: one `SourceReader` or a sequence of them."""
+    items = list(value) if isinstance(value, Sequence) else [value]
+    wrong = [type(item).__name__ for item in items if not isinstance(item, SourceReader)]
+    if wrong:
+        raise TypeError(f"not a SourceReader: {', '.join(wrong)}")
+    return {item.name: item for item in items if isinstance(item, SourceReader)}
+
+
+SOURCE_PLUGINS: Kind[SourceReader] = Kind("source", SOURCES_GROUP, lambda: READERS, _accept_readers)
+"""Source readers from other packages (`tlmscore.sources` entry points)."""
+
+
+def readers() -> Mapping[str, SourceReader]:
+    """Every reader: the built-in ones first, then those of plug-in stores and `tlmscore.sources` entry points.
+
+    A plug-in never replaces a built-in reader.
+    """
+    added = {reader.name: reader for name, c in connectors().items() if name not in CONNECTORS
+             for reader in c.readers if reader.name not in READERS}
+    return MappingProxyType({**READERS, **added, **plugins(SOURCE_PLUGINS)})
+
+
+def find_reader(address: str, fmt: str | None = None) -> SourceReader | None:
+    """The reader of `address`; None for a plain transcript-record file.
+
+    That is the reader named `fmt`, else the live source of the address's URL scheme, else the
+    first that recognises the file's content. Raises `TranscriptError` for an unknown `fmt` or URL scheme.
+    """
+    table = readers()
+    if fmt is not None:
+        if fmt in ("records", "auto"):
+            return None
+        if fmt not in table:
+            raise TranscriptError(f"unknown input format {fmt!r} (known: records, {', '.join(sorted(table))})")
+        return table[fmt]
+    found = scheme(address)
+    if found is not None:
+        for reader in table.values():
+            if found in reader.schemes:
+                return reader
+        raise TranscriptError(f"{address}: no reader for {found}:// addresses")
+    sample = peek(address)
+    if sample is None:
+        return None
+    for reader in table.values():
+        if not reader.schemes and reader.detect(sample):
+            return reader
+    return None
