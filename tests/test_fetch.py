@@ -115,8 +115,8 @@ def test_ok_page_has_the_whole_record(server: EvidenceServer, settings: Settings
     assert page.fetched_at >= before
     assert page.error is None
     assert set(page.to_record()) == {"url", "final_url", "status", "http_status", "content_type", "title",
-                                     "text", "bytes", "fetched_at", "error", "source", "archived_at"}
-    assert page.source == "live" and page.archived_at is None
+                                     "text", "bytes", "fetched_at", "error", "source", "archived_at", "model"}
+    assert page.source == "live" and page.archived_at is None and page.model is None
 
 
 def test_requests_name_tlmscore_and_keep_the_host_header(server: EvidenceServer, settings: Settings) -> None:
