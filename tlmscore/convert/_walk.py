@@ -1,4 +1,4 @@
-"""Convert: transcript items become turns. Pure: no IO, the same input gives the same conversation."""
+"""The walk over a transcript's items: request, history and output become a `Conversation` (pure)."""
 
 from __future__ import annotations
 
@@ -6,48 +6,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._content import content_text
-from tlmscore.convert._files import FILE_SEARCH_NOT_LOGGED
 from tlmscore.convert._functions import parse_arguments
 from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions
 from tlmscore.convert._messages import message_text
-from tlmscore.convert._outputs import NOT_LOGGED
 from tlmscore.convert._providers import chat_items, chat_search_items, chat_tools_as_responses, is_search_chat
-from tlmscore.convert._status import COMPLETED, ResponseStatus, transcript_status
 from tlmscore.convert._structured import apply_structured_output, json_schema_format
-from tlmscore.convert._think import split_think
 from tlmscore.convert._tools import declare_chat_tool, declare_tools
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED, linked_pages
+from tlmscore.convert._web import linked_pages
 from tlmscore.convert._xai import server_items
 from tlmscore.convert.context import Context, ItemConverter
-from tlmscore.convert.registry import REGISTRY, item_type
 from tlmscore.convert.registry import converters as installed_converters
+from tlmscore.convert.registry import item_type
 from tlmscore.errors import TranscriptError
 from tlmscore.model import Conversation, FileResult, Message, ToolCall, ToolResult, Transcript, Turn
 from tlmscore.settings import Settings
-
-__all__ = [
-    "COMPLETED",
-    "FILE_SEARCH_NOT_LOGGED",
-    "NOT_LOGGED",
-    "NO_REQUEST",
-    "REGISTRY",
-    "SEARCH_NOT_LOGGED",
-    "UNCITED",
-    "ResponseStatus",
-    "cited_files",
-    "cited_sentence",
-    "convert_chat",
-    "convert_items",
-    "convert_transcript",
-    "input_items",
-    "split_answer",
-    "split_think",
-    "transcript_status",
-]
-
 
 NO_INPUT = "the request's input is empty: the prompt shows nothing the model was asked"
 TEXT_ONLY_ORIGINS = frozenset({"otlp"})
