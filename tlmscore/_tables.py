@@ -48,6 +48,16 @@ def _parquet_by_magic(path: Path) -> str | None:
         return None
 
 
+def json_cell(value: Any) -> Any:
+    """A cell that holds JSON text, parsed; anything else (text that is not JSON too) as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
 def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
     """A cell as a JSON value: timestamps as ISO text, NaN as None, arrays as lists."""
     if isinstance(value, float) and math.isnan(value):

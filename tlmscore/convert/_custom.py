@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._functions import PROGRAM, call_kind, parse_arguments, program_caller
+from tlmscore.convert._functions import PROGRAM, call_kind, client_output, parse_arguments, program_caller
 from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import declare_tool, qualified_name
 from tlmscore.convert.context import Context, ItemConverter
@@ -65,13 +65,7 @@ def convert_custom_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
 
 def convert_custom_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """What the client's custom tool returned: text, or parts with placeholders."""
-    call_id = str(item.get("call_id") or "")
-    name = ctx.answered_call(call_id, "custom_tool", "output for custom tool call")
-    output = tool_output(item.get("output"))
-    if call_id in ctx.program_calls:
-        step = {"returned_to_program": output, "from": name, "call_id": call_id}
-        return [ToolResult(name=PROGRAM, call_id=ctx.program_calls[call_id], output=step)]
-    return [ToolResult(name=name, call_id=call_id, output=output)]
+    return client_output(item, ctx, "custom_tool", "output for custom tool call")
 
 
 def _search_call_id(item: dict[str, Any], ctx: Context) -> str:

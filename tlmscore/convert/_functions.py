@@ -64,8 +64,16 @@ def convert_function_call_output(item: dict[str, Any], ctx: Context) -> list[Tur
     text, with images and files as placeholders. The output of a call a program made went to the
     program, and is shown as a step of its run.
     """
+    return client_output(item, ctx, "function", "output for call")
+
+
+def client_output(item: dict[str, Any], ctx: Context, kind: str, what: str) -> list[Turn]:
+    """What the client returned for a call of `kind` (named after the call it answers; `what` in a warning).
+
+    The output of a call a program made went to the program: it is shown as a step of its run.
+    """
     call_id = str(item.get("call_id") or "")
-    name = ctx.answered_call(call_id, "function", "output for call")
+    name = ctx.answered_call(call_id, kind, what)
     output = tool_output(item.get("output"))
     if call_id in ctx.program_calls:
         step = {"returned_to_program": output, "from": name, "call_id": call_id}

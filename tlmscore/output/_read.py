@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from tlmscore._tables import KINDS, rows, table_kind
+from tlmscore._tables import KINDS, json_cell, rows, table_kind
 from tlmscore.errors import ConfigError
 from tlmscore.output._row import Row, column_kind
 
@@ -50,12 +50,7 @@ def score_of(value: Any) -> float:
 
 def _extra(value: Any) -> Any:
     """A column `Row` does not know: JSON text of a list or dict decoded, anything else as it is."""
-    if isinstance(value, str) and value[:1] in ("[", "{"):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
+    return json_cell(value) if isinstance(value, str) and value[:1] in ("[", "{") else value
 
 
 def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911  (one return per kind)

@@ -11,7 +11,7 @@ exports) is its connector's, in `tlmscore.stores`.
   content looks at; the table files themselves (JSON lines, JSON, Parquet, CSV, streamed: `rows`,
   `table_kind`, `plain`) are read by `tlmscore._tables`, which output files read back share.
 - `_openinference`: OpenInference spans (`spans_records`), as Phoenix exports and serves them.
-- `_otlp`, `_genai`: OTLP traces with GenAI spans (`as_value`: an attribute's JSON text, parsed).
+- `_otlp`, `_genai`: OTLP traces with GenAI spans .
 
 A reader's records are ingest's to normalise, so a call renders the same prompt whichever
 place it was read from.
@@ -19,8 +19,7 @@ place it was read from.
 
 from __future__ import annotations
 
-from tlmscore._tables import plain, rows, table_kind
-from tlmscore.sources._genai import as_value
+from tlmscore._tables import json_cell, plain, rows, table_kind
 from tlmscore.sources._openinference import spans_records
 from tlmscore.sources._tables import peek, read_rows
 from tlmscore.sources.registry import (
@@ -34,5 +33,5 @@ from tlmscore.sources.registry import (
     with_window,
 )
 
-__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "as_value", "is_live", "peek", "plain",
+__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "is_live", "json_cell", "peek", "plain",
            "read_rows", "rows", "scheme", "spans_records", "table_kind", "with_window"]

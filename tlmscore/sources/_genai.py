@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tlmscore._tables import json_cell
+
 TRACELOOP, LOGFIRE, OFFICIAL = "traceloop", "logfire", "openai-v2"
 _SCOPES = {"opentelemetry.instrumentation.openai.v1": TRACELOOP, "opentelemetry.instrumentation.openai": TRACELOOP,
            "logfire.openai": LOGFIRE, "opentelemetry.instrumentation.openai_v2": OFFICIAL,
@@ -47,16 +49,6 @@ FC_IDS = ("the answer's function calls are named by their item ids (fc_…) in t
 def instrumentation(scope: str | None) -> str | None:
     """The instrumentation that wrote a span, by its instrumentation scope's name (None: another)."""
     return _SCOPES.get(scope or "")
-
-
-def as_value(value: Any) -> Any:
-    """An attribute that holds JSON text, parsed; anything else as it is."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
 
 
 def _text(value: Any) -> str:
@@ -163,7 +155,7 @@ class _Items:
 
 def _summary(content: Any) -> list[str]:
     """A reasoning part's summary texts: its text, or the summary parts an instrumentation wrote as JSON."""
-    value = as_value(content) if isinstance(content, str) and content[:1] in "[{" else content
+    value = json_cell(content) if isinstance(content, str) and content[:1] in "[{" else content
     if isinstance(value, list):
         return [str(p.get("text") or "") for p in value if isinstance(p, Mapping)]
     return [str(value or "")]
@@ -172,7 +164,7 @@ def _summary(content: Any) -> list[str]:
 def message_entries(messages: Any, *, output: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """The messages, calls, results and reasoning of GenAI messages, and warnings about what they could not hold."""
     built = _Items(output)
-    for message in as_value(messages) or []:
+    for message in json_cell(messages) or []:
         if not isinstance(message, Mapping):
             raise TypeError(f"a GenAI message must be an object, not {type(message).__name__}")
         role = str(message.get("role") or "user")
@@ -205,7 +197,7 @@ def matched_in_order(inputs: list[dict[str, Any]]) -> str | None:
 
 def instructions_text(value: Any) -> str | None:
     """`gen_ai.system_instructions` as text (its text parts joined by newlines, as a raw record's are)."""
-    parts = as_value(value)
+    parts = json_cell(value)
     if parts is None:
         return None
     if isinstance(parts, str):
@@ -216,7 +208,7 @@ def instructions_text(value: Any) -> str | None:
 def responses_tools(value: Any) -> list[dict[str, Any]]:
     """Tool definitions as the Responses API takes them: built-in tools and `strict` kept as given."""
     tools: list[dict[str, Any]] = []
-    for tool in as_value(value) or []:
+    for tool in json_cell(value) or []:
         if not isinstance(tool, Mapping):
             continue
         inner = tool.get("function")
@@ -240,10 +232,10 @@ def chat_tools(value: Any) -> list[dict[str, Any]]:
 
 def finish_reason(attributes: Mapping[str, Any], messages: Any) -> str | None:
     """The call's finish reason: `gen_ai.response.finish_reasons`, else the first output message's."""
-    reasons = as_value(attributes.get("gen_ai.response.finish_reasons"))
+    reasons = json_cell(attributes.get("gen_ai.response.finish_reasons"))
     if isinstance(reasons, list) and reasons:
         return str(reasons[0])
-    first = next((m for m in as_value(messages) or [] if isinstance(m, Mapping)), {})
+    first = next((m for m in json_cell(messages) or [] if isinstance(m, Mapping)), {})
     return str(first["finish_reason"]) if first.get("finish_reason") else None
 
 

@@ -11,12 +11,11 @@ retrievers) are no records.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore._tables import rows, table_kind
+from tlmscore._tables import json_cell, rows, table_kind
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "openinference"
@@ -53,15 +52,6 @@ def detect(sample: Peek) -> bool:
     return is_span(flat(sample.first))
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return value
-
-
 def _is_response(value: Any) -> bool:
     return isinstance(value, dict) and ("output" in value or "choices" in value)
 
@@ -88,7 +78,7 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _messages(value: Any) -> list[dict[str, Any]] | None:
-    value = _json(value)
+    value = json_cell(value)
     if not isinstance(value, list):
         return None
     return [_message(flat(m)) for m in value if isinstance(m, Mapping)]
@@ -127,7 +117,7 @@ def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any]
         return None
     if str(span.get("status_code") or "").upper() == "ERROR" and span.get("attributes.output.value") is None:
         raise ValueError(f"the LLM call failed: {span.get('status_message') or 'status ERROR'}")
-    request, response = _json(span.get("attributes.input.value")), _json(span.get("attributes.output.value"))
+    request, response = json_cell(span.get("attributes.input.value")), json_cell(span.get("attributes.output.value"))
     warnings: list[str] = []
     if not (_is_response(response) and isinstance(request, dict)):
         if _is_response(response):

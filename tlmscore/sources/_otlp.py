@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from tlmscore._tables import rows
-from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, as_value, genai_call, instrumentation
+from tlmscore._tables import json_cell, rows
+from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "otlp"
@@ -83,7 +83,7 @@ def _event_messages(events: Any) -> tuple[list[dict[str, Any]], list[dict[str, A
     for event in events or []:
         name = event.get("name")
         body = attributes_of(event.get("attributes"))
-        content = as_value(body.get("gen_ai.event.content") or body.get("content"))
+        content = json_cell(body.get("gen_ai.event.content") or body.get("content"))
         data = content if isinstance(content, Mapping) else {"content": content}
         if name in _EVENT_ROLES:
             inputs.append(_event_message(_EVENT_ROLES[str(name)], data))
@@ -104,7 +104,7 @@ def _event_message(role: str, data: Mapping[str, Any]) -> dict[str, Any]:
     for call in data.get("tool_calls") or []:
         function = call.get("function") or {}
         parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
-                      "arguments": as_value(function.get("arguments"))})
+                      "arguments": json_cell(function.get("arguments"))})
     return {"role": role, "parts": parts}
 
 

@@ -13,13 +13,13 @@ not written back (a bare `--annotate` counts them as having no trace to go back 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tlmscore._tables import json_cell
 from tlmscore.sources import Peek, Read, SourceReader, rows, table_kind
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.base import Keys, ReadOnly
 
 __all__ = ["CONNECTOR", "AgentsConnector", "detect", "read", "response_id", "span_record"]
 
@@ -34,13 +34,7 @@ def detect(sample: Peek) -> bool:
 
 def nested(row: dict[str, Any]) -> dict[str, Any]:
     """A row as exported: `span_data` an object (a CSV cell holds it as JSON text)."""
-    data = row.get("span_data")
-    if isinstance(data, str):
-        try:
-            return {**row, "span_data": json.loads(data)}
-        except json.JSONDecodeError:
-            return row
-    return row
+    return {**row, "span_data": json_cell(row.get("span_data"))} if "span_data" in row else row
 
 
 def span_record(span: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -89,40 +83,15 @@ def response_id(row: dict[str, Any]) -> str | None:
     return record["response_id"] if record is not None else None
 
 
-class AgentsConnector:
+class AgentsConnector(ReadOnly):
     """The Agents SDK's span exports: read, never written back."""
 
     name = "agents"
     origins = (ORIGIN,)
     readers = (SourceReader("agents", detect, read),)
     keys = Keys()
-    batch_size = 0
-    forms = ()
     annotates = "span"
-
-    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
-        """No target: the SDK's traces take no annotations."""
-        return None
-
-    def back_to(self, source: str | None) -> str | None:
-        """Nowhere."""
-        return None
-
-    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
-        """No keys."""
-        return {}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """Span exports are files: there is no live source to check."""
-        raise NotImplementedError(address)
-
-    def payload(self, annotation: Annotation) -> Any | None:
-        """Nothing is sent."""
-        return None
-
-    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
-        """Nothing can be sent."""
-        return Sent.failed(len(payloads), "the Agents SDK's traces take no annotations", retry=False)
+    kept = "the Agents SDK's traces"
 
 
 CONNECTOR = AgentsConnector()

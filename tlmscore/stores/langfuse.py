@@ -34,8 +34,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tlmscore._tables import json_cell
 from tlmscore.errors import ConfigError
-from tlmscore.sources import Peek, Read, SourceReader, as_value, read_rows, rows, table_kind
+from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
 from tlmscore.stores._http import RETRY_STATUS, failure
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
@@ -70,7 +71,7 @@ def _get(row: Mapping[str, Any], *names: str) -> Any:
 
 def _json(value: Any) -> Any:
     """A cell that holds JSON text, parsed; plain text or anything else as it is; "" (not set) as None."""
-    return None if value == "" else as_value(value)
+    return None if value == "" else json_cell(value)
 
 
 def is_observation(row: Mapping[str, Any]) -> bool:

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tlmscore._tables import json_cell
 from tlmscore.errors import ConfigError
-from tlmscore.sources import Peek, Read, SourceReader, as_value, read_rows, rows, table_kind
+from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -84,7 +85,7 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     if str(run.get("run_type")).lower() != "llm":
         return None
-    inputs, outputs = as_value(run.get("inputs")), as_value(run.get("outputs"))
+    inputs, outputs = json_cell(run.get("inputs")), json_cell(run.get("outputs"))
     if not outputs and run.get("error"):
         first = (str(run["error"]).strip().splitlines() or ["error"])[0]  # repr of the exception, then its trace
         raise ValueError(f"the LLM call failed: {first}")

@@ -14,13 +14,13 @@ unset). OpenAI keeps no traces to annotate: rows pulled from here are not writte
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tlmscore.sources import rows, table_kind
 from tlmscore.stores.agents import response_id
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.base import Keys, ReadOnly
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -193,40 +193,18 @@ async def pull_to_file(client: AsyncOpenAI, ids: Sequence[str], output: Path, *,
     return written, errors
 
 
-class OpenAIConnector:
-    """Stored responses: pulled by id (`tlmscore pull`, `--hydrate`), never written back."""
+class OpenAIConnector(ReadOnly):
+    """Stored responses: pulled by id (`tlmscore pull`, `--hydrate`), never written back.
+
+    The `openai` SDK sends the key itself, so the connector adds no header.
+    """
 
     name = "openai"
     origins = (ORIGIN,)
     readers = ()
     keys = Keys(secrets=("OPENAI_API_KEY",), servers=("OPENAI_BASE_URL",), default="https://api.openai.com/v1")
-    batch_size = 0
-    forms = ()
     annotates = "response"
-
-    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
-        """No target: stored responses take no annotations."""
-        return None
-
-    def back_to(self, source: str | None) -> str | None:
-        """Nowhere."""
-        return None
-
-    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The `openai` SDK sends the key itself."""
-        return {}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """Responses are pulled by id: there is no live source to check."""
-        raise NotImplementedError(address)
-
-    def payload(self, annotation: Annotation) -> Any | None:
-        """Nothing is sent."""
-        return None
-
-    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
-        """Nothing can be sent."""
-        return Sent.failed(len(payloads), "stored responses take no annotations", retry=False)
+    kept = "stored responses"
 
 
 CONNECTOR = OpenAIConnector()
