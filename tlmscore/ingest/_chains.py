@@ -34,7 +34,7 @@ from tlmscore.ingest._history import (
     reference_ids,
 )
 from tlmscore.ingest._logfile import RandomAccess
-from tlmscore.ingest._records import Location, Look, Source, load_at, scan
+from tlmscore.ingest._records import Inputs, Location, Look, load_at, scan
 from tlmscore.model import Transcript, is_item_reference
 
 _PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*"')
@@ -107,7 +107,7 @@ class ChainIndex:
         self._files.close()
 
     @classmethod
-    def build(cls, source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+    def build(cls, source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
               cache_size: int = 256, fmt: str | None = None) -> ChainIndex:
         """Index `source` (paths, records, or a list of those; it is read twice, so not a generator).
 
@@ -231,7 +231,7 @@ def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[s
             items.setdefault(item_id, location)
 
 
-def _records(source: Source, batch: BatchInputs | None, look: Look,
+def _records(source: Inputs, batch: BatchInputs | None, look: Look,
              fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every usable record of `source` whose raw line passes `look` (records in memory always do)."""
     for location, t in scan(source, batch, look, fmt):

@@ -32,7 +32,8 @@ from tlmscore.model import Transcript
 from tlmscore.sources import SourceReader, is_live
 from tlmscore.stores import find_reader
 
-Source = str | Path | dict[str, Any] | Iterable[Any] | Any
+Inputs = str | Path | dict[str, Any] | Iterable[Any] | Any
+"""What a run reads: a path, a live source's address, a record, an SDK `Response`, or an iterable of those."""
 Look = Callable[[bytes], bool]
 """A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
 
@@ -214,7 +215,7 @@ def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
         yield from _json_records(path, label, batch)
 
 
-def scan(source: Source, batch: BatchInputs | None = None, look: Look | None = None,
+def scan(source: Inputs, batch: BatchInputs | None = None, look: Look | None = None,
          fmt: str | None = None, *, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every record of `source` with its location, in order; bad records carry `error`.
 
@@ -250,7 +251,7 @@ def load_at(location: Location, files: RandomAccess, batch: BatchInputs | None =
     return _parsed(raw, location.source, location.line, batch)
 
 
-def read_transcripts(source: Source, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+def read_transcripts(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
                      fmt: str | None = None) -> Iterator[Transcript]:
     """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
 

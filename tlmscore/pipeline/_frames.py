@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.evidence.page import PageSource
-from tlmscore.ingest import Source
+from tlmscore.ingest import Inputs
 from tlmscore.output import Row
 from tlmscore.pipeline._stages import Progress, aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer
@@ -44,7 +44,7 @@ def _scorer(scorer: str | Scorer | None, options: Mapping[str, Any] | None) -> S
     return get_scorer(scorer, options) if isinstance(scorer, str) else scorer
 
 
-async def aiter_rows(source: Source, settings: Settings | None = None, *,
+async def aiter_rows(source: Inputs, settings: Settings | None = None, *,
                      scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
                      pages: Pages | None = None, progress: Progress | None = None,
                      converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[Row]:
@@ -72,7 +72,7 @@ def frame(rows: Iterable[Row], columns: Sequence[str] = Row.columns()) -> pd.Dat
     return made
 
 
-async def ascore(source: Source, scorer: str | Scorer | None = "grounding", settings: Settings | None = None, *,
+async def ascore(source: Inputs, scorer: str | Scorer | None = "grounding", settings: Settings | None = None, *,
                  options: Mapping[str, Any] | None = None, pages: Pages | None = None,
                  progress: Progress | None = None,
                  converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
@@ -82,14 +82,14 @@ async def ascore(source: Source, scorer: str | Scorer | None = "grounding", sett
     return frame(rows, Row.columns(scored=scorer is not None))
 
 
-async def aprepare(source: Source, settings: Settings | None = None, *, pages: Pages | None = None,
+async def aprepare(source: Inputs, settings: Settings | None = None, *, pages: Pages | None = None,
                    progress: Progress | None = None,
                    converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """`prepare`, awaited in the caller's event loop."""
     return await ascore(source, None, settings, pages=pages, progress=progress, converters=converters)
 
 
-def prepare(source: Source, settings: Settings | None = None, *, pages: Pages | None = None,
+def prepare(source: Inputs, settings: Settings | None = None, *, pages: Pages | None = None,
             progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """One row per input record, in input order, with the rendered prompt and response.
 
@@ -102,7 +102,7 @@ def prepare(source: Source, settings: Settings | None = None, *, pages: Pages | 
     return run_sync(lambda: aprepare(source, settings, pages=pages, progress=progress, converters=converters))
 
 
-def score(source: Source, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
+def score(source: Inputs, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
           options: Mapping[str, Any] | None = None, pages: Pages | None = None,
           progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
     """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.

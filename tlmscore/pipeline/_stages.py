@@ -33,7 +33,7 @@ from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import BatchInputs, ChainIndex, History, Source, read_transcripts, with_history
+from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, read_transcripts, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
@@ -213,7 +213,7 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource | None = None,
+async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource | None = None,
                        progress: Progress | None = None, scorer: Scorer | None = None,
                        skip: Container[tuple[str, int]] = (),
                        converters: Mapping[str, ConverterLike] | None = None,
@@ -253,7 +253,7 @@ async def aiter_chunks(source: Source, settings: Settings, *, pages: PageSource 
             yield rows
 
 
-def _chain_index(source: Source, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
+def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
     """The chain index of a source that can be read twice (paths, records, lists); else None.
 
     A live source (a trace store's address) is not read again for it: its follow-up calls are
@@ -281,7 +281,7 @@ async def _await(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-def run_batch(source: Source, settings: Settings, sink: Callable[[list[Row]], None], *,
+def run_batch(source: Inputs, settings: Settings, sink: Callable[[list[Row]], None], *,
               pages: PageSource | None = None, progress: Progress | None = None, scorer: Scorer | None = None,
               skip: Container[tuple[str, int]] = ()) -> None:
     """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 _ACTOR_CPUS = 0.25  # fetchers and scorers mostly wait on the network; they leave CPUs to the tasks
 ROWS_PER_PARTITION = 50_000
 """Records per shuffle partition, when the engine is not told how many partitions to use."""
-Source = Sequence[str | Path] | str | Path
+Inputs = Sequence[str | Path] | str | Path
 
 
 def _ray_data() -> Any:
@@ -122,7 +122,7 @@ def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
                                                record="binary", error="string"))
 
 
-def _records(source: Source | Dataset, fmt: str | None) -> Dataset:
+def _records(source: Inputs | Dataset, fmt: str | None) -> Dataset:
     if isinstance(source, (str, Path)):
         return read([source], fmt)
     if isinstance(source, Sequence):
@@ -180,7 +180,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
     return everything.union(missed)
 
 
-def _joined(source: Source | Dataset, settings: Settings, engine: Engine,
+def _joined(source: Inputs | Dataset, settings: Settings, engine: Engine,
             skip: Container[tuple[str, int]] = ()) -> Dataset:
     """The records of `source` converted, with their pages: what rendering and scoring need."""
     records = _records(source, settings.input_format).materialize()
@@ -205,7 +205,7 @@ def _scored(joined: Dataset, settings: Settings, engine: Engine, scorer: str | S
     return scored
 
 
-def prepare(source: Source | Dataset, settings: Settings | None = None, *, engine: Engine | None = None) -> Dataset:
+def prepare(source: Inputs | Dataset, settings: Settings | None = None, *, engine: Engine | None = None) -> Dataset:
     """Rows with the rendered prompt and response of every record, as `tlmscore.prepare` makes them.
 
     `source` is input paths or a dataset from `read`. The rows have the output's columns, plus
@@ -218,7 +218,7 @@ def prepare(source: Source | Dataset, settings: Settings | None = None, *, engin
     return rows.map_batches(table_of, batch_format="pyarrow")
 
 
-def score(source: Source | Dataset, settings: Settings | None = None, scorer: str | Scorer = "grounding", *,
+def score(source: Inputs | Dataset, settings: Settings | None = None, scorer: str | Scorer = "grounding", *,
           options: Mapping[str, Any] | None = None, engine: Engine | None = None,
           calibration: Calibration | None = None) -> Dataset:
     """`prepare`, plus the score columns, scored by `engine.scorers` actors (the in-flight limit).
