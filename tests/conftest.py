@@ -22,6 +22,7 @@ from tests.ray_cluster import can_namespace
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
+"""Optional: real recorded material beside the checkout. It only adds cases; `fixtures/` is what every test needs."""
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
 
@@ -97,11 +98,16 @@ def demo_path() -> Path:
     return FIXTURES / "demo.jsonl"
 
 
-@pytest.fixture
-def corpus_responses() -> Path:
-    folder = CORPUS / "responses"
-    if not folder.is_dir():
-        pytest.skip(f"shared corpus not present at {folder}")
+@pytest.fixture(scope="session")
+def recorded_responses(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of API replies, one JSON document a file, for the fake OpenAI servers and the readers:
+    the project's own (`fixtures/responses/`) and, when the shared corpus is beside the checkout, its
+    recorded responses as more cases (links to both, so each keeps its own name)."""
+    folder = tmp_path_factory.mktemp("responses")
+    for path in [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]:
+        link = folder / path.name
+        assert not link.exists(), f"two recorded responses are named {path.name}"
+        link.symlink_to(path)
     return folder
 
 

@@ -1,7 +1,7 @@
 """Fuzzing ingest with mutated real records: any line in → exactly one row out, exit 0.
 
-The seeds are the records of the project's fixtures and, when the shared corpus is present, its
-recorded Responses API outputs. Each example mutates a few of them, at the byte level (cuts,
+The seeds are the records and API replies of the project's fixtures and, when the shared corpus is
+present, its recorded Responses API outputs. Each example mutates a few of them, at the byte level (cuts,
 hostile tokens, stray newlines) or in their structure (a value replaced by one of another type,
 a key dropped), writes them as a JSONL file and runs `prepare --offline` on it in-process with an
 empty cache, to one of the three output formats.
@@ -31,10 +31,9 @@ def _seed_lines() -> list[bytes]:
     lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
              for line in path.read_bytes().splitlines() if line.strip() and not is_stream_line(line)]
     # event stream lines are left out: a stream is one record per streamed response (tests/test_streams.py)
-    folder = CORPUS / "responses"  # the shared corpus, where conftest.py looks for it (optional)
-    if folder.is_dir():
-        lines += [json.dumps(json.loads(p.read_bytes())).encode() for p in sorted(folder.glob("*.json"))]
-    return lines
+    # the API replies of fixtures/responses, and of the shared corpus where conftest.py looks for it (optional)
+    replies = [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]
+    return lines + [json.dumps(json.loads(p.read_bytes())).encode() for p in replies]
 
 
 def _parses(line: bytes) -> bool:
