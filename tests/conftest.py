@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import os
 import shutil
 import ssl
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +27,13 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 """Optional: real recorded material beside the checkout. It only adds cases; `fixtures/` is what every test needs."""
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
+
+# No test reads or writes the user's page cache (~/.cache/tlmscore). A `Settings` made without a cache
+# directory, here or in a command a test starts, reads `TLMSCORE_CACHE_DIR`: at import (settings made by
+# test modules as they load) a folder that does not exist, so an offline run reads no cache; in each test
+# (`_own_cache`) a folder of that test's own.
+os.environ["TLMSCORE_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"tlmscore-tests-{os.getpid()}-no-cache")
+_CACHE_NUMBERS = itertools.count()
 
 # CI runs the same examples every time, so a run fails only for a change; developers' runs keep
 # exploring new examples. `.ci/run` chooses "ci-seed" and a fixed `--hypothesis-seed`, which it prints
@@ -91,6 +100,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     if skipped := _skipped(config):
         terminalreporter.write_line(f"--no-skips: {skipped} skipped, and every test must run here", red=True)
+
+
+@pytest.fixture(scope="session")
+def _caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("caches")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page cache a test gets when it names none: its own, never the user's."""
+    monkeypatch.setenv("TLMSCORE_CACHE_DIR", str(_caches / f"cache-{next(_CACHE_NUMBERS)}"))
 
 
 @pytest.fixture

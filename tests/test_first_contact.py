@@ -177,3 +177,15 @@ def test_offline_writes_no_default_cache(tmp_path: Path, demo_path: Path, capsys
                    "--pages", str(demo_path.parent / "pages")], capsys)
     assert code == 0
     assert not cache.exists()
+
+
+def test_a_test_never_gets_the_users_page_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Settings made without a cache folder, in a test or at a test module's import, point into the tests'
+    own folders (tests/conftest.py), so no test reads or fills ~/.cache/tlmscore."""
+    import tests.test_provider_shapes as made_at_import
+
+    user = Path.home() / ".cache" / "tlmscore"
+    here = Settings().cache_dir
+    assert here != user and here.is_relative_to(tmp_path_factory.getbasetemp())
+    assert made_at_import.OFFLINE.cache_dir != user and not made_at_import.OFFLINE.cache_dir.exists()
+    assert Settings().cache_dir == here  # the same folder all through one test
