@@ -338,15 +338,26 @@ def test_workers_exit_when_their_parent_is_killed() -> None:
 
 
 HOLD_A_BUSY_POOL = """
-import asyncio, time
+import asyncio, os, time
+from pathlib import Path
 from tlmscore.evidence._workers import ExtractPool, Limits
+
+def descendants(pid):
+    return [p for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()
+            for p in (int(c), *descendants(int(c)))]
+
+def cpu_ticks():  # utime + stime of every process under this one
+    return sum(int(v) for pid in descendants(os.getpid())
+               for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
 
 async def main():
     pool = ExtractPool(1, Limits(cpu_seconds=1.0))
     await pool.extract(b"ready", "text/plain", "")
     page = "".join(f"<p>Paragraph {n} has some words in it to be kept.</p>" for n in range(60_000))
+    start = cpu_ticks()
     busy = asyncio.ensure_future(pool.extract(f"<html><body>{page}</body></html>".encode(), "text/html", ""))
-    await asyncio.sleep(0.3)
+    while cpu_ticks() < start + 5:  # until the worker works on the page
+        await asyncio.sleep(0.01)
     print("busy", flush=True)
     time.sleep(60)
 

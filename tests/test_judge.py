@@ -36,7 +36,10 @@ def judge(server: ChatServer, **options: Any) -> JudgeScorer:
 
 
 def run(scorer: JudgeScorer, inputs: list[ScoringInput] = INPUTS) -> list[Any]:
-    return asyncio.run(scorer.score_many(inputs))
+    """The scores of `inputs`: one each, in order (so a check over all of them covers every input)."""
+    scores = asyncio.run(scorer.score_many(inputs))
+    assert len(scores) == len(inputs), f"{len(scores)} scores for {len(inputs)} inputs"
+    return list(scores)
 
 
 def is_sampling(body: dict[str, Any]) -> bool:

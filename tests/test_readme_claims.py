@@ -46,3 +46,18 @@ def test_the_quickstart_command_prints_the_readme_summary(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == summary
     assert done.stdout == ""
+
+
+_VALIDITY = re.compile(r"\((\d{4}-\d\d-\d\d), default\s+install: WiCE dev ([\d.]+) / ([\d.]+) AUROC, "
+                       r"SummEdits mean ([\d.]+)\)")
+
+
+def test_the_readmes_validity_figures_are_the_dated_table_of_the_validity_page() -> None:
+    """The README quotes the grounding scorer's figures; docs/validity.md holds them, dated, in the table of
+    that day (measured by benchmarks/validity_bench.py on the two development sets, which are not bundled)."""
+    day, wice, wice_rest, summedits = _VALIDITY.findall(README.read_text(encoding="utf-8"))[0]
+    page = (ROOT / "docs" / "validity.md").read_text(encoding="utf-8")
+    section = page.split(f"\n## {day}\n", 1)[1].split("\n## ", 1)[0]
+    now = next(line for line in section.splitlines() if line.startswith("| now ("))
+    cells = [cell.strip().strip("*") for cell in now.split("|")[2:6]]
+    assert cells[:3] == [wice, wice_rest, summedits]
