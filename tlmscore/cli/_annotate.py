@@ -39,11 +39,12 @@ NO_TRACE = "not annotated: no trace to go back to"
 
 
 def add_annotate_flags(parser: argparse.ArgumentParser) -> None:
-    """`score`'s `--annotate` flags."""
-    parser.add_argument("--annotate", action="append", default=[], metavar="TARGET", nargs="?", const=ORIGIN,
+    """`score`'s `--annotate` flags, in a group of their own."""
+    group = parser.add_argument_group("annotations (scores written back onto traces)")
+    group.add_argument("--annotate", action="append", default=[], metavar="TARGET", nargs="?", const=ORIGIN,
                         help="after writing OUT, annotate its rows: alone, back to where each row came from "
                              f"(its origin); or {TARGETS_HELP} (repeatable)")
-    parser.add_argument("--annotate-threshold", type=float, default=0.5, metavar="T",
+    group.add_argument("--annotate-threshold", type=float, default=0.5, metavar="T",
                         help="annotation label: supported at or above T, unsupported below (default 0.5)")
 
 
