@@ -3,6 +3,7 @@ docs/, every dotted name; the site lists every page; the README stays a short pa
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 from pathlib import Path
@@ -87,3 +88,30 @@ def test_the_readme_says_what_a_score_means() -> None:
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "Grounding, not truth." in text and "NaN means nothing to check against." in text
     assert "The default scorer is not Cleanlab TLM." in text
+
+
+def _commands() -> list[str]:
+    from tlmscore.cli._args import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(commands.choices)
+
+
+def test_the_flag_reference_of_the_command_line_page_is_the_parsers() -> None:
+    from tlmscore.cli._reference import with_reference
+
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert with_reference(text) == text, "run: python -m tlmscore.cli._reference docs/cli.md"
+
+
+@pytest.mark.parametrize("command", ["", *_commands()])
+def test_every_flag_help_shows_is_on_the_command_line_page(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tlmscore.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"] if command else ["--help"])
+    shown = set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", capsys.readouterr().out)) - {"-h", "--help"}
+    assert shown
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert sorted(f for f in shown if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", page)) == []
