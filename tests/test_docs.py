@@ -75,6 +75,12 @@ def test_the_site_lists_every_page() -> None:
     assert "strict: true" in config
 
 
+def test_the_home_page_lists_every_page() -> None:
+    text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| \[[^]]+\]\(([\w-]+\.md)\) \|", text, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(page.name for page in PAGES if page.name != "index.md")
+
+
 def test_the_readme_is_a_short_page_whose_links_resolve() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= README_MAX_LINES
