@@ -3,6 +3,7 @@ README shows, line for line (a change of scores or counts must change the README
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -46,6 +47,16 @@ def test_the_quickstart_command_prints_the_readme_summary(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == summary
     assert done.stdout == ""
+    written = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("fixtures", "cache"))
+    assert written == ["scores.parquet", "scores.parquet.manifest.json"]
+    assert [name for name in written if not ignored(name)] == []  # a clone stays clean in `git status`
+
+
+def ignored(name: str) -> bool:
+    """Whether .gitignore leaves out a file of that name at the top of the checkout."""
+    patterns = [line.strip() for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith("#")]
+    return any(fnmatch.fnmatchcase(name, pattern.lstrip("/")) for pattern in patterns)
 
 
 _VALIDITY = re.compile(r"\((\d{4}-\d\d-\d\d), default\s+install: WiCE dev ([\d.]+) / ([\d.]+) AUROC, "
