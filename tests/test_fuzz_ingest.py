@@ -9,6 +9,7 @@ empty cache, to one of the three output formats.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import gzip
 import json
@@ -138,12 +139,15 @@ CHAT_WITHOUT_CONTENT = json.dumps({
 @given(st.lists(st.one_of(byte_mutation(), structure_mutation(), seed), min_size=1, max_size=4),
        st.sampled_from([".jsonl", ".csv", ".parquet"]))
 @example([CHAT_WITHOUT_CONTENT, b"[]"], ".csv")  # an empty prompt (written as an empty CSV cell) beside an error row
+@example([codecs.BOM_UTF8, codecs.BOM_UTF8], ".jsonl")  # the file's BOM, then a line holding only a BOM
 def test_any_line_in_gives_exactly_one_row_out(lines: list[bytes], suffix: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         log = root / "fuzz.jsonl"
         log.write_bytes(b"".join(line + b"\n" for line in lines))
-        expected = [n for n, raw in enumerate(log.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+        # every non-blank line is a row; a UTF-8 BOM opening the file marks its encoding, it is not text
+        text = log.read_bytes().removeprefix(codecs.BOM_UTF8)
+        expected = [n for n, raw in enumerate(text.split(b"\n")[:-1], start=1) if raw.strip()]
         out = root / f"out{suffix}"
         code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
         rows = read_rows(out)
