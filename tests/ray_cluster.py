@@ -28,8 +28,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import pytest
-
 from tests.evidence_server import html_page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,11 +55,8 @@ def can_namespace() -> str | None:
 def run_scenarios(work: Path, module: str, *args: str, timeout: float) -> dict[str, Any]:
     """Run a scenario module (`python -m MODULE WORK ARGS`) in the namespaces; the report it wrote.
 
-    Skips when this machine cannot make the namespaces (no unshare, not root).
+    Only tests of the `system` tier call it (`pytest.mark.system("ray")`: root and the `ray` extra).
     """
-    reason = can_namespace()
-    if reason is not None:
-        pytest.skip(reason)
     done = namespaced([sys.executable, "-m", module, str(work), *args], timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
     report: dict[str, Any] = json.loads((work / "report.json").read_text(encoding="utf-8"))

@@ -23,30 +23,37 @@ from openai import AsyncOpenAI  # noqa: E402  (after the skip: the SDK comes wit
 
 from tlmscore.agents import RecordingProcessor  # noqa: E402
 
-TOOL_CALL, ANSWER = "azure-tool-call.1", "azure-text.1"
+TOOL_CALL, ANSWER = "openai-function-call", "openai-function-answer"  # in fixtures/responses/
 
 
 class AgentServer(OpenAIServer):
     """Answers a first call with a recorded tool call and a call holding its output with a recorded answer.
 
-    Like the API, the answer echoes the request's instructions and tools.
+    Like the API, the answer echoes the request's instructions, tools and previous response id.
     """
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any] | None:
         items = body.get("input") if isinstance(body.get("input"), list) else []
         done = any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items)
         recorded = json.loads((self.responses / f"{ANSWER if done else TOOL_CALL}.json").read_text(encoding="utf-8"))
-        return {**recorded, "instructions": body.get("instructions"), "tools": body.get("tools", [])}
+        return {**recorded, "instructions": body.get("instructions"), "tools": body.get("tools", []),
+                "previous_response_id": body.get("previous_response_id")}
 
 
-def _weather(location: str) -> str:
-    """The weather at a place."""
-    return f"Sunny and 21 degrees in {location}."
+def _answer_text(responses: Path) -> str:
+    """The text of the recorded answer: what a run's final output is."""
+    (message,) = json.loads((responses / f"{ANSWER}.json").read_text(encoding="utf-8"))["output"]
+    return str(message["content"][0]["text"])
+
+
+def _weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny and 21 degrees in {city}."
 
 
 @pytest.fixture
-def server(corpus_responses: Path) -> Iterator[AgentServer]:
-    with AgentServer(corpus_responses) as fake:
+def server(recorded_responses: Path) -> Iterator[AgentServer]:
+    with AgentServer(recorded_responses) as fake:
         yield fake
 
 
@@ -61,7 +68,7 @@ def _run(processor: RecordingProcessor, url: str, times: int = 1, config: Any = 
     """`times` runs of an agent with a function tool, on one event loop and one client of the fake."""
     agents.set_trace_processors([processor])
     agent = agents.Agent(name="weather agent", instructions="Answer with the weather tool.", model="gpt-test",
-                         tools=[agents.function_tool(_weather, name_override="weather")])
+                         tools=[agents.function_tool(_weather, name_override="get_weather")])
 
     async def runs() -> list[Any]:
         agents.set_default_openai_client(AsyncOpenAI(base_url=url, api_key="sk-agents-test"), use_for_tracing=False)
@@ -81,7 +88,7 @@ def test_a_run_is_recorded_and_scored_as_the_raw_calls(server: AgentServer, url:
     processor = RecordingProcessor(path)
     [result] = _run(processor, url)
     processor.force_flush()
-    assert result.final_output == "Word"
+    assert result.final_output == _answer_text(server.responses)
     records = _lines(path)
     assert len(records) == 2
     first, second = records
@@ -89,9 +96,8 @@ def test_a_run_is_recorded_and_scored_as_the_raw_calls(server: AgentServer, url:
     assert first["trace_id"] == second["trace_id"] and first["trace_id"].startswith("trace_")
     assert first["span_id"] != second["span_id"] and first["id"] == first["span_id"]
     assert first["metadata"]["agent"] == "weather agent" and first["metadata"]["tools"] == []
-    assert second["metadata"]["tools"] == [{"name": "weather", "span_id": second["metadata"]["tools"][0]["span_id"],
-                                            "input": '{"location":"San Francisco"}',
-                                            "output": "Sunny and 21 degrees in San Francisco."}]
+    assert second["metadata"]["tools"] == [{"name": "get_weather", "span_id": second["metadata"]["tools"][0]["span_id"],
+                                            "input": '{"city":"Lisbon"}', "output": "Sunny and 21 degrees in Lisbon."}]
 
     posts = [body for method, _, body in server.requests if method == "POST"]
     raw = tmp_path / "raw.jsonl"
@@ -104,7 +110,7 @@ def test_a_run_is_recorded_and_scored_as_the_raw_calls(server: AgentServer, url:
     expected = tlmscore.prepare(raw, tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache"))
     assert [r["prompt"] for r in rows] == list(expected["prompt"])
     assert [r["response"] for r in rows] == list(expected["response"])
-    assert "Sunny and 21 degrees" in rows[1]["prompt"]
+    assert "Sunny and 21 degrees in Lisbon." in rows[1]["prompt"]
     assert [(r["origin"], r["trace_id"], r["span_id"]) for r in rows] == \
         [("agents", r["trace_id"], r["span_id"]) for r in records]
     assert all(r["error"] is None and r["scorer"] == "grounding" for r in rows)
@@ -128,13 +134,14 @@ def test_files_rotate_by_size_and_every_file_is_read(url: str, tmp_path: Path) -
     assert processor.dropped == 2 and [_lines(f)[0]["span_id"] for f in files] == newest_first
 
 
-def test_a_disk_that_blocks_never_blocks_the_run(url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_disk_that_blocks_never_blocks_the_run(server: AgentServer, url: str, tmp_path: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
     pipe = tmp_path / "calls.jsonl"
     os.mkfifo(pipe)  # opening it for writing blocks until someone reads: a disk that does not answer
     processor = RecordingProcessor(pipe, queue_size=1)
     with caplog.at_level(logging.WARNING, logger="tlmscore.agents"):
         results = _run(processor, url, times=3)  # six records for a writer that cannot write one
-    assert [r.final_output for r in results] == ["Word"] * 3
+    assert [r.final_output for r in results] == [_answer_text(server.responses)] * 3
     assert processor.dropped >= 4
     assert any("dropped so far" in m for m in caplog.messages)
 
@@ -195,7 +202,7 @@ def test_exported_spans_are_filled_in_by_hydrate(server: AgentServer, url: str, 
     exporter = Exporting()
     agents.set_trace_processors([exporter])
     agent = agents.Agent(name="weather agent", instructions="Answer with the weather tool.", model="gpt-test",
-                         tools=[agents.function_tool(_weather, name_override="weather")])
+                         tools=[agents.function_tool(_weather, name_override="get_weather")])
 
     async def one_run() -> Any:
         agents.set_default_openai_client(AsyncOpenAI(base_url=url, api_key="sk-agents-test"), use_for_tracing=False)
@@ -247,27 +254,29 @@ def test_exported_spans_are_filled_in_by_hydrate(server: AgentServer, url: str, 
 
 
 class EchoServer(OpenAIServer):
-    """Answers with the recorded response the request's model names, echoing its instructions and tools."""
+    """Answers with the recorded response the request's model names, echoing its instructions, tools and
+    previous response id."""
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any] | None:
         recorded = super().answer(body)
-        if recorded is None:
-            return None
-        return {**recorded, "instructions": body.get("instructions"), "tools": body.get("tools", [])}
+        if recorded is None or recorded.get("object") != "response":
+            return recorded
+        return {**recorded, "instructions": body.get("instructions"), "tools": body.get("tools", []),
+                "previous_response_id": body.get("previous_response_id")}
 
 
 # The openai SDK warns while serialising the xAI responses it parsed into the nearest types.
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_every_recorded_response_reads_from_the_recording_as_from_the_raw_call(corpus_responses: Path,
+def test_every_recorded_response_reads_from_the_recording_as_from_the_raw_call(recorded_responses: Path,
                                                                               tmp_path: Path) -> None:
     import openai
 
-    stems = [p.stem for p in sorted(corpus_responses.glob("*.json"))
+    stems = [p.stem for p in sorted(recorded_responses.glob("*.json"))
              if json.loads(p.read_text(encoding="utf-8")).get("object") == "response"]
     path = tmp_path / "calls.jsonl"
     processor = RecordingProcessor(path)
     agents.set_trace_processors([processor])
-    with EchoServer(corpus_responses) as server:
+    with EchoServer(recorded_responses) as server:
         async def runs() -> None:
             agents.set_default_openai_client(AsyncOpenAI(base_url=server.url, api_key="sk-agents-test"),
                                              use_for_tracing=False)
@@ -291,8 +300,13 @@ def test_every_recorded_response_reads_from_the_recording_as_from_the_raw_call(c
     # The SDK parses the response and dumps it again: an item's keys may come in its own order.
     parsed = tlmscore.prepare([{"request": b, "response": r} for b, r in zip(posts, returned, strict=True)],
                               settings)
-    assert rows["error"].isna().all()
-    assert list(rows["prompt"]) == list(raw["prompt"])
-    assert list(rows["response"]) == list(parsed["response"])
+    # The SDK raises on an incomplete or failed response: the span records the failure, and so does its row.
+    stopped = [n for n, answer in enumerate(answers) if answer.get("status") in ("incomplete", "failed")]
+    assert stopped, "fixtures/responses/ holds an incomplete response"
+    assert all("the Responses call failed" in rows["error"][n] for n in stopped)
+    kept = [n for n in range(len(posts)) if n not in stopped]
+    assert rows["error"][kept].isna().all(), list(rows["error"][kept].dropna())
+    assert list(rows["prompt"][kept]) == list(raw["prompt"][kept])
+    assert list(rows["response"][kept]) == list(parsed["response"][kept])
     assert [m["agent"] for m in (json.loads(line)["metadata"] for line in path.read_text().splitlines())] == \
         [f"agent {stem}" for stem in stems]

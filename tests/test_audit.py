@@ -73,6 +73,17 @@ def test_plots_draw() -> None:
     assert sorted(p.get_height() for p in ax.patches) == [1, 2]
 
 
+def test_counts_are_ticked_at_whole_numbers() -> None:
+    """Pages and answers are counted: no tick at 0.5 or 1.5 on a plot of one or two."""
+    ax = plot_fetch_status([Page(url="a", status="ok", text="t"), Page(url="b", status="timeout"),
+                            Page(url="c", status="timeout")])
+    ax.figure.canvas.draw()
+    assert [t for t in ax.get_yticks() if t != int(t)] == []
+    ax = plot_scores(pd.DataFrame({"score": [0.1, 0.15, 0.9]}))
+    ax.figure.canvas.draw()
+    assert [t for t in ax.get_yticks() if t != int(t)] == []
+
+
 def test_the_scorers_verdict_on_a_citation_is_shown(tmp_path: Path) -> None:
     import tlmscore
     from tests.conftest import FIXTURES

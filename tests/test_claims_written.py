@@ -213,11 +213,12 @@ def test_a_sentence_stating_a_short_tool_outputs_values_is_supported(scorer: Gro
     assert score(scorer, table, "Rome is warmer: 24 °C against 9 °C in Madrid.").score < 0.5
 
 
-def test_the_audit_notebooks_least_supported_list_is_not_topped_by_a_supported_answer() -> None:
+def test_the_audit_notebooks_least_supported_list_is_not_topped_by_a_supported_answer(tmp_path: Path) -> None:
     """The notebook lists the lowest scores first; `count` over `17` supports "17 orders are currently late"."""
     import tlmscore
 
-    frame = tlmscore.score(FIXTURES / "items.jsonl", "grounding", Settings(offline=True, progress=False))
+    frame = tlmscore.score(FIXTURES / "items.jsonl", "grounding",
+                           Settings(offline=True, progress=False, cache_dir=tmp_path / "cache"))
     scored = frame[frame.score.notna()].sort_values("score")
     assert float(frame.set_index("id").loc["custom-tool-grammar", "score"]) >= 0.7
     assert "custom-tool-grammar" not in set(scored.head(3)["id"])

@@ -12,6 +12,7 @@ import diskcache
 import pandas as pd
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.cli import main
 
@@ -129,6 +130,23 @@ def test_the_executable_starts_without_numpy(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "False"
+
+
+def test_a_run_on_files_does_not_load_phoenix(tmp_path: Path) -> None:
+    """`phoenix.client` loads the whole Phoenix server package when that is installed (seconds of CPU):
+    only a `phoenix://` input or target loads it."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] == 'phoenix')))\n"
+              "from tlmscore.__main__ import run\n"
+              "run()\n")
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.run([sys.executable, "-c", script, "score", str(FIXTURES / "demo.jsonl"), "-o", str(out),
+                           "--offline", "--pages", str(FIXTURES / "pages"), "--quiet", "--annotate",
+                           f"otlp-json:{tmp_path / 'events.json'}"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and (tmp_path / "events.json").is_file()
+    assert proc.stdout.splitlines()[-1] == "[]"
 
 
 def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) -> None:

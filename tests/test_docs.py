@@ -3,6 +3,7 @@ docs/, every dotted name; the site lists every page; the README stays a short pa
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 from pathlib import Path
@@ -18,7 +19,6 @@ ENTRY_POINT_GROUPS = {"tlmscore.connectors", "tlmscore.converters", "tlmscore.pa
                       "tlmscore.sinks", "tlmscore.sources"}
 # names tlmscore writes into reports and traces (JUnit suites, annotation names, metadata keys), not Python names
 WRITTEN_NAMES = {"tlmscore.compare.rows", "tlmscore.compare.gates", "tlmscore.grounding", "tlmscore.record.id"}
-OPTIONAL = {"tlmscore.ray"}  # needs the `ray` extra
 
 
 def imports_in_examples(text: str) -> list[str]:
@@ -55,15 +55,12 @@ def test_the_documents_have_examples_and_names() -> None:
 
 @pytest.mark.parametrize("line", EXAMPLE_IMPORTS)
 def test_every_import_in_the_examples_works(line: str) -> None:
-    if any(optional in line for optional in ("import ray", "ray as")):
-        pytest.importorskip("ray")
+    """`tlmscore.ray` too: it imports `ray` only when a function of it is called."""
     exec(line, {})  # noqa: S102  (an import line from the README, nothing else)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_dotted_name_in_the_documents_exists(name: str) -> None:
-    if name in OPTIONAL:
-        pytest.importorskip("ray")
     assert resolve(name) is not None
 
 
@@ -79,6 +76,12 @@ def test_the_site_lists_every_page() -> None:
     assert "strict: true" in config
 
 
+def test_the_home_page_lists_every_page() -> None:
+    text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| \[[^]]+\]\(([\w-]+\.md)\) \|", text, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(page.name for page in PAGES if page.name != "index.md")
+
+
 def test_the_readme_is_a_short_page_whose_links_resolve() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= README_MAX_LINES
@@ -92,3 +95,30 @@ def test_the_readme_says_what_a_score_means() -> None:
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "Grounding, not truth." in text and "NaN means nothing to check against." in text
     assert "The default scorer is not Cleanlab TLM." in text
+
+
+def _commands() -> list[str]:
+    from tlmscore.cli._args import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(commands.choices)
+
+
+def test_the_flag_reference_of_the_command_line_page_is_the_parsers() -> None:
+    from tlmscore.cli._reference import with_reference
+
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert with_reference(text) == text, "run: python -m tlmscore.cli._reference docs/cli.md"
+
+
+@pytest.mark.parametrize("command", ["", *_commands()])
+def test_every_flag_help_shows_is_on_the_command_line_page(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tlmscore.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"] if command else ["--help"])
+    shown = set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", capsys.readouterr().out)) - {"-h", "--help"}
+    assert shown or command == "plugins"  # the one command with no flag of its own
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert sorted(f for f in shown if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", page)) == []

@@ -88,20 +88,27 @@ def test_a_missing_page_file_shows_as_a_change(folder: Path, capsys: pytest.Capt
     assert any("offline_miss" in d for d in report.diffs)
 
 
+# A user's suite, run as pytest runs it. Its folder has no pytest configuration, so the plug-ins of the
+# installed packages load; those of arize-phoenix-client (the whole Phoenix server package) and langsmith
+# cost seconds of CPU each start and take no part: left out, as the project's own configuration does.
+NESTED_PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:phoenix",
+                 "-p", "no:langsmith_plugin"]
+
+
 def test_snapshot_fixture_in_a_user_suite(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record(folder, capsys)
     test_file = tmp_path / "test_user.py"
     test_file.write_text(f"def test_prompts(tlmscore_snapshot):\n    tlmscore_snapshot.check({str(folder)!r})\n",
                          encoding="utf-8")
-    ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+    ok = subprocess.run([*NESTED_PYTEST, str(test_file)],
                         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout
     golden = folder / "golden" / "cases" / "hr-file-search-results.response.txt"
     golden.write_text("something else\n", encoding="utf-8")
-    failed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+    failed = subprocess.run([*NESTED_PYTEST, str(test_file)],
                             capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
     assert failed.returncode == 1 and "hr-file-search-results" in failed.stdout and "-something else" in failed.stdout
-    updated = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file),
+    updated = subprocess.run([*NESTED_PYTEST, str(test_file),
                               "--tlmscore-update"], capture_output=True, text=True, timeout=120, check=False,
                              cwd=tmp_path)
     assert updated.returncode == 0, updated.stdout

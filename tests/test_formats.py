@@ -53,13 +53,16 @@ def test_citation_objects_are_used_when_there_are_no_search_results(tmp_path: Pa
     assert row.response == "It launched on December 25, 2021.[1]"
 
 
-def test_perplexity_corpus_records_cite_their_pages(corpus_responses: Path) -> None:
-    for name in ("perplexity-citations.json", "perplexity-text.json"):
-        (t,) = read_transcripts(corpus_responses / name)
+def test_recorded_perplexity_answers_cite_their_pages(recorded_responses: Path) -> None:
+    paths = sorted(recorded_responses.glob("perplexity-*.json"))
+    assert len(paths) >= 2
+    for path in paths:
+        (t,) = read_transcripts(path)
         conv = convert_transcript(t)
         _, result = search_pair(conv)
-        citations = json.loads((corpus_responses / name).read_text(encoding="utf-8"))["citations"]
-        assert result.refs and {r.url for r in result.refs} <= set(citations)
+        citations = json.loads(path.read_text(encoding="utf-8"))["citations"]  # URLs, or {url, title} objects
+        urls = {c["url"] if isinstance(c, dict) else c for c in citations}
+        assert result.refs and {r.url for r in result.refs} <= urls, path.name
         assert conv.urls
 
 

@@ -1,7 +1,7 @@
 """Fuzzing ingest with mutated real records: any line in → exactly one row out, exit 0.
 
-The seeds are the records of the project's fixtures and, when the shared corpus is present, its
-recorded Responses API outputs. Each example mutates a few of them, at the byte level (cuts,
+The seeds are the records and API replies of the project's fixtures and, when the shared corpus is
+present, its recorded Responses API outputs. Each example mutates a few of them, at the byte level (cuts,
 hostile tokens, stray newlines) or in their structure (a value replaced by one of another type,
 a key dropped), writes them as a JSONL file and runs `prepare --offline` on it in-process with an
 empty cache, to one of the three output formats.
@@ -9,6 +9,7 @@ empty cache, to one of the three output formats.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import gzip
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import CORPUS, FIXTURES
@@ -30,10 +31,9 @@ def _seed_lines() -> list[bytes]:
     lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
              for line in path.read_bytes().splitlines() if line.strip() and not is_stream_line(line)]
     # event stream lines are left out: a stream is one record per streamed response (tests/test_streams.py)
-    folder = CORPUS / "responses"  # the shared corpus, where conftest.py looks for it (optional)
-    if folder.is_dir():
-        lines += [json.dumps(json.loads(p.read_bytes())).encode() for p in sorted(folder.glob("*.json"))]
-    return lines
+    # the API replies of fixtures/responses, and of the shared corpus where conftest.py looks for it (optional)
+    replies = [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]
+    return lines + [json.dumps(json.loads(p.read_bytes())).encode() for p in replies]
 
 
 def _parses(line: bytes) -> bool:
@@ -113,30 +113,62 @@ def warned(row: dict[str, Any]) -> bool:
 
 
 def read_rows(out: Path) -> list[dict[str, Any]]:
+    """The rows as written. A CSV cell cannot tell null from "": text cells read as text (an empty
+    prompt is ""), and an empty `error` cell as no error."""
     if out.suffix == ".jsonl":
         return [json.loads(line) for line in out.read_bytes().split(b"\n") if line]  # not splitlines: U+2028 is text
-    frame = pd.read_csv(out) if out.suffix == ".csv" else pd.read_parquet(out)
+    if out.suffix == ".csv":
+        frame = pd.read_csv(out, keep_default_na=False, na_values={"error": [""]})
+        frame["error"] = frame["error"].astype(object).where(frame["error"].notna(), None)
+    else:
+        frame = pd.read_parquet(out)
     return frame.to_dict("records")  # type: ignore[return-value]
+
+
+def assert_rendered_or_error(row: dict[str, Any], log: Path, suffix: str) -> None:
+    """A row is rendered (a prompt, no error) or an error row naming the file and line (no prompt)."""
+    if row["error"] is None:
+        assert isinstance(row["prompt"], str), row
+    else:
+        assert isinstance(row["error"], str) and row["error"].startswith(f"{log}:{row['line']}:"), row
+        assert row["prompt"] is None or (suffix == ".csv" and row["prompt"] == ""), row
+
+
+CHAT_WITHOUT_CONTENT = json.dumps({
+    "request": {"model": "sonar", "messages": [{"role": "user"}]},
+    "response": {"id": "c1", "object": "chat.completion", "created": 1768990000, "model": "sonar", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello."}}]}}).encode()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(st.one_of(byte_mutation(), structure_mutation(), seed), min_size=1, max_size=4),
        st.sampled_from([".jsonl", ".csv", ".parquet"]))
+@example([CHAT_WITHOUT_CONTENT, b"[]"], ".csv")  # an empty prompt (written as an empty CSV cell) beside an error row
+@example([codecs.BOM_UTF8, codecs.BOM_UTF8], ".jsonl")  # the file's BOM, then a line holding only a BOM
 def test_any_line_in_gives_exactly_one_row_out(lines: list[bytes], suffix: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         log = root / "fuzz.jsonl"
         log.write_bytes(b"".join(line + b"\n" for line in lines))
-        expected = [n for n, raw in enumerate(log.read_bytes().split(b"\n")[:-1], start=1) if raw.strip()]
+        # every non-blank line is a row; a UTF-8 BOM opening the file marks its encoding, it is not text
+        text = log.read_bytes().removeprefix(codecs.BOM_UTF8)
+        expected = [n for n, raw in enumerate(text.split(b"\n")[:-1], start=1) if raw.strip()]
         out = root / f"out{suffix}"
         code = main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(root / "cache")])
         rows = read_rows(out)
         assert code == run_code(rows)
         assert [int(row["line"]) for row in rows] == expected
         for row in rows:
-            # a row has a prompt or an error; an empty prompt (a CSV reads it back as missing) says why
-            assert isinstance(row["error"], str) or (isinstance(row["prompt"], str) and row["prompt"]) or warned(row)
-            assert not isinstance(row["error"], str) or row["error"].startswith(f"{log}:{row['line']}:")
+            assert_rendered_or_error(row, log, suffix)
+
+
+def test_a_message_without_content_is_not_rendered_silently_as_an_empty_prompt(tmp_path: Path) -> None:
+    log = tmp_path / "chat.jsonl"
+    log.write_bytes(CHAT_WITHOUT_CONTENT + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path)]) == 0
+    (row,) = read_rows(out)
+    assert row["prompt"] or row["error"] or row["warnings"], row
 
 
 GZ_LINES = [line + b"\n" for line in RECORDS[:40]]

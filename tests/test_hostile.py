@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -158,6 +159,23 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cpu_ticks(pids: list[int]) -> int:
+    """The CPU time the processes used so far, in clock ticks (utime + stime of /proc/<pid>/stat)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+async def _until_busy(pids: list[int], limit: float = 60.0) -> None:
+    """Return once the processes have used CPU (5 ticks): a worker is working on the page it was given."""
+    start, deadline = _cpu_ticks(pids), time.monotonic() + limit
+    while _cpu_ticks(pids) < start + 5:
+        assert time.monotonic() < deadline, f"no worker took the page within {limit:.0f} s"
+        await asyncio.sleep(0.01)
+
+
 def _helper(pid: int) -> bool:
     """Whether a child process is multiprocessing's resource tracker rather than a worker."""
     return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -190,7 +208,7 @@ def test_a_worker_that_dies_on_a_page_is_replaced_and_only_that_page_fails() -> 
             workers = [pid for pid in _children(os.getpid()) if pid not in before and not _helper(pid)]
             assert workers
             slow = asyncio.ensure_future(pool.extract(slow_page(), "text/html", ""))
-            await asyncio.sleep(0.5)
+            await _until_busy(workers)  # killed while it works on the page, not before it has it
             for pid in workers:
                 os.kill(pid, signal.SIGKILL)
             first = await slow

@@ -31,7 +31,10 @@ def judge(server: ChatServer, **options: Any) -> JudgeScorer:
 
 
 def run(scorer: JudgeScorer, inputs: list[ScoringInput] = INPUTS) -> list[Any]:
-    return asyncio.run(scorer.score_many(inputs))
+    """The scores of `inputs`: one each, in order (so a check over all of them covers every input)."""
+    scores = asyncio.run(scorer.score_many(inputs))
+    assert len(scores) == len(inputs), f"{len(scores)} scores for {len(inputs)} inputs"
+    return list(scores)
 
 
 def is_sampling(body: dict[str, Any]) -> bool:
@@ -363,6 +366,7 @@ def test_plan_counts_requests_and_estimates_tokens(caplog: pytest.LogCaptureFixt
 # (the `llama_server` fixture: tests/llama_server.py)
 
 
+@pytest.mark.system("llama.cpp")
 def test_judge_end_to_end_with_a_real_model(llama_server: str) -> None:
     inputs = [
         ScoringInput(prompt="User: What is the capital of France?\n\nAssistant:", response="Paris."),

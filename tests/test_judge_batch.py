@@ -33,7 +33,10 @@ def batch_judge(server: BatchServer, folder: Path, **options: Any) -> JudgeScore
 
 
 def run(scorer: JudgeScorer, inputs: list[ScoringInput] = INPUTS) -> list[Any]:
-    return asyncio.run(scorer.score_many(inputs))
+    """The scores of `inputs`: one each, in order (so a check over all of them covers every input)."""
+    scores = asyncio.run(scorer.score_many(inputs))
+    assert len(scores) == len(inputs), f"{len(scores)} scores for {len(inputs)} inputs"
+    return list(scores)
 
 
 def test_batch_mode_gives_the_live_scores(tmp_path: Path) -> None:

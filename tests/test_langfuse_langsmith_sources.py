@@ -1,14 +1,26 @@
 """Langfuse observation exports and LangSmith run exports, written from what the real SDKs send.
 
-Every recorded response of the shared corpus is answered by a fake OpenAI server to the official
-`openai` client wrapped by both `langfuse.openai` and `langsmith.wrappers.wrap_openai` (in a process
-of its own: `tests/trace_store_calls.py`). No Langfuse or LangSmith server can run here, so both
-SDKs send to a local loopback stand-in (`tests/trace_store_server.py`) that captures what they
-send: the Langfuse SDK's OTLP spans and the LangSmith SDK's run batches. Those are turned into
-export files in the documented export shapes (Langfuse's blob-storage `observations_v2` rows as
-Parquet, JSON lines and CSV, and its UI/API export as JSON; LangSmith runs in the run data format
-as Parquet, JSON lines, CSV and JSON) and read back. The rows must equal the rows of the same calls
-logged as raw records, or say in their warnings what the store did not keep.
+Every recorded response (`fixtures/responses/`, and the shared corpus's when present) is answered by
+a fake OpenAI server to the official `openai` client wrapped by both `langfuse.openai` and
+`langsmith.wrappers.wrap_openai` (in a process of its own: `tests/trace_store_calls.py`).
+
+No Langfuse or LangSmith server can run here (Langfuse's needs Postgres, ClickHouse and Redis;
+LangSmith's is not published), so both SDKs send to a local loopback stand-in
+(`tests/trace_store_server.py`) that captures what they send: the Langfuse SDK's OTLP spans and the
+LangSmith SDK's run batches. What the servers would make of them is written here, after their
+published documents:
+
+- Langfuse's blob-storage export, `observations_v2/` rows (snake_case, timestamps
+  `YYYY-MM-DD HH:MM:SS.ffffff` UTC; Parquet, JSON lines, gzipped JSON lines, CSV): "Blob storage
+  export field reference", https://langfuse.com/docs/api-and-data-platform/features/blob-storage-export-fields
+- Langfuse's UI and public API export (camelCase `traceId`, `startTime`, `model`, `modelParameters`;
+  input and output as JSON values): the `Observation` object of the public API reference,
+  https://api.reference.langfuse.com (`GET /api/public/observations`)
+- LangSmith runs (`id`, `name`, `run_type`, `inputs`, `outputs`, `trace_id`, `dotted_order`, …):
+  "Run (span) data format", https://docs.smith.langchain.com/reference/data_formats/run_data_format
+
+The rows must equal the rows of the same calls logged as raw records, or say in their warnings what
+the store did not keep.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import datetime as dt
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -42,7 +55,6 @@ pytest.importorskip("langsmith", reason="langsmith (the dev extra) is not instal
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "responses"
 LANGFUSE_SECRET = "sk-lf-test-5c1e0b7d9a"  # noqa: S105  (made-up keys the outputs are searched for)
 LANGSMITH_KEY = "lsv2_pt_test_8e2f4a61c3"
 LANGFUSE_PUBLIC = "pk-lf-test-2b9d"
@@ -75,7 +87,8 @@ def _time(nanos: str | None) -> str | None:
 
 
 def _observation(span: dict[str, Any]) -> dict[str, Any]:
-    """A span the Langfuse SDK sent as the blob-storage export's `observations_v2` row holds it."""
+    """A span the Langfuse SDK sent as the blob-storage export's `observations_v2` row holds it (the field
+    reference named in the module docstring: the `langfuse.observation.*` attributes are the SDK's)."""
     attrs = _attributes(span.get("attributes") or [])
     prefix = "langfuse.observation.metadata."
     usage = json.loads(attrs.get("langfuse.observation.usage_details") or "{}")
@@ -95,7 +108,8 @@ def _observation(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ui_observation(row: dict[str, Any]) -> dict[str, Any]:
-    """The same observation as the UI and public API export it: camelCase, payloads as JSON values."""
+    """The same observation as the UI and public API export it (the API reference's `Observation`):
+    camelCase, payloads as JSON values."""
     def value(text: str) -> Any:
         return json.loads(text) if text else None
 
@@ -107,7 +121,8 @@ def _ui_observation(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runs(store: TraceStoreServer) -> list[dict[str, Any]]:
-    """The runs the LangSmith SDK sent, each post merged with its patches, in the run data format."""
+    """The runs the LangSmith SDK sent, each post merged with its patches, in the run data format (as its
+    document lists the fields)."""
     runs: dict[str, dict[str, Any]] = {}
     for op in [*store.run_posts, *store.run_patches]:
         runs.setdefault(op["id"], {}).update(op)
@@ -142,12 +157,11 @@ def _env(store: TraceStoreServer) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
-    if not CORPUS.is_dir():
-        pytest.skip(f"shared corpus not present at {CORPUS}")
+def captured(tmp_path_factory: pytest.TempPathFactory, recorded_responses: Path) -> Captured:
     folder = tmp_path_factory.mktemp("stores")
-    with OpenAIServer(CORPUS) as fake, TraceStoreServer() as store:
-        done = subprocess.run([sys.executable, "-m", "tests.trace_store_calls", str(CORPUS), fake.url, str(folder)],
+    with OpenAIServer(recorded_responses) as fake, TraceStoreServer() as store:
+        done = subprocess.run([sys.executable, "-m", "tests.trace_store_calls", str(recorded_responses), fake.url,
+                               str(folder)],
                               capture_output=True, text=True, env=_env(store), check=False, timeout=600, cwd=ROOT)
         assert done.returncode == 0, done.stderr
     returned = json.loads((folder / "returned.json").read_text(encoding="utf-8"))
@@ -155,7 +169,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Captured:
     langfuse = _write_tables(observations, folder, "observations")
     langfuse["json"].write_text(json.dumps([_ui_observation(o) for o in observations]), encoding="utf-8")
     langsmith = _write_tables(_runs(store), folder, "runs")
-    return Captured(corpus_calls(CORPUS), returned, langfuse, langsmith, store)
+    return Captured(corpus_calls(recorded_responses), returned, langfuse, langsmith, store)
 
 
 def _settings(tmp_path: Path) -> tlmscore.Settings:
@@ -186,25 +200,41 @@ def _as_langfuse_keeps(call: dict[str, Any]) -> dict[str, Any]:
     return {"request": call["request"], "response": kept}
 
 
+MEDIA_LOST = "Langfuse keeps base64 media apart"
+_DATA_URL = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,")
+
+
+def _loss(call: dict[str, Any]) -> str:
+    """What of this call a Langfuse export cannot hold, should its prompt differ: the warning that names it."""
+    if _DATA_URL.search(json.dumps(call)):
+        return MEDIA_LOST
+    if call["response"].get("object") == "chat.completion":
+        return "provider fields (citations, search_results) are lost"
+    return "the tools it echoes are lost"
+
+
 @pytest.mark.parametrize("kind", ["parquet", "jsonl", "jsonl.gz", "csv", "json"])
 def test_a_langfuse_export_reads_as_the_raw_records_do_or_says_what_it_lost(captured: Captured, kind: str,
                                                                           tmp_path: Path) -> None:
     path = captured.langfuse[kind]
     assert find_reader(str(path)) is REGISTRY["langfuse"]
     rows, raw, returned = _beside_raw(path, captured, tmp_path)
-    kept = tlmscore.prepare([_as_langfuse_keeps(c) for c in captured.raw.values()], _settings(tmp_path))
-    assert list(rows["prompt"]) == list(kept["prompt"])
+    calls = list(captured.raw.values())
+    kept = tlmscore.prepare([_as_langfuse_keeps(c) for c in calls], _settings(tmp_path))
     assert list(rows["response"]) == list(returned["response"])
     assert list(rows["model"]) == list(raw["model"])
-    same = 0
-    for prompt, status, expected, warnings, row_status in zip(raw["prompt"], raw["response_status"], rows["prompt"],
-                                                              rows["warnings"], rows["response_status"], strict=True):
-        said = " ".join(warnings)
-        lost = "the tools it echoes are lost" in said or "provider fields (citations, search_results) are lost" in said
-        assert prompt == expected or lost
+    for call, prompt, kept_prompt, status, got, warnings, row_status in zip(
+            calls, raw["prompt"], kept["prompt"], raw["response_status"], rows["prompt"], rows["warnings"],
+            rows["response_status"], strict=True):
+        said, loss, name = " ".join(warnings), _loss(call), call["request"]["model"]
+        if loss == MEDIA_LOST:  # a media reference (the SDK's own id) where the data was
+            assert got != prompt and loss in said, name
+        else:
+            assert got == kept_prompt, name  # each call shows exactly what Langfuse keeps of it
+            assert got == prompt or loss in said, name  # and what it lost is named
         assert status == row_status or "(read as completed)" in said or "(read as stop)" in said
-        same += prompt == expected
-    assert same >= len(raw) // 2  # most calls lose nothing the prompt shows
+    differ = [got != prompt for got, prompt in zip(rows["prompt"], raw["prompt"], strict=True)]
+    assert any(differ) and not all(differ)  # calls that lose what their prompt shows, and calls that lose nothing
     assert set(rows["origin"]) == {"langfuse"}
     assert rows["trace_id"].str.fullmatch(r"[0-9a-f]{32}").all()
     assert rows["span_id"].str.fullmatch(r"[0-9a-f]{16}").all()
@@ -282,6 +312,18 @@ def test_a_streamed_chat_call_keeps_its_finish_reason(tmp_path: Path) -> None:
     assert rows["response_status"][0] == "incomplete:max_output_tokens"
     assert rows["prompt"][0] == "System: Be brief.\n\nUser: Hi?\n\nAssistant:"
     assert "its id and provider fields (citations, search_results) are lost" in " ".join(rows["warnings"][0])
+
+
+def test_media_the_sdk_uploaded_apart_is_named_as_lost(captured: Captured) -> None:
+    """The SDK uploads a base64 data URL (the code interpreter's image here) and leaves a media reference."""
+    records = dict(zip(captured.raw, read_transcripts(captured.langfuse["jsonl"]), strict=True))
+    with_images = [stem for stem, call in captured.raw.items() if "data:image/" in json.dumps(call["response"])]
+    assert with_images
+    for stem, record in records.items():
+        said = [w for w in record.warnings if "Langfuse keeps base64 media apart" in w]
+        assert bool(said) == (stem in with_images), stem
+        if said:
+            assert "image/png" in said[0] and "@@@langfuseMedia" in json.dumps(record.response)
 
 
 def test_a_text_input_reads_as_the_user_message_whether_stored_as_json_or_as_it_is(tmp_path: Path) -> None:

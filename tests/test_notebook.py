@@ -85,7 +85,19 @@ def executed() -> dict[str, Any]:
     text = "".join(str(o.get("text", "")) for o in outputs)
     report = json.loads(text.split("REPORT ", 1)[1].splitlines()[0])
     html = "".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
-    return {"report": report, "text": text, "html": html, "outputs": outputs}
+    return {"report": report, "text": text, "html": html, "outputs": outputs, "cells": nb.cells[1:-1]}
+
+
+def _shown(cell: dict[str, Any]) -> list[str]:
+    """What a code cell showed as text (printed, and the plain form of its values)."""
+    return ["".join(o.get("text", "")) or "".join(o.get("data", {}).get("text/plain", ""))
+            for o in cell.get("outputs", [])]
+
+
+def test_a_run_shows_what_the_committed_outputs_show(executed: dict[str, Any]) -> None:
+    """A reader who runs the notebook sees the committed text (no None turned NaN, no other count)."""
+    ran = [c for c in executed["cells"] if c["cell_type"] == "code"]
+    assert [_shown(c) for c in ran] == [_shown(c) for c in code_cells()]
 
 
 def test_the_notebook_runs_offline_and_shows_the_drill_down(executed: dict[str, Any]) -> None:

@@ -21,10 +21,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 SECRET = "sk-pull-test-5d1e0b77"  # noqa: S105  (a made-up key the outputs are searched for)
 
 
-def _stored(corpus: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+def _stored(responses: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Every recorded Responses object under an id of its own, with input items (five for the first)."""
     stored: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
-    for path in sorted(corpus.glob("*.json")):
+    for path in sorted(responses.glob("*.json")):
         response = json.loads(path.read_text(encoding="utf-8"))
         if response.get("object") != "response":
             continue
@@ -44,14 +44,14 @@ def _pull(server: OpenAIServer, ids: Path, out: Path, *extra: str) -> subprocess
                           capture_output=True, text=True, env=env, check=False, timeout=300)
 
 
-def test_pulled_responses_read_as_the_sdk_returns_them(corpus_responses: Path, tmp_path: Path) -> None:
-    stored = _stored(corpus_responses)
+def test_pulled_responses_read_as_the_sdk_returns_them(recorded_responses: Path, tmp_path: Path) -> None:
+    stored = _stored(recorded_responses)
     first = next(iter(stored))
     throttled = list(stored)[3]
     ids = tmp_path / "ids.txt"
     ids.write_text("\n".join([*stored, "resp_never_stored"]) + "\n", encoding="utf-8")
     out = tmp_path / "records.jsonl"
-    with OpenAIServer(corpus_responses, stored=stored, throttle={throttled}) as server:
+    with OpenAIServer(recorded_responses, stored=stored, throttle={throttled}) as server:
         done = _pull(server, ids, out)
         assert done.returncode == 0, done.stderr
         client = openai.OpenAI(base_url=server.url, api_key="sk-other", max_retries=0)
@@ -83,14 +83,14 @@ def test_pulled_responses_read_as_the_sdk_returns_them(corpus_responses: Path, t
     assert done.stderr.strip().endswith("1 could not be pulled (error records)")
 
 
-def test_ids_from_a_table_column(corpus_responses: Path, tmp_path: Path) -> None:
-    stored = _stored(corpus_responses)
+def test_ids_from_a_table_column(recorded_responses: Path, tmp_path: Path) -> None:
+    stored = _stored(recorded_responses)
     wanted = list(stored)[:2]
     table = tmp_path / "spans.csv"
     table.write_text("span,response_id\n" + "".join(f"s{n},{rid}\n" for n, rid in enumerate(wanted)),
                      encoding="utf-8")
     out = tmp_path / "records.jsonl"
-    with OpenAIServer(corpus_responses, stored=stored) as server:
+    with OpenAIServer(recorded_responses, stored=stored) as server:
         done = _pull(server, table, out)
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()] == wanted

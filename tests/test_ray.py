@@ -17,7 +17,7 @@ import pytest
 
 from tests.ray_cluster import run_scenarios
 
-pytest.importorskip("ray", reason="the Ray engine's extra is not installed: pip install -e '.[ray]'")
+pytestmark = pytest.mark.system("ray")  # a cluster in network namespaces: root and the `ray` extra
 pq = pytest.importorskip("pyarrow.parquet")
 
 RECORDS, URLS = 300, 60  # two generated files, the last gzipped; four hosts

@@ -3,6 +3,7 @@ README shows, line for line (a change of scores or counts must change the README
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -46,3 +47,28 @@ def test_the_quickstart_command_prints_the_readme_summary(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == summary
     assert done.stdout == ""
+    written = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("fixtures", "cache"))
+    assert written == ["scores.parquet", "scores.parquet.manifest.json"]
+    assert [name for name in written if not ignored(name)] == []  # a clone stays clean in `git status`
+
+
+def ignored(name: str) -> bool:
+    """Whether .gitignore leaves out a file of that name at the top of the checkout."""
+    patterns = [line.strip() for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith("#")]
+    return any(fnmatch.fnmatchcase(name, pattern.lstrip("/")) for pattern in patterns)
+
+
+_VALIDITY = re.compile(r"\((\d{4}-\d\d-\d\d), default\s+install: WiCE dev ([\d.]+) / ([\d.]+) AUROC, "
+                       r"SummEdits mean ([\d.]+)\)")
+
+
+def test_the_readmes_validity_figures_are_the_dated_table_of_the_validity_page() -> None:
+    """The README quotes the grounding scorer's figures; docs/validity.md holds them, dated, in the table of
+    that day (measured by benchmarks/validity_bench.py on the two development sets, which are not bundled)."""
+    day, wice, wice_rest, summedits = _VALIDITY.findall(README.read_text(encoding="utf-8"))[0]
+    page = (ROOT / "docs" / "validity.md").read_text(encoding="utf-8")
+    section = page.split(f"\n## {day}\n", 1)[1].split("\n## ", 1)[0]
+    now = next(line for line in section.splitlines() if line.startswith("| now ("))
+    cells = [cell.strip().strip("*") for cell in now.split("|")[2:6]]
+    assert cells[:3] == [wice, wice_rest, summedits]

@@ -160,9 +160,9 @@ def test_records_without_a_status_are_unknown() -> None:
     assert record_status({"request": {}, "response": {"id": "resp_1"}}) is None
 
 
-def test_corpus_error_files_are_failed_rows(corpus_responses: Path) -> None:
-    paths = sorted(corpus_responses.glob("*error*.json"))
-    assert paths
+def test_recorded_api_errors_are_failed_rows(recorded_responses: Path) -> None:
+    paths = sorted(recorded_responses.glob("*error*.json"))
+    assert len(paths) >= 2
     df = tlmscore.prepare([str(p) for p in paths], OFFLINE, pages=MemoryPages({}))
     assert list(df.response_status) == ["failed"] * len(paths)
     for path, error in zip(paths, df.error, strict=True):
@@ -170,12 +170,17 @@ def test_corpus_error_files_are_failed_rows(corpus_responses: Path) -> None:
         assert api["message"] in error and str(api["code"] or api["type"]) in error and str(path) in error
 
 
-def test_every_corpus_response_gets_a_status(corpus_responses: Path) -> None:
-    paths = sorted(corpus_responses.glob("*.json"))
+def test_every_recorded_response_gets_its_status(recorded_responses: Path) -> None:
+    paths = sorted(recorded_responses.glob("*.json"))
     df = tlmscore.prepare([str(p) for p in paths], OFFLINE, pages=MemoryPages({}))
     assert len(df) == len(paths)
-    statuses = set(df.response_status)
-    assert statuses <= {"completed", "failed", "incomplete:no_answer"}
+    for path, status in zip(paths, df.response_status, strict=True):
+        body = json.loads(path.read_text(encoding="utf-8"))
+        if body.get("status") == "incomplete":
+            assert status == f"incomplete:{body['incomplete_details']['reason']}", path.name
+        else:
+            assert status in {"completed", "failed", "incomplete:no_answer"}, path.name
+    assert "incomplete:max_output_tokens" in set(df.response_status)
     assert (df.response_status == "failed").sum() == df.error.notna().sum()
 
 

@@ -303,8 +303,16 @@ def plot_scores(df: pd.DataFrame, ax: Any = None, title: str = "Scores of the sc
     ax.hist(df["score"].dropna(), bins=20, range=(0, 1), color="#3b82f6")
     ax.set_xlabel("score")
     ax.set_ylabel("answers")
+    _whole_numbers(ax.yaxis)
     ax.set_title(title)
     return ax
+
+
+def _whole_numbers(axis: Any) -> None:
+    """Ticks at whole numbers only: the axis counts answers or pages."""
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plot_score_by(df: pd.DataFrame, column: str = "model", ax: Any = None, title: str | None = None) -> Any:
@@ -326,5 +334,6 @@ def plot_fetch_status(pages: Sequence[Page], ax: Any = None, title: str = "Pages
     counts = pd.Series([p.status for p in pages]).value_counts()
     counts.plot.bar(ax=ax, color=["#16a34a" if s == "ok" else "#dc2626" for s in counts.index])
     ax.set_ylabel("pages")
+    _whole_numbers(ax.yaxis)
     ax.set_title(title)
     return ax

@@ -55,17 +55,18 @@ DEFAULT_DEADLINE = 3600.0
 
 
 def add_annotate_flags(parser: argparse.ArgumentParser) -> None:
-    """`score`'s `--annotate` flags."""
-    parser.add_argument("--annotate", action="append", default=[], metavar="TARGET", nargs="?", const=ORIGIN,
-                        help="after writing OUT, annotate its rows: alone, back to where each row came from "
-                             f"(its origin); or {target_forms()} (repeatable)")
-    parser.add_argument("--annotate-threshold", type=float, default=0.5, metavar="T",
-                        help="annotation label: supported at or above T, unsupported below (default 0.5)")
-    parser.add_argument("--annotate-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"how long one write-back request may take (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--annotate-deadline", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
-                        help="when to stop writing back and keep the rest in the side file "
-                             f"(default {DEFAULT_DEADLINE:g})")
+    """`score`'s `--annotate` flags, in a group of their own."""
+    group = parser.add_argument_group("annotations (scores written back onto traces)")
+    group.add_argument("--annotate", action="append", default=[], metavar="TARGET", nargs="?", const=ORIGIN,
+                       help="after writing OUT, annotate its rows: alone, back to where each row came from "
+                            f"(its origin); or {target_forms()} (repeatable)")
+    group.add_argument("--annotate-threshold", type=float, default=0.5, metavar="T",
+                       help="annotation label: supported at or above T, unsupported below (default 0.5)")
+    group.add_argument("--annotate-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                       help=f"how long one write-back request may take (default {DEFAULT_TIMEOUT:g})")
+    group.add_argument("--annotate-deadline", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                       help="when to stop writing back and keep the rest in the side file "
+                            f"(default {DEFAULT_DEADLINE:g})")
 
 
 def add_annotate_parser(sub: Any) -> None:

@@ -289,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one command of `build_parser()`'s parser."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = commands.choices[command]
+    return found
+
+
 def _add_pull(sub: Any) -> None:
     pull = sub.add_parser("pull", help="fetch stored responses by id (GET /v1/responses/{id}) as transcript records",
                           formatter_class=_formatter)

@@ -6,6 +6,7 @@ written) fails here instead, before a single page is fetched.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterable
@@ -54,6 +55,8 @@ def check_output(output: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".tlmscore-check-"):
             pass
     except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the folder is there (checked above) but makes no new files (/proc, /sys)
+            raise ConfigError(f"{output}: cannot be written: {parent} takes no new files") from None
         raise ConfigError(f"{output}: cannot be written: {parent}: {exc.strerror or exc}") from None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate
-from tlmscore.cli._args import build_parser, run_inputs, settings_from_args
+from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import check_files, check_output, check_page_model, check_scorer
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._plugins import run_plugins
@@ -287,7 +287,9 @@ def _show_warning(  # noqa: PLR0917 -- the signature `warnings.showwarning` is c
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage and error (exit 2), not the top-level usage
+        command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         return _dispatch(args)

@@ -189,13 +189,13 @@ class Checkpoint:
     def finish(self, chunk_size: int = 1000, columns: Sequence[str] = ()) -> int:
         """Write the output file from the checkpoint; returns the row count.
 
-        `columns` heads a CSV output that has no rows.
+        `columns` are the columns of an output that has no rows (a CSV header, a Parquet schema).
         """
         if self._handle is not None:
             self._handle.close()
             self._handle = None
         if self._parts:
-            return self._finish_parts()
+            return self._finish_parts(columns)
         if not self.path.exists():
             self.path.write_text("", encoding="utf-8")
         if self.output.suffix.lower() == ".jsonl":
@@ -212,15 +212,16 @@ class Checkpoint:
         self.path.unlink()
         return count
 
-    def _finish_parts(self) -> int:
-        """One part becomes the output as it is; several are merged part by part, in order."""
+    def _finish_parts(self, columns: Sequence[str]) -> int:
+        """The output from the parts: one as it is, several merged in order, none as `columns` without rows."""
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
         parts = sorted(self.path.glob(_PART_GLOB)) if self.path.exists() else []
         self.output.parent.mkdir(parents=True, exist_ok=True)
         if not parts:
-            pq.write_table(pa.table({}), str(self.output))
+            pq.write_table(encoding.arrow_schema(list(columns)).empty_table(), str(self.output),
+                           **encoding.parquet_options())
         elif len(parts) == 1:
             parts[0].replace(self.output)
         else:

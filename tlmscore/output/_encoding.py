@@ -105,6 +105,13 @@ def _arrow_type(name: str) -> pa.DataType:
     return types.get(column_kind(name), pa.string())
 
 
+def arrow_schema(names: list[str]) -> pa.Schema:
+    """The Arrow schema of rows with these columns: the contract's types, text for the others."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.schema([(name, _arrow_type(name)) for name in names])
+
+
 def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
     """Rows as an Arrow table: the contract's types, any other value as a string (JSON for lists and dicts).
 
@@ -116,7 +123,7 @@ def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> 
     import pyarrow.json as pj  # noqa: PLC0415
 
     if schema is None:
-        schema = pa.schema([(name, _arrow_type(name)) for name in rows[0]])
+        schema = arrow_schema(list(rows[0]))
     strings = {f.name for f in schema if f.type == pa.string()}
     lines = [
         json_line({name: _text_cell(row.get(name)) if name in strings and not isinstance(row.get(name), str)

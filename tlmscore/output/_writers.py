@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 class RowWriter:
     """Writes rows to one file in the format its suffix names; call `write` per chunk, then `close`.
 
-    `columns` heads a CSV file that gets no rows, so it still reads as a table; `fmt` (one of
-    `FORMATS`) writes that format whatever the suffix.
+    `columns` are the columns of a file that gets no rows: a CSV header, a Parquet schema (typed as
+    rows would be), so it still reads as a table (JSON lines have no header: an empty file); `fmt`
+    (one of `FORMATS`) writes that format whatever the suffix.
     """
 
     def __init__(self, path: Path, columns: Sequence[str] = (), fmt: str | None = None) -> None:
@@ -101,11 +102,11 @@ class RowWriter:
             return
         self._closed = True
         if self.format == ".parquet" and self._parquet is None:
-            import pyarrow as pa  # noqa: PLC0415
             import pyarrow.parquet as pq  # noqa: PLC0415
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.table({}), str(self.path))
+            pq.write_table(encoding.arrow_schema(list(self._columns)).empty_table(), str(self.path),
+                           **encoding.parquet_options())
         if self._parquet is not None:
             self._parquet.close()
             self._parquet = None

@@ -10,8 +10,9 @@ input with `instructions` folded in as a leading system message (or `{"instructi
 "tools", …}`, or for Chat Completions the messages, with `tools` beside them), and `output` is the
 Response's `output` (one item unwrapped) or the chat message. A streamed Responses call also keeps
 the Response's other fields in `metadata`. The call is rebuilt from those; what the observation
-does not hold (the response's id and status, a chat completion's finish reason and provider fields)
-is named in the record's warnings.
+does not hold (the response's id and status, a chat completion's finish reason and provider fields,
+base64 media, which the SDK uploads apart and replaces by a `@@@langfuseMedia:…@@@` reference) is
+named in the record's warnings.
 
 Write-back (`--to langfuse`, the host in `LANGFUSE_HOST`): one score per row that has a trace id,
 through the `langfuse` SDK's API client (the `langfuse` extra): `traceId`, `observationId` (the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -58,6 +60,8 @@ _CHAT_LOST = ("Langfuse keeps only the chat completion's message: its id, finish
               "and provider fields (citations, search_results) are lost")
 _STREAMED_CHAT_LOST = ("Langfuse keeps only the streamed chat completion's message and finish_reason: its id "
                        "and provider fields (citations, search_results) are lost")
+_MEDIA = re.compile(r"@@@langfuseMedia:type=([^|@]*)\|id=([^|@]*)\|source=[^|@]*@@@")
+"""A Langfuse SDK's media reference, in place of base64 data it uploads apart (Langfuse's multi-modality docs)."""
 
 
 def _get(row: Mapping[str, Any], *names: str) -> Any:
@@ -118,6 +122,24 @@ def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[st
     first = request["input"][0] if isinstance(request["input"], list) and request["input"] else None
     folded = isinstance(first, Mapping) and first.get("role") == "system" and "instructions" not in request
     return request, [_FOLDED] if folded else []
+
+
+def _media_lost(*values: Any) -> list[str]:
+    """A warning naming the media references among `values` (nested JSON): their data is not in the export."""
+    found: list[str] = []
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            found += [f"{kind} {mid}" for kind, mid in _MEDIA.findall(value)]
+        elif isinstance(value, Mapping):
+            stack += list(value.values())
+        elif isinstance(value, list):
+            stack += value
+    if not found:
+        return []
+    return [f"Langfuse keeps base64 media apart from the export: {len(found)} media reference(s) "
+            f"({', '.join(sorted(found))}) stand where the data was, and its content is lost"]
 
 
 def _unfold(request: dict[str, Any], instructions: Any, warnings: list[str]) -> list[str]:
@@ -187,6 +209,7 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
     meta = _metadata(row)
     build = _chat_call if _is_chat(output, prompt) else _responses_call
     request, response, warnings = build(prompt, output, model, meta)
+    warnings += _media_lost(prompt, output)
     oid = str(row.get("id"))
     extra = {"name": row.get("name"), "start_time": _get(row, "start_time", "startTime"),
              "parent_observation_id": _get(row, "parent_observation_id", "parentObservationId"),
