@@ -347,7 +347,7 @@ def test_the_files_an_answer_cites_are_named_in_a_column(demo_path: Path) -> Non
     assert list(by_id["hr-file-search-no-results"]) == ["file-rBCnLJYV5igvgjl3Od991s"]  # no results: its id
     assert list(by_id["web-search-jwst-sources"]) == []
     assert all(list(files) == [] for files in frame["cited_files"][frame["error"].notna()])  # error rows too
-    assert list(frame.columns).index("cited_files") == len(tlmscore.output.ROW_COLUMNS) - 1
+    assert list(frame.columns).index("cited_files") == tlmscore.output.ROW_COLUMNS.index("cited_files")
     cited = frame[frame["id"] == "hr-file-search-results"].iloc[0].to_dict()
     record = tlmscore.output.Row.from_record(cited).to_record()
     assert record["cited_files"] == ["parental-leave-policy-2025.pdf", "employee-handbook-2025.pdf"]

@@ -108,10 +108,11 @@ def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
     Checkpoint(out, resume=False).write(rows(1, 3))
     with checkpoint_path(out).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(records(3, 4)[0])[:20])
-    before = checkpoint_path(out).stat().st_ino
+    whole = len(checkpoint_path(out).read_bytes()) - 20
     resumed = Checkpoint(out, resume=True)
     assert resumed.done == {("log.jsonl", 1), ("log.jsonl", 2)}
-    assert checkpoint_path(out).stat().st_ino != before  # rewritten beside it, then renamed over it
+    # cut back to the last whole line in place (one truncate, which a kill cannot leave half done)
+    assert len(checkpoint_path(out).read_bytes()) == whole
     assert checkpoint_path(out).read_bytes().count(b"\n") == 2
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert resumed.finish() == 2
@@ -162,3 +163,14 @@ def test_a_clean_jsonl_checkpoint_is_not_rewritten_on_resume(tmp_path: Path) -> 
     after = checkpoint_path(out).stat()
     assert len(resumed.done) == 3
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+def test_jsonl_checkpoint_keeps_a_whole_last_row_that_lost_only_its_newline(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    Checkpoint(out, resume=False).write(rows(1, 3))
+    with checkpoint_path(out).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(records(3, 4)[0]))  # written whole, killed before its newline
+    resumed = Checkpoint(out, resume=True)
+    assert resumed.done == {("log.jsonl", 1), ("log.jsonl", 2), ("log.jsonl", 3)}
+    assert checkpoint_path(out).read_bytes().endswith(b"}\n")
+    assert resumed.finish() == 3
