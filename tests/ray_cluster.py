@@ -221,7 +221,7 @@ class Cluster:
 
         ray.init(address=self.address, log_to_driver=False)
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 300
             while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
                 time.sleep(0.5)
             self.nodes = sum(1 for n in ray.nodes() if n["Alive"])

@@ -168,6 +168,7 @@ def test_grounding_reads_the_mark_from_a_prompt_rendered_elsewhere() -> None:
 # ---------------------------------------------------------------- a real model behind llama.cpp's server
 
 
+@pytest.mark.system("llama.cpp")
 def test_pages_read_by_a_real_model(tmp_path: Path, llama_server: str) -> None:
     """A real small model at llama.cpp's server: each page is read or fails on its own, marked, bounded, cached.
 

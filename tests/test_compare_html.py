@@ -41,7 +41,8 @@ def _box(image: Image.Image, colour: tuple[int, int, int], tolerance: int = 6) -
 @pytest.fixture
 def report(tmp_path: Path) -> Path:
     base, new = tmp_path / "base.jsonl", tmp_path / "new.jsonl"
-    rows = [{"id": f"r{i}", "score": 0.3 + 0.6 * i / ROWS, "error": None, "explanation": f"row {i}"}
+    rows = [{"id": f"r{i}", "source": "log.jsonl", "line": i + 1, "score": 0.3 + 0.6 * i / ROWS, "error": None,
+             "explanation": f"row {i}"}
             for i in range(ROWS)]
     base.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     changed = [r | {"score": r["score"] - 0.25} if i % 4 == 0 else r for i, r in enumerate(rows)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -21,9 +22,14 @@ def ray_engine(args: argparse.Namespace, *, progress: bool) -> Iterator[Engine]:
     """The Ray engine the flags ask for (`--fetchers`, `--scorer-concurrency`, `--page-store`), connected meanwhile."""
     from tlmscore import ray as engine  # noqa: PLC0415  (Ray loads only for this engine)
 
-    ray = engine.connect(args.address)
+    level = logging.INFO if progress else logging.WARNING  # quiet: no log lines of Ray's either
+    ray = engine.connect(args.address, logging_level=level)
     ray.data.DataContext.get_current().enable_progress_bars = progress
+    data_log = logging.getLogger("ray.data")
+    kept = data_log.level
+    data_log.setLevel(level)
     try:
         yield engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency, page_store=args.page_store)
     finally:
+        data_log.setLevel(kept)
         ray.shutdown()

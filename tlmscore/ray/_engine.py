@@ -11,6 +11,7 @@ around it (resume, checkpoint, output, summary) is the one of a single machine.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
@@ -49,19 +50,19 @@ def _ray_data() -> Any:
     return ray.data
 
 
-def connect(address: str | None, *, num_cpus: int | None = None) -> ModuleType:
+def connect(address: str | None, *, num_cpus: int | None = None, logging_level: int = logging.INFO) -> ModuleType:
     """Ray, connected to the cluster at `address` (`auto`, `HOST:PORT`, `ray://HOST:PORT`), or to a new local one.
 
     The command line's connection; a library caller connects (or not: Ray Data starts a local
-    cluster on first use) as it sees fit.
+    cluster on first use) as it sees fit. `logging_level` is Ray's own logger's.
     """
     _ray_data()
     import ray  # noqa: PLC0415
 
     if address:
-        ray.init(address=address, log_to_driver=False)
+        ray.init(address=address, log_to_driver=False, logging_level=logging_level)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging_level)
     module: ModuleType = ray  # typed whether or not `ray` is installed where mypy runs
     return module
 
