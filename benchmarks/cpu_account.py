@@ -44,9 +44,9 @@ atexit.register(dump)
 sys.modules.setdefault("httpx._main", None)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import tlmscore.cli
-from tlmscore.__main__ import run
+from tlmscore.__main__ import start
 marks["startup"] = used(resource.RUSAGE_SELF)
-run()
+start()
 """
 
 STAGES = (

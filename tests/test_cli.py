@@ -106,8 +106,8 @@ EXECUTABLE_STATE = (
     "import atexit, os, sys\n"
     "atexit.register(lambda: print('httpx' in sys.modules, 'click' in sys.modules,"
     " os.environ.get('OPENBLAS_NUM_THREADS')))\n"
-    "from tlmscore.__main__ import run\n"
-    "run()\n"
+    "from tlmscore.__main__ import start\n"
+    "start()\n"
 )
 
 
@@ -124,8 +124,8 @@ def test_the_executable_starts_without_numpy(tmp_path: Path) -> None:
     """Only `compare` (its bootstrap interval) and scoring need numpy; a `prepare` or `cache` start-up does not."""
     script = ("import atexit, sys\n"
               "atexit.register(lambda: print('numpy' in sys.modules))\n"
-              "from tlmscore.__main__ import run\n"
-              "run()\n")
+              "from tlmscore.__main__ import start\n"
+              "start()\n")
     proc = subprocess.run([sys.executable, "-c", script, "cache", "stats", "--cache-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -137,8 +137,8 @@ def test_a_run_on_files_does_not_load_phoenix(tmp_path: Path) -> None:
     only a `phoenix://` input or target loads it."""
     script = ("import atexit, sys\n"
               "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] == 'phoenix')))\n"
-              "from tlmscore.__main__ import run\n"
-              "run()\n")
+              "from tlmscore.__main__ import start\n"
+              "start()\n")
     out = tmp_path / "rows.jsonl"
     proc = subprocess.run([sys.executable, "-c", script, "score", str(FIXTURES / "demo.jsonl"), "-o", str(out),
                            "--offline", "--pages", str(FIXTURES / "pages"), "--quiet", "--annotate",

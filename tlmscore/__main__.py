@@ -7,10 +7,10 @@ import os
 import sys
 from typing import NoReturn
 
-__all__ = ["run"]
+__all__ = ["start"]
 
 
-def run() -> NoReturn:
+def start() -> NoReturn:
     """Run `tlmscore.cli.main` on `sys.argv` and exit with its code.
 
     The objects made at start-up are frozen out of the garbage collector's reach, so its passes
@@ -37,4 +37,4 @@ def run() -> NoReturn:
 
 
 if __name__ == "__main__":
-    run()
+    start()

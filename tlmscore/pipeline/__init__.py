@@ -1,19 +1,19 @@
 """The pipeline over many transcripts: ingest → chains → convert → plan → fetch → render → score → rows.
 
-`_one_run` is `tlmscore.run`, the library's one run: checkpoint, resume, calibration, the judge's
-Batch API passes, and the output file, on an `Engine` (`Local`, or `tlmscore.ray.Engine`). `_run`
-drives the stages chunk by chunk (each chunk on its own, so an engine can map the same functions
-over partitions) and hands rows to a sink as each chunk completes. The functions here are also
-`tlmscore.prepare`, `tlmscore.score` and their async forms. For the later stages: `aiter_chunks`
-(rows chunk by chunk), `run_sync` (a coroutine run to its end, inside a running event loop too), and
-`convert_record`, `record_row`, `score_rows`, a chunk's steps one record at a time (the engines').
+`_run` is `tlmscore.run`, the library's one run: checkpoint, resume, calibration, a scorer's two
+passes, and the output file, on an `Engine` (`Local`, or `tlmscore.ray.Engine`). `_stages` drives the
+stages chunk by chunk (each chunk on its own, so an engine can map the same functions over
+partitions) and hands rows to a sink as each chunk completes. `_frames` is `tlmscore.prepare`,
+`tlmscore.score` and their async forms. For the later stages: `aiter_chunks` (rows chunk by chunk),
+`run_sync` (a coroutine run to its end, inside a running event loop too), and `convert_record`,
+`record_row`, `score_rows`, a chunk's steps one record at a time (the Ray engine's).
 """
 
 from __future__ import annotations
 
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS
 from tlmscore.pipeline._frames import Pages, aiter_rows, aprepare, ascore, frame, prepare, score
-from tlmscore.pipeline._one_run import Engine, Job, Local, RunResult, run
+from tlmscore.pipeline._run import Engine, Job, Local, RunResult, run
 from tlmscore.pipeline._stages import aiter_chunks, convert_record, record_row, run_batch, run_sync, score_rows
 
 __all__ = [
