@@ -357,3 +357,19 @@ def test_a_request_cancelled_while_waiting_for_a_slot_takes_none() -> None:
         return seen
 
     assert asyncio.run(run()) == ["first", "last", "after"]
+
+
+def test_a_run_of_plain_http_pages_makes_no_tls_context(tmp_path: Path) -> None:
+    """The trust store is loaded when the first https origin needs it, not for every run: with a
+    CA bundle that cannot be loaded, plain http pages still come, and an https page fails alone."""
+    bundle = tmp_path / "not-a-bundle.pem"
+    bundle.write_text("no certificate here\n", encoding="utf-8")
+    settings = settings_for(tmp_path, "127.0.0.1", "a.test", ca_bundle=bundle)
+    with EvidenceServer() as plain:
+        url = plain.route("/1", Reply(body=PAGE))
+        page = fetch(settings, [url])[url]
+        assert page.status == "ok"
+        secure = "https://a.test:1/x"  # the context is made before any connection: no server needed
+        failed = fetch(settings, [url, secure])
+    assert failed[url].status == "ok"
+    assert failed[secure].status == "connect_error"

@@ -37,7 +37,7 @@ from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
 from tlmscore.evidence._reply import Reply, host_of, seconds
-from tlmscore.evidence._transport import GuardedTransport, environment_proxies, tls_context, within
+from tlmscore.evidence._transport import GuardedTransport, environment_proxies, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -312,8 +312,7 @@ class Downloader:
             proxies = {"http": settings.proxy, "https": settings.proxy}
         else:
             proxies = environment_proxies() if settings.trust_env else {}
-        self._transport = GuardedTransport(settings, self._resolver, ssl_context=tls_context(settings),
-                                           proxies=proxies)
+        self._transport = GuardedTransport(settings, self._resolver, proxies=proxies)
         return httpx.AsyncClient(
             headers=self._headers,
             timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),

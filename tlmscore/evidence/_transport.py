@@ -213,7 +213,7 @@ class _Origins:
     `per_origin` idle connections (the requests in flight to one host are limited to that many).
     """
 
-    def __init__(self, make: Callable[[int], httpcore.AsyncConnectionPool], keep: int, per_origin: int) -> None:
+    def __init__(self, make: Callable[[bytes, int], httpcore.AsyncConnectionPool], keep: int, per_origin: int) -> None:
         self._make = make
         self._keep = keep
         self._per_origin = per_origin
@@ -224,7 +224,7 @@ class _Origins:
         key = (url.raw_scheme, url.raw_host, url.port)
         origin = self._pools.get(key)
         if origin is None:
-            origin = self._pools[key] = _Origin(self._make(self._per_origin))
+            origin = self._pools[key] = _Origin(self._make(url.raw_scheme, self._per_origin))
         self._pools.move_to_end(key)
         origin.started()
         try:
@@ -276,28 +276,39 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     """Requests through one guarded connection pool, or through a proxy's pool when one applies.
 
     `proxies` maps a scheme (`http`, `https`, `all`) to a proxy URL and `no` to a `NO_PROXY` list;
-    `backend` is the network backend the guard wraps (httpcore's own when None).
+    `backend` is the network backend the guard wraps (httpcore's own when None). `ssl_context` is
+    what certificates are verified with; without one, `tls_context(settings)` is made when the first
+    https origin (or a proxy) needs it: loading a trust store costs a run of plain http pages
+    20 ms of CPU before its first request, for nothing.
     """
 
     def __init__(
-        self, settings: Settings, resolver: Resolver, *, ssl_context: ssl.SSLContext,
+        self, settings: Settings, resolver: Resolver, *, ssl_context: ssl.SSLContext | None = None,
         proxies: dict[str, str] | None = None, backend: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
         # The fetcher's semaphores bound the requests in flight; the pools only keep idle connections,
         # enough to keep one per server when a batch spans more servers than requests in flight,
         # for as long as httpx keeps them by default.
+        self._settings = settings
+        self._ssl_context = ssl_context
         self._keep = 2 * settings.concurrency
         guarded = GuardedBackend(settings.allow_hosts, resolver, backend)
         self._direct = _Origins(
-            lambda idle: httpcore.AsyncConnectionPool(
-                ssl_context=ssl_context, max_connections=None, max_keepalive_connections=idle,
-                keepalive_expiry=_KEEPALIVE_EXPIRY, network_backend=guarded),
+            lambda scheme, idle: httpcore.AsyncConnectionPool(
+                ssl_context=self._tls() if scheme == b"https" else None, max_connections=None,
+                max_keepalive_connections=idle, keepalive_expiry=_KEEPALIVE_EXPIRY, network_backend=guarded),
             keep=self._keep, per_origin=settings.per_host)
         self._proxies = proxies or {}
         self._proxy_pools = {
-            url: self._proxy_pool(url, ssl_context)
+            url: self._proxy_pool(url, self._tls())
             for url in dict.fromkeys(u for scheme, u in self._proxies.items() if scheme in ("http", "https", "all"))
         }
+
+    def _tls(self) -> ssl.SSLContext:
+        """The run's TLS context, made on first use."""
+        if self._ssl_context is None:
+            self._ssl_context = tls_context(self._settings)
+        return self._ssl_context
 
     def _proxy_pool(self, url: str, ssl_context: ssl.SSLContext) -> httpcore.AsyncHTTPProxy:
         """A pool of connections through the proxy at `url` (CONNECT tunnels for https)."""
