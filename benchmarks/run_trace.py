@@ -23,14 +23,16 @@ from typing import Any
 import cpu_account
 
 INSTRUMENT = r"""
-import functools, threading
+import functools, importlib, threading
 _t0 = time.monotonic()
 _events = []
 def _ev(kind, key=None, value=None):
     _events.append((time.monotonic() - _t0, kind, key, value))
 
 def _wrap_async(cls, name, before=None, after=None, key=lambda *a, **k: None):
-    inner = getattr(cls, name)
+    inner = getattr(cls, name, None) if cls is not None else None
+    if inner is None:  # an older tree without it: not traced
+        return
     @functools.wraps(inner)
     async def wrapped(*args, **kwargs):
         k = key(*args, **kwargs)
@@ -44,7 +46,9 @@ def _wrap_async(cls, name, before=None, after=None, key=lambda *a, **k: None):
     setattr(cls, name, wrapped)
 
 def _wrap(cls, name, before=None, after=None, key=lambda *a, **k: None):
-    inner = getattr(cls, name)
+    inner = getattr(cls, name, None) if cls is not None else None
+    if inner is None:
+        return
     @functools.wraps(inner)
     def wrapped(*args, **kwargs):
         k = key(*args, **kwargs)
@@ -57,10 +61,18 @@ def _wrap(cls, name, before=None, after=None, key=lambda *a, **k: None):
                 _ev(after, k)
     setattr(cls, name, wrapped)
 
+def _module(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # an older tree without it: its part is not traced
+        return None
+
 def _instrument():
-    from tlmscore.evidence import _download, _transport, _workers, cache, fetch
-    from tlmscore.pipeline import _run
-    import httpcore._backends.anyio as anyio_backend
+    _download, _transport, cache, fetch = (_module(f"tlmscore.evidence.{n}") for n in ("_download", "_transport",
+                                                                                     "cache", "fetch"))
+    _workers = _module("tlmscore.evidence._workers") or _module("tlmscore.evidence.workers")
+    _run = _module("tlmscore.pipeline._run") or _module("tlmscore.pipeline")
+    anyio_backend = _module("httpcore._backends.anyio")
     _wrap_async(_download.Downloader, "download", "queued", "downloaded", key=lambda s, url, *a: url)
     _wrap_async(_download.Downloader, "_exchange", "slot", None, key=lambda s, url, *a: url)
     _wrap(_download.Downloader, "_backoff", "retry", None)
@@ -81,11 +93,9 @@ def _instrument():
     _wrap_async(cache.PageCache, "lookup", "lookup", "looked_up")
     _wrap(cache.PageCache, "_write_pending", "cache_write", "cache_written", key=lambda s: len(s._pending))
     _wrap(_workers.ExtractPool, "start", "pool_start", None)
-    try:  # the process handles' module, or (older trees) the pool's
-        from tlmscore.evidence import _processes
-        template, worker = _processes.Template, _processes.Worker
-    except ImportError:
-        template, worker = _workers._Template, _workers._Worker
+    _processes = _module("tlmscore.evidence._processes")  # the process handles, or (older trees) the pool's
+    template = getattr(_processes or _workers, "Template" if _processes else "_Template", None)
+    worker = getattr(_processes or _workers, "Worker" if _processes else "_Worker", None)
     _wrap(template, "__init__", "template", "template_up")
     _wrap(worker, "__init__", "fork", "worker")
     _wrap(worker, "run", "work", "worked", key=lambda s, task: task[2])
