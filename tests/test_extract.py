@@ -274,7 +274,7 @@ def _niceness(pid: int) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc")
-def test_workers_start_warm_and_at_a_lower_priority() -> None:
+def test_workers_start_warm_and_at_the_priority_of_the_process_that_started_them() -> None:
     pids: list[int] = []
     maps: list[str] = []
 
@@ -292,7 +292,8 @@ def test_workers_start_warm_and_at_a_lower_priority() -> None:
     niceness: list[int] = []
     asyncio.run(run_and_look())
     assert pids, "a worker process was started"
-    assert max(niceness) >= os.getpriority(os.PRIO_PROCESS, 0) + 10 or max(niceness) == 19
+    # a lower priority starves the workers whenever other sessions use the machine too
+    assert set(niceness) == {os.getpriority(os.PRIO_PROCESS, 0)}
     assert any("lxml" in m for m in maps)  # warmed up on an HTML page before its first (plain text) page
 
 
