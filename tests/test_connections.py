@@ -352,8 +352,9 @@ def test_a_request_cancelled_while_waiting_for_a_slot_takes_none() -> None:
         last = asyncio.ensure_future(request("last"))
         await asyncio.sleep(0)
         waiting.cancel()
-        await asyncio.gather(first, waiting, last, return_exceptions=True)
-        await asyncio.wait_for(request("after"), 5)  # a slot left taken would hang here
+        # a slot left taken would hold "last" and "after" for ever: bounded here
+        await asyncio.wait_for(asyncio.gather(first, waiting, last, return_exceptions=True), 5)
+        await asyncio.wait_for(request("after"), 5)
         return seen
 
     assert asyncio.run(run()) == ["first", "last", "after"]
