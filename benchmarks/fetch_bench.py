@@ -3,7 +3,7 @@
 A server process on 127.0.0.x serves real article pages (`../shared/corpus/pages/` beside the repo,
 else generated HTML) with a fixed latency per request and optional faults, and counts every request.
 A batch of N transcripts citing K URLs each, drawn from U unique URLs, is written as JSONL. Then, in
-one run of this script, `--runs` rounds (3), each running every row once, in turn, so that a change
+one run of this script, `--runs` passes (3), each running every row once, in turn, so that a change
 in the machine's load reaches every row alike:
 
 - the network floor: a bare keep-alive httpx loop fetching the unique URLs under the same limits
@@ -11,14 +11,14 @@ in the machine's load reaches every row alike:
   tlmscore's own request side doing the same (`tlmscore downloads`, not extracted);
 - cleanlab-tlm 1.1.39: `form_prompt_string(messages, tools, response=Response)` for every transcript
   (it fetches the web_search_call sources with `requests.get`), in a child process, in the first
-  `--cleanlab-runs` rounds (every round by default);
+  `--cleanlab-runs` passes (every pass by default);
 - tlmscore: `tlmscore prepare BATCH -o OUT.jsonl --cache-dir TMP --allow-host ...` cold (an empty
   cache of its own), then warm in a new process; then the same with `-o OUT.parquet` (unless
   `--no-parquet`), which adds the Parquet encoding (or, with `--direct`, `Fetcher.pages` over the
   planned URLs in a child process). JSONL is the row format closest to what the cleanlab-tlm loop
   produces (strings in memory).
 
-It prints each row's median wall time over the rounds, fastest-slowest and spread ((slowest -
+It prints each row's median wall time over the passes, fastest-slowest and spread ((slowest -
 fastest) / median), the requests the run that made the most made (counted at the server), the
 citations each tlmscore run extracted text for, and the CPU of the run and every process it
 started. The limit, from figures measured in the same run: max(the bare client's wall time, the
@@ -378,9 +378,9 @@ def main() -> None:
     parser.add_argument("--skip-cleanlab", action="store_true")
     parser.add_argument("--no-parquet", action="store_true", help="time the JSONL output only")
     parser.add_argument("--runs", "--repeat", dest="runs", type=int, default=3,
-                        help="rounds: runs per row (median and spread reported)")
+                        help="passes: runs per row (median and spread reported)")
     parser.add_argument("--cleanlab-runs", type=int, default=None,
-                        help="cleanlab-tlm's runs (in the first rounds; default: every round)")
+                        help="cleanlab-tlm's runs (in the first passes; default: every pass)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
                         help="pages served: the shared corpus, or its tuning or judging set (page_sets.py)")
@@ -453,7 +453,7 @@ def run_mode(mode: str, args) -> dict:
 Measured = tuple[float, int, str, float]  # wall s, requests, detail, CPU s of all its processes
 
 
-def download_round(args, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
+def download_pass(args, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
     """One run each of the bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs.
 
     The floor's wall time and CPU are those of its whole process (interpreter start and imports
@@ -472,7 +472,7 @@ def download_round(args, work: Path, counter, web: dict, rows: dict[str, list[Me
                                            f"{what}, downloads only, {inner:.2f} s inside", cpu))
 
 
-def cleanlab_round(batch: Path, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
+def cleanlab_pass(batch: Path, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
     """One run of cleanlab-tlm's loop (run again when it crashes, as its thread pool sometimes does)."""
     me = [sys.executable, str(Path(__file__).resolve())]
     env = {"REQUESTS_CA_BUNDLE": str(web["ca"])} if web["ca"] else {}
@@ -503,7 +503,7 @@ def trees_of(args) -> dict[str, dict]:
 
 
 def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
-    """Every row, `--runs` times, in rounds: each round runs each row once, in turn, so a change in
+    """Every row, `--runs` times, in passes: each pass runs each row once, in turn, so a change in
     the machine's load reaches every row alike. Each tlmscore cold run starts on an empty cache."""
     rows: dict[str, list[Measured]] = {}
     trees = trees_of(args)
@@ -517,9 +517,9 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
             compile_tree(how["source"])
     formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
     for attempt in range(args.runs):
-        download_round(args, work, counter, web, rows)
+        download_pass(args, work, counter, web, rows)
         if not args.skip_cleanlab and attempt < args.cleanlab_runs:
-            cleanlab_round(batch, work, counter, web, rows)
+            cleanlab_pass(batch, work, counter, web, rows)
         for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
             for tree, how in trees.items():
                 marks: dict = {}
@@ -535,7 +535,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
                                                       web)
                     if all(marks.values()):
                         accounts[tree].append(marks)
-        print(f"  round {attempt + 1} of {args.runs} done", flush=True)
+        print(f"  pass {attempt + 1} of {args.runs} done", flush=True)
     return {"rows": {label: summarise(measured) for label, measured in rows.items()}, "runs": rows,
             "accounts": accounts, "traces": traces}
 

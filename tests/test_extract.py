@@ -292,7 +292,7 @@ def test_workers_start_warm_and_at_the_priority_of_the_process_that_started_them
     niceness: list[int] = []
     asyncio.run(run_and_look())
     assert pids, "a worker process was started"
-    # a lower priority starves the workers whenever other sessions use the machine too
+    # a lower priority starves the workers whenever other programs use the machine too
     assert set(niceness) == {os.getpriority(os.PRIO_PROCESS, 0)}
     assert any("lxml" in m for m in maps)  # warmed up on an HTML page before its first (plain text) page
 

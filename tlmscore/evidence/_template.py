@@ -122,7 +122,7 @@ def _warm_up() -> None:
 
     The process keeps the priority it was started with: the fetching process, which mostly
     waits, gets a core as it wakes anyway, while a worker at a lower priority carries so little
-    weight in the scheduler that, on a machine other sessions use too, it runs at a fraction of a
+    weight in the scheduler that, on a machine other programs use too, it runs at a fraction of a
     core whenever the fetching process is idle.
     """
     for name in _LOGGERS:
