@@ -324,6 +324,26 @@ def live_server(url: urllib.parse.SplitResult, secure: str) -> str:
     return f"{'https' if url.scheme.lower() == secure else 'http'}://{url.netloc}"
 
 
+def live_target(text: str, scheme: str, *, path: bool = False) -> tuple[str, str] | None:
+    """A live store's annotation target as (shown, base URL): `S://HOST:PORT`, `Ss://HOST` or `S:http(s)://…`.
+
+    None when `text` is not of the scheme `S`; `path` keeps a `S://HOST/PATH`'s path (a store behind a prefix).
+    """
+    name, sep, rest = text.partition(":")
+    if name.lower() not in (scheme, scheme + "s") or not sep or not rest:
+        return None
+    if rest.startswith("//"):
+        url = urllib.parse.urlsplit(text)
+        rest = live_server(url, scheme + "s") + (url.path if path else "")
+    parts = urllib.parse.urlsplit(rest)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {rest!r}: expected {scheme}://HOST:PORT or {scheme}:http(s)://HOST:PORT")
+    location = rest.rstrip("/")
+    shown = f"{scheme}://{location.removeprefix('http://')}" if location.startswith("http://") else \
+        f"{scheme}:{location}"
+    return shown, location
+
+
 def _time(name: str, value: str | None) -> dt.datetime | None:
     if not value:
         return None

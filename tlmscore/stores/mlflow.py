@@ -34,10 +34,20 @@ from typing import Any
 
 import httpx
 
-from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.errors import TranscriptError
 from tlmscore.sources import Read, SourceReader, attributes_of
 from tlmscore.stores._http import RETRY_STATUS, answered, call
-from tlmscore.stores.base import Annotation, Failure, Keys, LiveAddress, Sent, Session, Target, credentials, live_server
+from tlmscore.stores.base import (
+    Annotation,
+    Failure,
+    Keys,
+    LiveAddress,
+    Sent,
+    Session,
+    Target,
+    credentials,
+    live_target,
+)
 
 __all__ = ["CONNECTOR", "MlflowConnector", "assessment", "parse_address", "read_live",
            "span_records"]
@@ -219,13 +229,6 @@ def _write(target: Target, payload: dict[str, Any], earlier: str | None, session
     return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
 
 
-def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {url!r}: expected mlflow://HOST:PORT or mlflow:http(s)://HOST:PORT")
-    return url.rstrip("/")
-
-
 class MlflowConnector:
     """MLflow: an experiment's traces in, feedback assessments out."""
 
@@ -239,13 +242,8 @@ class MlflowConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`mlflow://HOST:PORT`, `mlflows://HOST` or `mlflow:http(s)://HOST[:PORT]`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme not in ("mlflow", "mlflows") or not sep or not rest:
-            return None
-        location = _base_url(live_server(urllib.parse.urlsplit(text), "mlflows") if rest.startswith("//") else rest)
-        shown = f"mlflow://{location.removeprefix('http://')}" if location.startswith("http://") else \
-            f"mlflow:{location}"
-        return Target(self.name, shown, location)
+        found = live_target(text, "mlflow")
+        return None if found is None else Target(self.name, *found)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `mlflow://` (or `mlflows://`) address, as a target."""

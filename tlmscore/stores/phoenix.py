@@ -28,10 +28,20 @@ from typing import Any
 
 import httpx
 
-from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.errors import TranscriptError
 from tlmscore.sources import Read, SourceReader, plain, spans_records
 from tlmscore.stores._http import answered, call, sent
-from tlmscore.stores.base import Annotation, Failure, Keys, LiveAddress, Sent, Session, Target, credentials, live_server
+from tlmscore.stores.base import (
+    Annotation,
+    Failure,
+    Keys,
+    LiveAddress,
+    Sent,
+    Session,
+    Target,
+    credentials,
+    live_target,
+)
 
 __all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixConnector",
            "parse_address", "read_live", "span_annotation"]
@@ -152,13 +162,6 @@ def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
             "identifier": IDENTIFIER, "metadata": {"tlmscore.record.id": annotation.row_id}}
 
 
-def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {url!r}: expected phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT")
-    return url.rstrip("/")
-
-
 class PhoenixConnector:
     """Phoenix: live projects in, span annotations out."""
 
@@ -172,17 +175,8 @@ class PhoenixConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`phoenix://HOST:PORT`, `phoenixs://HOST` or `phoenix:http(s)://HOST[:PORT]`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme not in ("phoenix", "phoenixs") or not sep or not rest:
-            return None
-        if rest.startswith("//"):
-            url = urllib.parse.urlsplit(text)
-            location = _base_url(live_server(url, "phoenixs") + url.path)
-        else:
-            location = _base_url(rest)
-        shown = f"phoenix://{location.removeprefix('http://')}" if location.startswith("http://") else \
-            f"phoenix:{location}"
-        return Target(self.name, shown, location)
+        found = live_target(text, "phoenix", path=True)
+        return None if found is None else Target(self.name, *found)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `phoenix://` (or `phoenixs://`) address, as a target."""
