@@ -378,8 +378,8 @@ def lost_in_span(call: dict[str, Any], name: str) -> str | None:
 def corpus_records(folder: Path) -> list[dict[str, Any]]:
     """Calls that get the recorded responses of `folder` (the shared corpus), sent as a caller would send them.
 
-    Each request asks for its response by a question of its own, with the response's instructions
-    and the tools it echoes (the tools the request offered).
+    Each request asks for its response by a question of its own, with what the response echoes of
+    its request: the instructions, the tools offered, the response it continues.
     """
     calls = []
     for path in sorted(folder.glob("*.json")):
@@ -390,7 +390,7 @@ def corpus_records(folder: Path) -> list[dict[str, Any]]:
                                        "messages": [{"role": "user", "content": question}]}
         elif response.get("object") == "response" and "output" in response:
             request = {"model": str(response.get("model") or path.stem), "input": question}
-            for key in ("instructions", "tools"):
+            for key in ("instructions", "tools", "previous_response_id"):
                 if response.get(key):
                     request[key] = response[key]
         else:

@@ -1,4 +1,7 @@
-"""Every recorded call of the shared corpus, as OpenTelemetry GenAI spans, reads as its raw record does.
+"""Every recorded call, as OpenTelemetry GenAI spans, reads as its raw record does.
+
+The calls are the project's recorded replies (`fixtures/responses/`) and, when the shared corpus
+is beside the clone, its recorded responses as more cases.
 
 No instrumentation writes Responses calls as GenAI spans yet (`opentelemetry-instrumentation-openai-v2`
 wraps Chat Completions only), so the spans are made here with the OpenTelemetry SDK from the
@@ -18,12 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tlmscore
-from tests.conftest import CORPUS
 from tests.trace_store_calls import corpus_calls
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
@@ -127,10 +130,9 @@ def _lost_without_a_trace(call: dict[str, Any]) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def read(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict[str, Any]], Any, Any]:
-    if not (CORPUS / "responses").is_dir():
-        pytest.skip(f"shared corpus not present at {CORPUS}")
-    calls = corpus_calls(CORPUS / "responses")
+def read(tmp_path_factory: pytest.TempPathFactory,
+         recorded_responses: Path) -> tuple[dict[str, dict[str, Any]], Any, Any]:
+    calls = corpus_calls(recorded_responses)
     folder = tmp_path_factory.mktemp("otlp-corpus")
     path = folder / "traces.pb"
     path.write_bytes(_body(calls))

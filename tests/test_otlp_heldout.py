@@ -1,8 +1,9 @@
 """A held-out check: real recorded calls nobody on the project wrote, through the same instrumentations.
 
-Runs when the shared corpus sits beside the clone (`../shared/corpus/responses`) and skips with the
-reason otherwise; `tests/test_otlp_instrumentations.py` makes the same checks on the project's own
-recordings, always. Every corpus response is asked for through the official `openai` client (with
+Reads the project's recorded replies (`fixtures/responses/`) and, when the shared corpus sits beside
+the clone (`../shared/corpus/responses`), its real recorded calls nobody on the project wrote as
+more cases; `tests/test_otlp_instrumentations.py` makes the same checks on the project's own
+recorded traces. Every corpus response is asked for through the official `openai` client (with
 the tools it echoes) under Traceloop's instrumentation, logfire's and the official one (content
 opt-in on; it wraps Chat Completions only), exported over OTLP/HTTP to a local receiver. Expected:
 one row per span and no error; no nameless tool and no pasted data URI; every plain record (nothing
@@ -23,11 +24,9 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.conftest import CORPUS
 from tests.instrumented_calls import corpus_records, lost_in_span, run
 
 pytest.importorskip("opentelemetry.proto", reason="the otel extra (opentelemetry-proto) is not installed")
-pytestmark = pytest.mark.skipif(not (CORPUS / "responses").is_dir(), reason=f"shared corpus not present at {CORPUS}")
 
 NAMES = ("traceloop", "logfire", "openai-v2")
 _LINK = re.compile(r"\]\((https?://[^)\s]+)\)")
@@ -39,9 +38,9 @@ def _rows(source: Any) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recorded(tmp_path_factory: pytest.TempPathFactory, recorded_responses: Path) -> Path:
     folder = tmp_path_factory.mktemp("heldout")
-    calls = corpus_records(CORPUS / "responses")
+    calls = corpus_records(recorded_responses)
     (folder / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls), encoding="utf-8")
     for name in NAMES:
         run(name, folder / "calls.jsonl", folder / name)
@@ -113,8 +112,8 @@ def _chat_events(response: dict[str, Any]) -> list[dict[str, Any]]:
     return [*chunks, done]
 
 
-def test_event_streams_read_as_their_final_responses(tmp_path: Path) -> None:
-    calls = corpus_records(CORPUS / "responses")
+def test_event_streams_read_as_their_final_responses(tmp_path: Path, recorded_responses: Path) -> None:
+    calls = corpus_records(recorded_responses)
     for number, call in enumerate(calls):
         response = call["response"]
         events = _chat_events(response) if "choices" in response else _responses_events(response)

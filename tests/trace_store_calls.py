@@ -25,6 +25,8 @@ def corpus_calls(folder: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(folder.glob("*.json")):
         response = json.loads(path.read_text(encoding="utf-8"))
         stem = path.stem
+        if response.get("previous_response_id"):
+            continue  # a follow-up: its raw record would hold turns that a call of its own does not send
         if response.get("object") == "chat.completion":
             request: dict[str, Any] = {"model": stem, "messages": [
                 {"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": f"About {stem}?"}]}
