@@ -18,14 +18,11 @@ import hypothesis
 import pytest
 import trustme
 
-from tests.evidence_server import EvidenceServer
-from tests.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
-from tests.ray_cluster import can_namespace
+from tests.servers.evidence_server import EvidenceServer
+from tests.servers.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
+from tests.servers.ray_cluster import can_namespace
+from tests.support.paths import CORPUS, FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures"
-CORPUS = ROOT.parent / "shared" / "corpus"
-"""Optional: real recorded material beside the checkout. It only adds cases; `fixtures/` is what every test needs."""
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
 

@@ -18,14 +18,22 @@ from typing import Any
 
 import pytest
 
-from tests.otlp_receiver import OtlpReceiver, serve_otlp
-from tests.trace_store_fakes import LANGSMITH_KEY, PUBLIC_KEY, SECRET_KEY, Store, serve_langfuse, serve_langsmith
+from tests.servers.otlp_receiver import OtlpReceiver, serve_otlp
+from tests.servers.trace_store_fakes import (
+    LANGSMITH_KEY,
+    PUBLIC_KEY,
+    SECRET_KEY,
+    Store,
+    serve_langfuse,
+    serve_langsmith,
+)
+from tests.support.paths import ROOT
 from tlmscore.annotate import Clock, Policy, deliver, destination, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
 
-LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+LABELLED = ROOT / "fixtures" / "labelled"
 ROWS = 25
 SECRETS = (SECRET_KEY, LANGSMITH_KEY)
 

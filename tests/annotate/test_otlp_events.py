@@ -14,14 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.otlp_receiver import OtlpReceiver, serve_otlp
+from tests.servers.otlp_receiver import OtlpReceiver, serve_otlp
+from tests.support.paths import ROOT
 from tlmscore.annotate import Clock, Policy, deliver, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
 from tlmscore.stores.otlp import EVENT_NAME
 
-LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+LABELLED = ROOT / "fixtures" / "labelled"
 SECRET = "Bearer do-not-print-me"  # noqa: S105 -- a made-up header value the test looks for in the output
 
 

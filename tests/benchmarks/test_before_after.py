@@ -10,7 +10,9 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "before_after.py"
+from tests.support.paths import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "before_after.py"
 BUSY = """import sys, tlmscore
 total = sum(i * i for i in range(3_000_000))
 print("tlmscore from", tlmscore.__file__)

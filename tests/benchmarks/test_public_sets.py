@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.support.paths import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
 SOURCE = ("The council approved the new harbour budget of 12 million euros on Monday. "
           "Work on the northern pier starts in March and ends in 2027.")
 

@@ -226,7 +226,7 @@ def test_offline_writes_no_default_cache(tmp_path: Path, demo_path: Path, capsys
 def test_a_test_never_gets_the_users_page_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Settings made without a cache folder, in a test or at a test module's import, point into the tests'
     own folders (tests/conftest.py), so no test reads or fills ~/.cache/tlmscore."""
-    import tests.test_provider_shapes as made_at_import
+    import tests.convert.test_provider_shapes as made_at_import
 
     user = Path.home() / ".cache" / "tlmscore"
     here = Settings().cache_dir

@@ -10,12 +10,13 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, render_report
 from tlmscore.errors import ConfigError
 from tlmscore.output import RowWriter, read_rows
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+FIXTURES = ROOT / "fixtures" / "labelled"
 DROPPED = ("oresund-faithful-1", "python-3.12-faithful-1", "nimbus-pricing-faithful-2",
            "expenses-faithful-1", "flight-faithful-2")
 

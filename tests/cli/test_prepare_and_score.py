@@ -12,8 +12,8 @@ import diskcache
 import pandas as pd
 import pytest
 
-from tests.conftest import FIXTURES
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
+from tests.support.paths import FIXTURES
 from tlmscore.cli import main
 
 ROWS_IN_DEMO = 17

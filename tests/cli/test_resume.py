@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.evidence_server import EvidenceServer
-from tests.killed_run import kill_when_saved, report_server, write_log
+from tests.servers.evidence_server import EvidenceServer
+from tests.servers.killed_run import kill_when_saved, report_server, write_log
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.evidence_server import EvidenceServer
-from tests.killed_run import kill_when_saved, report_server, write_log
+from tests.servers.evidence_server import EvidenceServer
+from tests.servers.killed_run import kill_when_saved, report_server, write_log
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.output._manifest import manifest_path, read_manifest
@@ -71,7 +72,7 @@ def test_kill_9_then_resume_under_another_path_gives_every_row_once(
 def finished_run(tmp_path: Path, *extra: str) -> tuple[Path, Path, list[str]]:
     """A finished `score` run over a copy of the demo log; its log, output and arguments."""
     log = tmp_path / "log.jsonl"
-    log.write_bytes((Path(__file__).parents[1] / "fixtures" / "demo.jsonl").read_bytes())
+    log.write_bytes((ROOT / "fixtures" / "demo.jsonl").read_bytes())
     out = tmp_path / "out.jsonl"
     args = ["-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path / "c"), *extra]
     assert main(["score", str(log), *args]) == 0
@@ -132,7 +133,7 @@ def test_resume_without_a_manifest_is_refused(tmp_path: Path, capsys: pytest.Cap
 def test_a_file_name_that_is_not_utf8_resumes_without_doubling(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
-    log.write_bytes((Path(__file__).parents[1] / "fixtures" / "demo.jsonl").read_bytes())
+    log.write_bytes((ROOT / "fixtures" / "demo.jsonl").read_bytes())
     out = tmp_path / "out.jsonl"
     args = ["prepare", str(log), "-o", str(out), "--offline", "--quiet", "--cache-dir", str(tmp_path / "c")]
     assert main(args) == 0

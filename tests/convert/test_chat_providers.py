@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import ROOT
 from tlmscore import MemoryPages, Page, Settings, prepare, read_transcripts
 from tlmscore.convert import convert_transcript
 from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.model import ToolCall, WebResult
 from tlmscore.rendering._prompt import render_prompt, render_response
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 ITEMS = FIXTURES / "items.jsonl"
 BATCH_IN, BATCH_OUT = FIXTURES / "batch_input.jsonl", FIXTURES / "batch_output.jsonl"
 

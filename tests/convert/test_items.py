@@ -11,13 +11,14 @@ import pytest
 from openai.types.responses import Response, ResponseInputItem, ResponseOutputItem
 from pydantic import TypeAdapter
 
+from tests.support.paths import ROOT
 from tlmscore import MemoryPages, Settings, prepare, read_transcripts
 from tlmscore.convert import REGISTRY, convert_items, convert_transcript, split_answer
 from tlmscore.convert._tools import DECLARATIONS, declare_tools
 from tlmscore.model import Message, ToolCall, ToolResult
 from tlmscore.rendering._prompt import render_prompt, render_response
 
-ITEMS = Path(__file__).resolve().parent.parent / "fixtures" / "items.jsonl"
+ITEMS = ROOT / "fixtures" / "items.jsonl"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 ANSWER_TYPES = {"message", "function_call", "computer_call", "local_shell_call", "shell_call", "apply_patch_call",
                 "custom_tool_call", "mcp_approval_request", "tool_search_call", "program"}

@@ -12,7 +12,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 from tlmscore import MemoryPages, Settings, prepare
 
 COVERED_TYPES = {"message", "function_call", "function_call_output", "reasoning", "file_search_call",

@@ -256,7 +256,7 @@ def test_writers_keep_the_column(tmp_path: Path, suffix: str) -> None:
 
 
 def test_fidelity_fixture_statuses() -> None:
-    from tests.conftest import FIXTURES
+    from tests.support.paths import FIXTURES
 
     df = tlmscore.prepare(FIXTURES / "fidelity.jsonl", OFFLINE, pages=MemoryPages({})).set_index("id")
     assert dict(df.response_status) == {

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
+
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [ROOT / "README.md", *PAGES]
 README_MAX_LINES = 250

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, ROOT
 
 README = ROOT / "README.md"
 _HEADING = re.compile(r"^#+\s+Quickstart\b", re.MULTILINE)

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore import MemoryPages, Settings, prepare
 from tlmscore._urls import url_key
 from tlmscore.cli import main

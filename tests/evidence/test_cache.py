@@ -15,7 +15,7 @@ from pathlib import Path
 import diskcache
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.evidence.cache import CachedPage, PageCache, body_key, cache_key, cache_stats, clear_cache
 from tlmscore.evidence.extract import EXTRACTOR_VERSION
 from tlmscore.evidence.fetch import Fetcher

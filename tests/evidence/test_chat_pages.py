@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.judge_server import ChatReply, ChatServer, completion
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.judge_server import ChatReply, ChatServer, completion
 from tlmscore.errors import ConfigError
 from tlmscore.evidence._chat_pages import ChatPages, answer_page, model_folder
 from tlmscore.evidence._guard import Resolver

@@ -19,9 +19,9 @@ import pytest
 import trustme
 
 from tests.conftest import TLS_NAMES
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.proxy_server import ProxyServer
-from tests.test_fetch import table_resolver
+from tests.evidence.test_fetch import table_resolver
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.proxy_server import ProxyServer
 from tlmscore.cli import main
 from tlmscore.cli._args import build_parser, settings_from_args
 from tlmscore.evidence._guard import Resolver

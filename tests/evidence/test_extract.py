@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.evidence_server import html_page
+from tests.servers.evidence_server import html_page
+from tests.support.paths import ROOT
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.extract import WARM_UP_PAGE, content_kind, extract, supported_type
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = ROOT
 # Article pages with the text a reader calls the article: the project's own (`fixtures/html/`), and the
 # shared corpus's 60 real pages when it is beside the checkout.
 PAGE_SETS = [_ROOT / "fixtures" / "html", _ROOT.parent / "shared" / "corpus" / "pages"]
@@ -397,7 +398,7 @@ def test_workers_import_the_same_tlmscore_as_their_parent_whatever_the_working_d
         (other / module).write_text('"""Not the tlmscore under test."""\n', encoding="utf-8")
     script = tmp_path / "use_a_pool.py"
     script.write_text(USE_A_POOL, encoding="utf-8")
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(ROOT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(script)], cwd=other.parent, env=env, capture_output=True,
                           text=True, timeout=120, check=False)

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.test_extract import make_pdf
+from tests.evidence.test_extract import make_pdf
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.evidence import cache as cache_module
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence import fetch as fetch_module

@@ -18,8 +18,16 @@ import httpx
 import pytest
 import zstandard
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.hostile_pages import deep_json, gzip_bomb, gzip_twice, hostile_replies, mutated_pdf, slow_page, zstd_bomb
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.hostile_pages import (
+    deep_json,
+    gzip_bomb,
+    gzip_twice,
+    hostile_replies,
+    mutated_pdf,
+    slow_page,
+    zstd_bomb,
+)
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence._body import ENCODINGS, BodyDecoder, TooLargeError
 from tlmscore.evidence._workers import ExtractPool, Limits

@@ -16,8 +16,8 @@ import httpx
 import pytest
 import trustme
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
-from tests.test_fetch import table_resolver
+from tests.evidence.test_fetch import table_resolver
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.errors import ConfigError, FetchError
 from tlmscore.evidence._guard import Resolver
 from tlmscore.evidence._transport import GuardedTransport

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import ROOT
 from tlmscore import MemoryPages, Settings, prepare, read_transcripts
 from tlmscore.ingest._chains import ChainIndex
 from tlmscore.ingest._history import History, with_history
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 CHAIN_A, CHAIN_B = FIXTURES / "chain_a.jsonl", FIXTURES / "chain_b.jsonl"
 
 

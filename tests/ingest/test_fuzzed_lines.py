@@ -22,7 +22,7 @@ import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import CORPUS, FIXTURES
+from tests.support.paths import CORPUS, FIXTURES
 from tlmscore.cli import main
 from tlmscore.ingest._streams import is_stream_line
 

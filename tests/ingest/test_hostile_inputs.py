@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 from tlmscore import read_transcripts
 from tlmscore.cli import main
 from tlmscore.errors import TranscriptError

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import tlmscore
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 from tlmscore import MemoryPages, Page, Settings
 from tlmscore.convert import registry
 from tlmscore.convert.context import Context, ItemConverter

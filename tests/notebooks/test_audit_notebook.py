@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import nbclient
@@ -13,9 +12,9 @@ import nbformat
 import pandas as pd
 import pytest
 
+from tests.support.paths import ROOT
 from tlmscore.audit import least_supported, not_scored
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "audit.ipynb"
 LABELLED = ROOT / "fixtures" / "labelled" / "labelled.jsonl"
 # item fixtures whose tool output says what the answer says: a word-by-word check scores them low

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.ray_cluster import run_scenarios
+from tests.servers.ray_cluster import run_scenarios
 
 pytestmark = pytest.mark.system("ray")  # a cluster in network namespaces: root and the `ray` extra
 pq = pytest.importorskip("pyarrow.parquet")
@@ -28,7 +28,7 @@ EVERY_FIXTURE_ROWS = 98  # every fixture file's records, bad lines and Batch API
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     work = tmp_path_factory.mktemp("ray")
-    return work, run_scenarios(work, "tests.ray_scenarios", str(RECORDS), str(URLS), timeout=3000)
+    return work, run_scenarios(work, "tests.servers.ray_scenarios", str(RECORDS), str(URLS), timeout=3000)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -11,11 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_sources import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
+from tests.sources.test_registry import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
+from tests.support.paths import ROOT
 from tlmscore.ingest import input_names, read_transcripts, with_input_id
 from tlmscore.ray._read import LINE_BITS, input_rows, read_input, transcript_of
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 
 
 def _engine_transcripts(path: Path, index: int = 0) -> list:
@@ -50,7 +51,7 @@ def test_gzipped_jsonl_and_json_files(tmp_path: Path, demo_path: Path) -> None:
 
 
 def test_parquet_rows_with_json_text_columns_are_records(tmp_path: Path) -> None:
-    lines = (Path(__file__).parent.parent / "fixtures" / "chain_a.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "fixtures" / "chain_a.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     table = pa.table({"id": [r.get("id") for r in records],
                       "request": [json.dumps(r["request"]) for r in records],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.test_citations import (
+from tests.convert.test_citations import (
     BRIT,
     SITE,
     WIKI,

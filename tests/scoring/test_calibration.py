@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.scoring import calibration
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+FIXTURES = ROOT / "fixtures" / "labelled"
 
 
 def miscalibrated(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

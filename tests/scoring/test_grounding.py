@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import FIXTURES, ROOT
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import ScorerError
 from tlmscore.evidence.page import MemoryPages, keyed_pages
@@ -27,8 +28,6 @@ from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.grounding._evidence import documents
 from tlmscore.scoring.grounding._text import analyse, clauses, clean_markdown, expand_dates, is_negated, sentences
 from tlmscore.settings import Settings
-
-from .conftest import FIXTURES
 
 LABELLED = FIXTURES / "labelled"
 
@@ -178,13 +177,13 @@ def test_scores_are_the_same_in_another_process(labelled: list[tuple[Transcript,
     here = [s.score for s in score_all([item for _, item in labelled])]
     code = (
         "import asyncio, json\n"
-        "from tests.test_grounding import LABELLED, rendered\n"
+        "from tests.scoring.test_grounding import LABELLED, rendered\n"
         "from tlmscore.scoring import get_scorer\n"
         "rows = rendered(LABELLED / 'labelled.jsonl', LABELLED / 'pages')\n"
         "scores = asyncio.run(get_scorer('grounding').score_many([i for _, i in rows]))\n"
         "print(json.dumps([[s.score, s.details] for s in scores], sort_keys=True))\n"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     outputs = [subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
     assert outputs[0] == outputs[1]

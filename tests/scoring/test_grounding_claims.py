@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.paths import FIXTURES
 from tlmscore.cli import main
 from tlmscore.convert import convert_transcript
 from tlmscore.ingest._records import read_transcripts
@@ -21,8 +22,6 @@ from tlmscore.scoring.grounding._evidence import IMAGE_ONLY, documents, table_li
 from tlmscore.scoring.grounding._support import derived
 from tlmscore.scoring.grounding._text import clauses, clean_markdown
 from tlmscore.settings import Settings
-
-from .conftest import FIXTURES
 
 IMAGE = "[image: image/png, 70 bytes, sha256:497790947d46]"
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.evidence_server import EvidenceServer, Reply
-from tests.test_chat_pages import READ, WALL, PageModel, chat_settings, record, said, shown
+from tests.evidence.test_chat_pages import READ, WALL, PageModel, chat_settings, record, said, shown
+from tests.servers.evidence_server import EvidenceServer, Reply
 from tlmscore.cli import main
 from tlmscore.evidence._chat_pages import ChatPages
 from tlmscore.evidence.page import MemoryPages, Page

@@ -19,13 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.judge_server import ChatReply, ChatServer, LoopbackServer, completion
+from tests.support.paths import FIXTURES, ROOT
 from tlmscore.cli import main
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.scoring import Score, get_scorer
-
-from .conftest import FIXTURES
-from .judge_server import ChatReply, ChatServer, LoopbackServer, completion
 
 TOOL = Evidence("tool", "The museum opens on Sundays.", call_id="c1", tool="lookup")
 USER_SAYS = "The ferry leaves the harbour at nine every morning."
@@ -233,7 +232,7 @@ def run_tlm(tmp_path: Path, server: CleanlabServer, *flags: str) -> subprocess.C
     internet, even when an option stops being checked)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANLAB_")}
     env |= {"CLEANLAB_API_BASE_URL": server.url.removesuffix("/v1") + "/api", "MY_TLM_KEY": "tlm-surface-key-42",
-            "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+            "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "tlmscore", "score", str(BATCH_OUT), "--batch-input", str(BATCH_IN),
                            "-o", str(tmp_path / "out.jsonl"), "--offline", "--quiet", "--cache-dir",
                            str(tmp_path / "c"), "--scorer", "tlm", "--api-key-env", "MY_TLM_KEY", *flags],

@@ -296,7 +296,7 @@ def _tool_outputs(prompt: str) -> list[str]:
 
 
 def test_the_labelled_fixtures_score_the_same_from_values_as_from_the_prompt() -> None:
-    from .test_grounding import LABELLED, rendered
+    from tests.scoring.test_grounding import LABELLED, rendered
 
     scorer = GroundingScorer()
     for _, item in rendered(LABELLED / "labelled.jsonl", LABELLED / "pages"):

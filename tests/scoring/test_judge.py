@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.servers.judge_server import ChatReply, ChatServer, completion
 from tlmscore._chat import Completion, TokenLogprob
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring import get_scorer
 from tlmscore.scoring.judge import REFLECTION_PROMPTS, JudgeOptions, JudgeScorer, parse_rating, rate
-
-from .judge_server import ChatReply, ChatServer, completion
 
 INPUTS = [ScoringInput(prompt=f"User: What is {n} + {n}?\n\nAssistant:", response=str(2 * n)) for n in range(9)]
 FAST = {"model": "fake", "timeout": 5.0}

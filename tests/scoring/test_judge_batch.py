@@ -14,14 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.servers.batch_server import BatchServer
+from tests.servers.judge_server import ChatReply, ChatServer, completion, rating_reply
+from tests.support.paths import ROOT
 from tlmscore.model import ScoringInput
 from tlmscore.scoring import get_scorer
 from tlmscore.scoring.judge import JudgeScorer
 
-from .batch_server import BatchServer
-from .judge_server import ChatReply, ChatServer, completion, rating_reply
-
-ROOT = Path(__file__).resolve().parent.parent
 INPUTS = [ScoringInput(prompt=f"User: What is {n} + {n}?\n\nAssistant:", response=str(2 * n)) for n in range(9)]
 FAST = {"model": "fake", "poll_interval": 0.01, "max_poll_interval": 0.05, "timeout": 5.0, "retries": 0}
 
@@ -115,7 +114,7 @@ def test_an_endpoint_rejecting_logprobs_gets_them_again_without(tmp_path: Path) 
 
 
 def test_a_reasoning_model_gets_the_parameters_it_takes_in_batches_too(tmp_path: Path) -> None:
-    from .test_judge import reasoning_model
+    from tests.scoring.test_judge import reasoning_model
 
     with BatchServer(reasoning_model) as server:
         scores = run(batch_judge(server, tmp_path, max_tokens=256), INPUTS[:3])

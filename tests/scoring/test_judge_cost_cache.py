@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 import tlmscore
+from tests.servers.judge_server import ChatReply, ChatServer, completion
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring import get_scorer
 from tlmscore.scoring.judge import JudgeOptions, JudgeScorer
-
-from .judge_server import ChatReply, ChatServer, completion
 
 INPUTS = [ScoringInput(prompt=f"User: What is {n} + {n}?\n\nAssistant:", response=str(2 * n)) for n in range(4)]
 EXIT_USAGE = 2

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .judge_server import ChatReply, JsonHandler, LoopbackServer, Reply, rating_reply
+from tests.servers.judge_server import ChatReply, JsonHandler, LoopbackServer, Reply, rating_reply
 
 
 class BatchServer(LoopbackServer):

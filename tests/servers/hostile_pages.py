@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import zstandard
 
-from tests.evidence_server import Reply
+from tests.servers.evidence_server import Reply
 
 BOMB_SIZE = 2**30
 _MB = 2**20
@@ -100,7 +100,7 @@ def deep_json(depth: int = 100_000) -> bytes:
 
 def mutated_pdf() -> bytes:
     """A PDF with one byte changed (found by mutating PDFs at random) on which pypdf raises AttributeError."""
-    from tests.test_extract import make_pdf
+    from tests.evidence.test_extract import make_pdf
 
     pdf = make_pdf(["The council met on Tuesday.", "It voted to extend the tram line."], title="Tram")
     return pdf.replace(b"trailer\n", b"trailer.")

@@ -1,6 +1,6 @@
 """Recorded calls replayed through the `openai` SDK under a real OpenTelemetry instrumentation.
 
-`python -m tests.instrumented_calls NAME CALLS OUT` sends each raw record of CALLS (JSON lines of
+`python -m tests.servers.instrumented_calls NAME CALLS OUT` sends each raw record of CALLS (JSON lines of
 `{"request", "response"}`) through the official `openai` client to a local fake of the API, which
 answers with that record's response, while the instrumentation NAME traces the client:
 
@@ -16,7 +16,7 @@ receiver, which keeps every request body as it came (`bodies/NNN.binpb`, `.binpb
 gzip-encoded) and writes the Collector file exporter's JSON lines (`traces.jsonl`, ids as hex).
 OUT also gets `calls.jsonl`: the records sent, in order. Each instrumentation patches the `openai`
 package for the whole process, hence one process per instrumentation.
-Re-make the fixtures with `python -m tests.instrumented_calls --fixtures`.
+Re-make the fixtures with `python -m tests.servers.instrumented_calls --fixtures`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.support.paths import ROOT
+
 INSTRUMENTATIONS = ("traceloop", "logfire", "openai-v2", "openai-v2-default")
 CHAT_ONLY = ("openai-v2", "openai-v2-default")
 GZIP = ("traceloop", "logfire")
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SOURCES = ("demo.jsonl", "citations.jsonl", "fidelity.jsonl", "items.jsonl", "phase.jsonl", "chain_a.jsonl",
            "chain_b.jsonl", "traces/plain.jsonl")
@@ -273,7 +274,7 @@ def streamed(call: dict[str, Any]) -> dict[str, Any]:
 def run(name: str, calls: Path, out: Path) -> None:
     """Record in a process of its own (the instrumentation patches `openai` for the whole process)."""
     env = {**os.environ, **_environment(name)}
-    subprocess.run([sys.executable, "-m", "tests.instrumented_calls", name, str(calls), str(out)],
+    subprocess.run([sys.executable, "-m", "tests.servers.instrumented_calls", name, str(calls), str(out)],
                    check=True, cwd=ROOT, env=env, timeout=600)
 
 

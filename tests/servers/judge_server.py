@@ -4,7 +4,7 @@
 1), after an optional fixed latency. The server counts requests, keeps the bodies and headers it
 saw and the largest number of requests in flight at once (also at `GET /v1/stats`).
 
-`python -m tests.judge_server --latency 0.05` serves confident ratings in a process of its own
+`python -m tests.servers.judge_server --latency 0.05` serves confident ratings in a process of its own
 (for benchmarks, so the server's threads do not share the client's interpreter) and prints its
 base URL on the first line of stdout.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evidence_server import EvidenceServer, Reply, html_page
+from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 
 
 def record(i: int, url: str) -> str:

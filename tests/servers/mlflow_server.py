@@ -31,7 +31,7 @@ from pathlib import Path
 import mlflow
 import openai
 
-from tests.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer
 
 url, experiment, answers, calls = sys.argv[1], sys.argv[2], Path(sys.argv[3]), json.loads(Path(sys.argv[4]).read_text())
 mlflow.set_tracking_uri(url)

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.judge_server import JsonHandler, LoopbackServer
+from tests.servers.judge_server import JsonHandler, LoopbackServer
 
 
 class OpenAIServer(LoopbackServer):

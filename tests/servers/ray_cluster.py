@@ -28,9 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.evidence_server import html_page
+from tests.servers.evidence_server import html_page
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PORT = 6380
 PAGE_PORT = 8080

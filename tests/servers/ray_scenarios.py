@@ -1,6 +1,6 @@
 """The Ray engine's runs against a real two-node cluster, for `tests/test_ray.py` (run inside the namespaces).
 
-`python -m tests.ray_scenarios WORK RECORDS URLS` starts page servers on four loopback hosts, the fake
+`python -m tests.servers.ray_scenarios WORK RECORDS URLS` starts page servers on four loopback hosts, the fake
 Batch API and chat servers and a two-node cluster, then runs each scenario through the command line
 (or the library, as the docs show it), the single-machine run next to the Ray run, and writes
 `WORK/report.json`: what each run returned and printed, what the servers and /proc saw. The test reads
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.batch_server import BatchServer
-from tests.judge_server import ChatReply, ChatServer, completion
-from tests.ray_cluster import BIN, ROOT, Cluster, PageServers, generate
+from tests.servers.batch_server import BatchServer
+from tests.servers.judge_server import ChatReply, ChatServer, completion
+from tests.servers.ray_cluster import BIN, ROOT, Cluster, PageServers, generate
 from tlmscore.cli import main
 
 FIXTURES = ROOT / "fixtures"

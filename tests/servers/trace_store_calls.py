@@ -1,6 +1,6 @@
 """Calls logged by the real Langfuse and LangSmith OpenAI wrappers, run in a process of its own.
 
-`python -m tests.trace_store_calls CORPUS OPENAI_URL OUT` sends one call per recorded response of
+`python -m tests.servers.trace_store_calls CORPUS OPENAI_URL OUT` sends one call per recorded response of
 CORPUS to the fake OpenAI server at OPENAI_URL through the official `openai` client, wrapped by
 both `langfuse.openai` (which patches the `openai` package for the whole process and installs a
 global tracer provider: hence a process of its own) and `langsmith.wrappers.wrap_openai`. Both SDKs

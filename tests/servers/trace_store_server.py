@@ -15,7 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.judge_server import LoopbackServer
+from tests.servers.judge_server import LoopbackServer
 
 LANGSMITH_INFO = {"version": "0.0.0-test", "batch_ingest_config": {
     "use_multipart_endpoint": False, "size_limit": 100, "size_limit_bytes": 20_971_520,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer
 from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader

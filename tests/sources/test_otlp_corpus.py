@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.conftest import CORPUS
-from tests.trace_store_calls import corpus_calls
+from tests.servers.trace_store_calls import corpus_calls
+from tests.support.paths import CORPUS
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.conftest import CORPUS
-from tests.instrumented_calls import corpus_records, lost_in_span, run
+from tests.servers.instrumented_calls import corpus_records, lost_in_span, run
+from tests.support.paths import CORPUS
 
 pytest.importorskip("opentelemetry.proto", reason="the otel extra (opentelemetry-proto) is not installed")
 pytestmark = pytest.mark.skipif(not (CORPUS / "responses").is_dir(), reason=f"shared corpus not present at {CORPUS}")

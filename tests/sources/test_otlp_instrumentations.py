@@ -1,6 +1,6 @@
 """Spans as real instrumentations write them: the project's own calls replayed under each, read back.
 
-`fixtures/traces/<instrumentation>/` holds what `python -m tests.instrumented_calls --fixtures`
+`fixtures/traces/<instrumentation>/` holds what `python -m tests.servers.instrumented_calls --fixtures`
 recorded: the project's fixture records sent through the official `openai` client to a local fake
 of the API under Traceloop's `opentelemetry-instrumentation-openai`, `logfire.instrument_openai`
 and the official `opentelemetry-instrumentation-openai-v2` (with and without its content opt-in),
@@ -21,15 +21,16 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.instrumented_calls import lost_in_span
-from tests.openai_server import OpenAIServer
+from tests.servers.instrumented_calls import lost_in_span
+from tests.servers.openai_server import OpenAIServer
+from tests.support.paths import ROOT
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 from tlmscore.stores.openai import request_from
 
 pytest.importorskip("opentelemetry.proto", reason="the otel extra (opentelemetry-proto) is not installed")
 
-TRACES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
+TRACES = ROOT / "fixtures" / "traces"
 CONTENT = ("traceloop", "logfire", "openai-v2")
 RESPONSES = ("traceloop", "logfire")
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer
+from tests.support.paths import ROOT
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest import read_transcripts
 from tlmscore.sources import Read, SourceReader
@@ -23,7 +24,6 @@ from tlmscore.stores import find_reader
 
 pytest.importorskip("openinference.instrumentation.openai", reason="the phoenix extra is not installed")
 
-ROOT = Path(__file__).resolve().parent.parent
 RESPONSE = {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "m-1",
             "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                         "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]}],

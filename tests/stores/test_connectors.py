@@ -21,13 +21,14 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 import tlmscore
+from tests.support.paths import ROOT
 from tlmscore.annotate import NOT_SCORABLE, annotation_of
 from tlmscore.cli import main
 from tlmscore.errors import TranscriptError
 from tlmscore.plugins import loaded
 from tlmscore.stores import CONNECTORS, Connector, connectors, for_origin, parse_target, target_forms
 
-LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+LABELLED = ROOT / "fixtures" / "labelled"
 KEY = "phx-key-0b7e41d9"  # a made-up key the outputs and the wrong servers are searched for
 
 

@@ -42,9 +42,10 @@ import pandas as pd
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
-from tests.trace_store_calls import corpus_calls
-from tests.trace_store_server import TraceStoreServer
+from tests.servers.openai_server import OpenAIServer
+from tests.servers.trace_store_calls import corpus_calls
+from tests.servers.trace_store_server import TraceStoreServer
+from tests.support.paths import ROOT
 from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
@@ -54,7 +55,6 @@ pytest.importorskip("langsmith", reason="langsmith (the dev extra) is not instal
 # The openai SDK warns while serialising the xAI responses it parsed into the nearest types.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-ROOT = Path(__file__).resolve().parent.parent
 LANGFUSE_SECRET = "sk-lf-test-5c1e0b7d9a"  # noqa: S105  (made-up keys the outputs are searched for)
 LANGSMITH_KEY = "lsv2_pt_test_8e2f4a61c3"
 LANGFUSE_PUBLIC = "pk-lf-test-2b9d"
@@ -160,8 +160,8 @@ def _env(store: TraceStoreServer) -> dict[str, str]:
 def captured(tmp_path_factory: pytest.TempPathFactory, recorded_responses: Path) -> Captured:
     folder = tmp_path_factory.mktemp("stores")
     with OpenAIServer(recorded_responses) as fake, TraceStoreServer() as store:
-        done = subprocess.run([sys.executable, "-m", "tests.trace_store_calls", str(recorded_responses), fake.url,
-                               str(folder)],
+        done = subprocess.run([sys.executable, "-m", "tests.servers.trace_store_calls", str(recorded_responses),
+                               fake.url, str(folder)],
                               capture_output=True, text=True, env=_env(store), check=False, timeout=600, cwd=ROOT)
         assert done.returncode == 0, done.stderr
     returned = json.loads((folder / "returned.json").read_text(encoding="utf-8"))

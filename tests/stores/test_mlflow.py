@@ -27,9 +27,10 @@ import pandas as pd
 import pytest
 
 import tlmscore
-from tests.mlflow_server import MlflowProcess
-from tests.openai_server import OpenAIServer
-from tests.store_proxy import StoreProxy
+from tests.servers.mlflow_server import MlflowProcess
+from tests.servers.openai_server import OpenAIServer
+from tests.servers.store_proxy import StoreProxy
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.ingest import read_transcripts
 
@@ -38,7 +39,6 @@ pytest.importorskip("flask", reason="the MLflow server is not installed: pip ins
 # The openai SDK warns while serialising provider responses it parsed into the nearest types.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 LABELLED = FIXTURES / "labelled"
 EXPERIMENT = "tlmscore-fixtures"

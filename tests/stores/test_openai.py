@@ -13,9 +13,9 @@ import openai
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # The openai SDK warns while serialising the xAI responses it parsed into the nearest types.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 SECRET = "sk-pull-test-5d1e0b77"  # noqa: S105  (a made-up key the outputs are searched for)

@@ -28,9 +28,10 @@ import pandas as pd
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
-from tests.phoenix_server import PhoenixProcess, PhoenixServer, send_spans, wait_for_spans
-from tests.store_proxy import StoreProxy
+from tests.servers.openai_server import OpenAIServer
+from tests.servers.phoenix_server import PhoenixProcess, PhoenixServer, send_spans, wait_for_spans
+from tests.servers.store_proxy import StoreProxy
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.ingest import read_transcripts
 
@@ -39,7 +40,6 @@ pytest.importorskip("openinference.instrumentation.openai", reason="the OpenInfe
 # The openai SDK warns while serialising provider responses it parsed into the nearest types.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 LABELLED = FIXTURES / "labelled"
 CORPUS = ROOT.parent / "shared" / "corpus" / "responses"

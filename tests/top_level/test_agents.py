@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tlmscore
-from tests.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer
 from tlmscore.cli import main
 
 agents = pytest.importorskip("agents", reason="the agents extra (openai-agents) is not installed")

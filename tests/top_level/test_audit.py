@@ -86,7 +86,7 @@ def test_counts_are_ticked_at_whole_numbers() -> None:
 
 def test_the_scorers_verdict_on_a_citation_is_shown(tmp_path: Path) -> None:
     import tlmscore
-    from tests.conftest import FIXTURES
+    from tests.support.paths import FIXTURES
     from tlmscore import Settings
 
     settings = Settings(offline=True, page_files=(FIXTURES / "labelled" / "pages",), cache_dir=tmp_path,
@@ -102,7 +102,7 @@ def test_the_scorers_verdict_on_a_citation_is_shown(tmp_path: Path) -> None:
 
 def test_a_row_is_shown_as_the_run_rendered_it_with_the_calls_it_continues(tmp_path: Path) -> None:
     import tlmscore
-    from tests.conftest import FIXTURES
+    from tests.support.paths import FIXTURES
     from tlmscore import Settings
 
     inputs = [FIXTURES / "chain_a.jsonl", FIXTURES / "chain_b.jsonl"]

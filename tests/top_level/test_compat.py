@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import strategies as gen
+from tests.support import strategies as gen
 from tlmscore import compat
 
 ref = pytest.importorskip("cleanlab_tlm.utils.chat", reason="cleanlab-tlm is in the dev extra")

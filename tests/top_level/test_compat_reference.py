@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests import reference_suite
+from tests.support import reference_suite
 from tlmscore import compat
 from tlmscore.evidence.page import Page
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
 from tlmscore.cli import main
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
 from tlmscore.pytest_plugin import Snapshot
 from tlmscore.settings import Settings
 
-LABELLED = Path(__file__).resolve().parent.parent / "fixtures" / "labelled"
+LABELLED = ROOT / "fixtures" / "labelled"
 RECORDS = ("oresund-faithful-1", "oresund-contradicted-3", "python-3.12-faithful-2")
 
 

@@ -116,7 +116,7 @@ def test_snapshot_fixture_in_a_user_suite(folder: Path, tmp_path: Path, capsys: 
 
 
 def test_the_repository_fixtures_match_their_golden_files() -> None:
-    from tests.conftest import FIXTURES
+    from tests.support.paths import FIXTURES
 
     report = check_fixtures(FIXTURES)
     assert report.checked >= 50
