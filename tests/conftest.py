@@ -117,6 +117,20 @@ def demo_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def labelled_scores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tlmscore score` of the labelled fixtures, offline with their saved pages: the scored file the compare,
+    calibrate, annotate and trace-store tests start from (each reads it, none writes it)."""
+    from tlmscore.cli import main
+
+    folder = tmp_path_factory.mktemp("labelled-scores")
+    out = folder / "scored.jsonl"
+    labelled = FIXTURES / "labelled"
+    assert main(["score", str(labelled / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
+                 "--pages", str(labelled / "pages"), "--cache-dir", str(folder / "cache")]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def recorded_responses(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of API replies, one JSON document a file, for the fake OpenAI servers and the readers:
     the project's own (`fixtures/responses/`) and, when the shared corpus is beside the checkout, its

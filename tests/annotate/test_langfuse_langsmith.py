@@ -57,13 +57,9 @@ def _langsmith_ids(index: int) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def plain(labelled_scores: Path) -> list[dict[str, Any]]:
     """The labelled fixtures scored offline; one row made an error row."""
-    folder = tmp_path_factory.mktemp("scored")
-    out = folder / "plain.jsonl"
-    assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
-                 "--pages", str(LABELLED / "pages"), "--cache-dir", str(folder / "cache")]) == 0
-    rows = _lines(out)
+    rows = _lines(labelled_scores)
     rows[3] |= {"score": None, "error": "response failed: server_error"}
     return rows
 

@@ -27,18 +27,14 @@ SECRET = "Bearer do-not-print-me"  # noqa: S105 -- a made-up header value the te
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def scored(labelled_scores: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The labelled fixtures scored offline, with trace ids on the even rows (as a trace store's rows carry)."""
-    folder = tmp_path_factory.mktemp("annotate")
-    out = folder / "plain.jsonl"
-    assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
-                 "--pages", str(LABELLED / "pages"), "--cache-dir", str(folder / "cache")]) == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    rows = [json.loads(line) for line in labelled_scores.read_text(encoding="utf-8").splitlines()]
     for index, row in enumerate(rows):
         if index % 2 == 0:
             row |= {"origin": "otlp", "trace_id": f"{index + 1:032x}", "span_id": f"{index + 1:016x}"}
     rows[1] |= {"score": None, "error": "response failed: server_error"}
-    traced = folder / "scored.jsonl"
+    traced = tmp_path_factory.mktemp("annotate") / "scored.jsonl"
     traced.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return traced
 

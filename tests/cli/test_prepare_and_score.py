@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import diskcache
@@ -13,7 +10,6 @@ import pandas as pd
 import pytest
 
 from tests.servers.evidence_server import EvidenceServer, Reply, html_page
-from tests.support.paths import FIXTURES
 from tlmscore.cli import main
 
 ROWS_IN_DEMO = 17
@@ -84,81 +80,6 @@ def test_settings_reach_the_pipeline(tmp_path: Path, demo_path: Path, capsys: py
     assert "(reasoning summary)" not in a["reasoning-summary-train"]["prompt"]
 
 
-def test_console_script_runs_as_a_module(tmp_path: Path, demo_path: Path) -> None:
-    out = tmp_path / "o.parquet"
-    proc = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(demo_path), "-o", str(out),
-                           "--offline", "--cache-dir", str(tmp_path / "c")],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert len(pd.read_parquet(out)) == ROWS_IN_DEMO
-    assert "\r" not in proc.stderr  # no progress bars when stderr is not a terminal
-
-
-def test_the_executable_exits_with_the_command_status(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(tmp_path / "missing.jsonl"),
-                           "-o", str(tmp_path / "o.parquet")], capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 2
-    assert "missing.jsonl" in proc.stderr
-    assert not (tmp_path / "o.parquet").exists()
-
-
-EXECUTABLE_STATE = (
-    "import atexit, os, sys\n"
-    "atexit.register(lambda: print('httpx' in sys.modules, 'click' in sys.modules,"
-    " os.environ.get('OPENBLAS_NUM_THREADS')))\n"
-    "from tlmscore.__main__ import start\n"
-    "start()\n"
-)
-
-
-def executable_state(tmp_path: Path, **env: str) -> str:
-    """Run the executable's `cache stats`; return what it had loaded and set when it exited."""
-    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | env
-    proc = subprocess.run([sys.executable, "-c", EXECUTABLE_STATE, "cache", "stats", "--cache-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, check=False, env=environment)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines()[-1]
-
-
-def test_the_executable_starts_without_numpy(tmp_path: Path) -> None:
-    """Only `compare` (its bootstrap interval) and scoring need numpy; a `prepare` or `cache` start-up does not."""
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('numpy' in sys.modules))\n"
-              "from tlmscore.__main__ import start\n"
-              "start()\n")
-    proc = subprocess.run([sys.executable, "-c", script, "cache", "stats", "--cache-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "False"
-
-
-def test_a_run_on_files_does_not_load_phoenix(tmp_path: Path) -> None:
-    """`phoenix.client` loads the whole Phoenix server package when that is installed (seconds of CPU):
-    only a `phoenix://` input or target loads it."""
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] == 'phoenix')))\n"
-              "from tlmscore.__main__ import start\n"
-              "start()\n")
-    out = tmp_path / "rows.jsonl"
-    proc = subprocess.run([sys.executable, "-c", script, "score", str(FIXTURES / "demo.jsonl"), "-o", str(out),
-                           "--offline", "--pages", str(FIXTURES / "pages"), "--quiet", "--annotate",
-                           f"otlp-json:{tmp_path / 'events.json'}"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert out.is_file() and (tmp_path / "events.json").is_file()
-    assert proc.stdout.splitlines()[-1] == "[]"
-
-
-def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) -> None:
-    """httpx brings its own command line (click and more) along on import; tlmscore never runs it."""
-    assert executable_state(tmp_path).startswith("True False")
-
-
-def test_the_executable_keeps_numpy_to_one_blas_thread_unless_told_otherwise(tmp_path: Path) -> None:
-    assert executable_state(tmp_path).endswith(" 1")
-    assert executable_state(tmp_path, OPENBLAS_NUM_THREADS="3").endswith(" 3")
-
-
 def test_a_cache_that_cannot_be_written_is_one_plain_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     def full_disk(*args: object, **kwargs: object) -> None:
@@ -183,3 +104,61 @@ def test_a_cache_that_cannot_be_written_is_one_plain_warning(tmp_path: Path, cap
     assert "disk is full" in err and "RuntimeWarning" not in err
     (row,) = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert row["n_urls_ok"] == 1 and "twenty minutes" in row["prompt"]
+
+
+EXIT_NO_ROWS = 1
+
+
+def test_an_empty_input_is_a_warning(tmp_path: Path, demo_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    out = tmp_path / "o.jsonl"
+    code, err = run(["prepare", str(empty), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")], capsys)
+    assert code == 0
+    assert f"tlmscore: warning: {empty}: no records in this input" in err
+    assert out.read_bytes() == b""
+    code, err = run(["prepare", str(demo_path), str(empty), "-o", str(out), "--offline",
+                     "--cache-dir", str(tmp_path / "c")], capsys)
+    assert code == 0
+    assert err.count("no records in this input") == 1
+
+
+def test_an_empty_input_gives_every_format_the_same_columns(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV header and a Parquet schema (typed as rows are) name the same columns; JSON lines have no header."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    outs = {suffix: tmp_path / f"o{suffix}" for suffix in (".jsonl", ".csv", ".parquet")}
+    for out in outs.values():
+        code, _ = run(["score", str(empty), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")], capsys)
+        assert code == 0
+    columns = list(pd.read_csv(outs[".csv"]).columns)
+    schema = pq.read_schema(outs[".parquet"])
+    assert columns == schema.names and {"prompt", "score", "error", "span_id"} <= set(columns)
+    assert str(schema.field("score").type) == "double" and str(schema.field("line").type) == "int64"
+    assert pq.read_table(outs[".parquet"]).num_rows == 0 and outs[".jsonl"].read_bytes() == b""
+
+
+def test_a_run_without_one_usable_row_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "broken.jsonl"
+    log.write_text("[1]\n{not json\n", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    code, err = run(["prepare", str(log), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")], capsys)
+    assert code == EXIT_NO_ROWS
+    assert ("tlmscore: error: no record produced a usable row: all 2 rows have an error "
+            f"(the 'error' column of {out} says why)") in err
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in rows] == [1, 2] and all(r["error"] for r in rows)
+
+
+def test_offline_writes_no_default_cache(tmp_path: Path, demo_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "default-cache"
+    monkeypatch.setenv("TLMSCORE_CACHE_DIR", str(cache))
+    code, _ = run(["prepare", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--offline",
+                   "--pages", str(demo_path.parent / "pages")], capsys)
+    assert code == 0
+    assert not cache.exists()

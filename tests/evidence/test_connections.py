@@ -23,7 +23,6 @@ from tests.evidence.test_fetch import table_resolver
 from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tests.servers.proxy_server import ProxyServer
 from tlmscore.cli import main
-from tlmscore.cli._args import build_parser, settings_from_args
 from tlmscore.evidence._guard import Resolver
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import Page
@@ -194,27 +193,6 @@ def prepare(tmp_path: Path, urls: Sequence[str], *flags: str) -> dict[str, objec
     assert code == 0
     row: dict[str, object] = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
     return row
-
-
-def test_network_flags_reach_the_settings(tmp_path: Path) -> None:
-    ca = tmp_path / "ca.pem"
-    ca.write_text("", encoding="utf-8")
-    args = build_parser().parse_args(["prepare", "in.jsonl", "-o", "out.jsonl", "--per-host", "3", "--proxy",
-                                      "http://proxy.test:3128", "--trust-env", "--ca-bundle", str(ca),
-                                      "--trust-store", "certifi"])
-    settings = settings_from_args(args)
-    assert (settings.per_host, settings.proxy, settings.trust_env) == (3, "http://proxy.test:3128", True)
-    assert (settings.ca_bundle, settings.trust_store) == (ca, "certifi")
-    defaults = settings_from_args(build_parser().parse_args(["prepare", "in.jsonl", "-o", "out.jsonl"]))
-    assert (defaults.per_host, defaults.proxy, defaults.trust_env, defaults.ca_bundle) == (6, None, False, None)
-    assert defaults.trust_store == "system"
-
-
-def test_a_missing_ca_bundle_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    batch = write_batch(tmp_path / "batch.jsonl", [])
-    code = main(["prepare", str(batch), "-o", str(tmp_path / "o.jsonl"), "--ca-bundle", str(tmp_path / "no.pem")])
-    assert code == 2
-    assert "no such CA bundle" in capsys.readouterr().err
 
 
 def test_per_host_bounds_the_connections_open_at_once_to_a_host(tmp_path: Path) -> None:

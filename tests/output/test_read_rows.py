@@ -1,4 +1,4 @@
-"""`read_rows`: every output format read back gives the rows that were written; compare refuses no data."""
+"""`read_rows`: every output format read back gives the rows that were written; what is not a row is named."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import pytest
 
 import tlmscore
 from tlmscore import Settings
-from tlmscore.cli import main
-from tlmscore.compare import Gates, check_gates, compare_rows
 from tlmscore.errors import ConfigError
 from tlmscore.output import Row, read_rows
 
@@ -88,24 +86,3 @@ def test_a_file_of_another_kind_is_refused(tmp_path: Path) -> None:
         list(read_rows(path))
     with pytest.raises(ConfigError, match="no such file"):
         list(read_rows(tmp_path / "missing.jsonl"))
-
-
-def test_compare_on_two_prepare_outputs_is_no_pass(tmp_path: Path, demo_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "prepared.jsonl"
-    tlmscore.run([demo_path], out, settings=_settings(tmp_path, demo_path))
-    assert main(["compare", str(out), str(out), "--fail-under", "0.1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no row is scored on both sides" in err[0] and "--allow-empty" in err[0]
-    assert main(["compare", str(out), str(out), "--fail-under", "0.1", "--allow-empty"]) == 0
-
-
-def test_a_gate_over_no_scored_rows_fails_in_the_library(tmp_path: Path, demo_path: Path) -> None:
-    out = tmp_path / "prepared.jsonl"
-    tlmscore.run([demo_path], out, settings=_settings(tmp_path, demo_path))
-    comparison = compare_rows(read_rows(out), read_rows(out))
-    results = check_gates(comparison, Gates(fail_under=0.1))
-    assert [(r.name, r.ok) for r in results] == [("scored rows", False)]
-    assert [(r.name, r.ok) for r in check_gates(comparison, Gates(fail_under=0.1, allow_empty=True))] == [
-        ("scored rows", True)]
-    assert check_gates(comparison, Gates()) == []

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,7 @@ import pytest
 import tlmscore
 import tlmscore.pipeline
 from tlmscore.errors import ConfigError
-from tlmscore.model import ScoringInput
-from tlmscore.scoring import Score, calibration
-from tlmscore.scoring.base import Precomputed, input_key
+from tlmscore.scoring import calibration
 
 ROWS_IN_DEMO = 17
 
@@ -126,38 +123,3 @@ def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) ->
         tlmscore.run([demo_path], out, scorer="judge", options=options, resume=True, engine=engine,
                      settings=config.model_copy(update={"urls": "all"}), calibration=tmp_path / "calib.json")
     assert len(engine.jobs) == 2  # the changed setting was refused before the engine was asked
-
-
-def test_calibrated_wraps_any_scorer_and_adds_its_column() -> None:
-    fitted = calibration.fit([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], scorer="fixed")
-    inner = Fixed({"low": 0.15, "high": 0.85})
-    wrapped = calibration.Calibrated(inner, fitted)
-    items = [ScoringInput(prompt=p, response="r") for p in ("low", "high", "none")]
-    scores = asyncio.run(wrapped.score_many(items))
-    assert [s.score for s in scores[:2]] == [0.15, 0.85] and math.isnan(scores[2].score)
-    got = [s.columns["calibrated_score"] for s in scores]
-    assert got[:2] == calibration.apply(fitted, [0.15, 0.85]).tolist() and got[0] < got[1]
-    assert math.isnan(got[2])
-    with pytest.raises(ConfigError, match="fitted for the 'grounding' scorer"):
-        calibration.Calibrated(inner, calibration.fit([0.1, 0.9], [0, 1], scorer="grounding"))
-
-
-def test_precomputed_looks_scores_up_by_input_and_fails_an_unknown_one() -> None:
-    known = ScoringInput(prompt="p", response="r")
-    table = {input_key(ScoringInput(prompt="p", response="r")): Score(0.7, "kept")}  # equal content, same key
-    scores = asyncio.run(Precomputed("judge", table).score_many([known, ScoringInput(prompt="p", response="other")]))
-    assert scores[0] == Score(0.7, "kept")
-    assert math.isnan(scores[1].score) and scores[1].error == "no score was worked out for this input before the run"
-
-
-class Fixed:
-    """A scorer with a score per prompt (NaN for others)."""
-
-    name = "fixed"
-
-    def __init__(self, by_prompt: dict[str, float]) -> None:
-        self.by_prompt = by_prompt
-
-    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
-        return [Score(self.by_prompt[x.prompt]) if x.prompt in self.by_prompt else Score.unscorable("no")
-                for x in inputs]

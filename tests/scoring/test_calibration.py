@@ -1,10 +1,13 @@
-"""Calibration: isotonic and Platt maps, ECE and reliability, cross-validation, files, and the CLI."""
+"""Calibration: isotonic and Platt maps, ECE and reliability, cross-validation, files, and the
+`Calibrated` scorer wrapper (the command line's `calibrate` is in tests/cli/test_calibrate.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import ROOT
-from tlmscore.cli import main
 from tlmscore.errors import ConfigError
-from tlmscore.scoring import calibration
-
-FIXTURES = ROOT / "fixtures" / "labelled"
+from tlmscore.model import ScoringInput
+from tlmscore.scoring import Score, calibration
 
 
 def miscalibrated(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -124,72 +124,28 @@ def test_bad_labels_are_refused() -> None:
 # ---------------------------------------------------------------- the command line
 
 
-@pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("calibrate")
-    out = folder / "scored.jsonl"
-    assert main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
-                 "--pages", str(FIXTURES / "pages"), "--cache-dir", str(folder / "cache")]) == 0
-    return out
+def test_calibrated_wraps_any_scorer_and_adds_its_column() -> None:
+    fitted = calibration.fit([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], scorer="fixed")
+    inner = Fixed({"low": 0.15, "high": 0.85})
+    wrapped = calibration.Calibrated(inner, fitted)
+    items = [ScoringInput(prompt=p, response="r") for p in ("low", "high", "none")]
+    scores = asyncio.run(wrapped.score_many(items))
+    assert [s.score for s in scores[:2]] == [0.15, 0.85] and math.isnan(scores[2].score)
+    got = [s.columns["calibrated_score"] for s in scores]
+    assert got[:2] == calibration.apply(fitted, [0.15, 0.85]).tolist() and got[0] < got[1]
+    assert math.isnan(got[2])
+    with pytest.raises(ConfigError, match="fitted for the 'grounding' scorer"):
+        calibration.Calibrated(inner, calibration.fit([0.1, 0.9], [0, 1], scorer="grounding"))
 
 
-def test_cli_calibrate_then_score_with_calibration(scored: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    calib = tmp_path / "calib.json"
-    assert main(["calibrate", str(scored), "--labels", "label", "--labels-from", str(FIXTURES / "labelled.jsonl"),
-                 "--positive", "faithful", "-o", str(calib)]) == 0
-    captured = capsys.readouterr()
-    assert "held-out bin" in captured.out and "expected calibration error" in captured.err
-    saved = json.loads(calib.read_text())
-    assert saved["scorer"] == "grounding" and saved["rows"] == 25 and saved["positives"] == 10
-    assert saved["validation"]["ece_calibrated"] < saved["validation"]["ece_raw"]
+class Fixed:
+    """A scorer with a score per prompt (NaN for others)."""
 
-    out = tmp_path / "again.jsonl"
-    assert main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
-                 "--pages", str(FIXTURES / "pages"), "--cache-dir", str(tmp_path / "cache"),
-                 "--calibration", str(calib)]) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 25 and all(0 <= r["calibrated_score"] <= 1 for r in rows)
-    by_score = sorted(rows, key=lambda r: r["score"])
-    assert all(a["calibrated_score"] <= b["calibrated_score"] for a, b in itertools.pairwise(by_score))
-    first = [json.loads(line) for line in scored.read_text().splitlines()]
-    assert [r["score"] for r in rows] == [r["score"] for r in first]  # the contract's columns are unchanged
+    name = "fixed"
 
+    def __init__(self, by_prompt: dict[str, float]) -> None:
+        self.by_prompt = by_prompt
 
-def test_calibrated_score_is_a_number_in_parquet_written_in_parts(scored: Path, tmp_path: Path) -> None:
-    import pandas as pd
-
-    calib = tmp_path / "calib.json"
-    calibration.save(calibration.fit([0.3, 0.4, 0.6, 0.8], [0, 0, 1, 1], scorer="grounding"), calib)
-    out = tmp_path / "out.parquet"
-    assert main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet", "--chunk-size", "7",
-                 "--pages", str(FIXTURES / "pages"), "--cache-dir", str(tmp_path / "cache"),
-                 "--calibration", str(calib)]) == 0
-    frame = pd.read_parquet(out)
-    assert len(frame) == 25 and frame["calibrated_score"].dtype == "float64"
-    assert frame["calibrated_score"].between(0, 1).all()
-
-
-def test_cli_refuses_a_calibration_of_another_scorer(scored: Path, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    calib = tmp_path / "judge.json"
-    calibration.save(calibration.fit([0.1, 0.9], [0, 1], scorer="judge"), calib)
-    code = main(["score", str(FIXTURES / "labelled.jsonl"), "-o", str(tmp_path / "x.jsonl"), "--offline",
-                 "--quiet", "--cache-dir", str(tmp_path / "cache"), "--calibration", str(calib)])
-    assert code == 2
-    assert "fitted for the 'judge' scorer, not for 'grounding'" in capsys.readouterr().err
-    assert not (tmp_path / "x.jsonl").exists()
-
-
-def test_cli_calibrate_reads_a_label_column_and_names_missing_ones(scored: Path, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    labels = {json.loads(line)["id"]: json.loads(line)["metadata"]["label"] == "faithful"
-              for line in (FIXTURES / "labelled.jsonl").read_text().splitlines()}
-    with_labels = tmp_path / "with_labels.jsonl"
-    rows = [json.loads(line) for line in scored.read_text().splitlines()]
-    with_labels.write_text("".join(json.dumps({**r, "correct": labels[r["id"]]}) + "\n" for r in rows))
-    assert main(["calibrate", str(with_labels), "--labels", "correct", "--method", "platt",
-                 "-o", str(tmp_path / "c.json")]) == 0
-    assert calibration.load(tmp_path / "c.json").method == "platt"
-    assert main(["calibrate", str(scored), "--labels", "nope", "-o", str(tmp_path / "d.json")]) == 2
-    assert "no column 'nope'" in capsys.readouterr().err
+    async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        return [Score(self.by_prompt[x.prompt]) if x.prompt in self.by_prompt else Score.unscorable("no")
+                for x in inputs]

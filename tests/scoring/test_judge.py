@@ -386,3 +386,21 @@ def test_judge_end_to_end_with_a_real_model(llama_server: str) -> None:
         if math.isnan(score.score):
             assert "no readable rating" in score.explanation
     assert scores[1].details["prompt_chars_omitted"] > 0
+
+
+def test_sample_temperature_and_extra_body_are_what_the_judge_sends() -> None:
+    def reply(body: dict[str, Any], n: int) -> ChatReply:
+        return ChatReply(body=completion("It is 4." if len(body["messages"]) == 1 else "A"))
+
+    with ChatServer(reply) as server:
+        scorer = get_scorer("judge", {"model": "fake", "timeout": 5.0, "base_url": server.url, "samples": 2,
+                                      "logprobs": False, "temperature": 0.0, "sample_temperature": 1.3,
+                                      "extra_body": {"seed": 7, "top_k": 3}})
+        (score,) = asyncio.run(scorer.score_many([ScoringInput(prompt="User: 2 + 2?\n\nAssistant:", response="4")]))
+    assert score.scored
+    samples = [b for b in server.bodies if len(b["messages"]) == 1]
+    ratings = [b for b in server.bodies if len(b["messages"]) != 1]
+    assert len(samples) == 2 and len(ratings) == 2 + 2  # two reflections, one agreement per sample
+    assert [b["temperature"] for b in samples] == [1.3, 1.3]
+    assert {b["temperature"] for b in ratings} == {0.0}
+    assert all(b["seed"] == 7 and b["top_k"] == 3 for b in server.bodies)

@@ -33,13 +33,9 @@ KEY = "phx-key-0b7e41d9"  # a made-up key the outputs and the wrong servers are 
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def plain(labelled_scores: Path) -> list[dict[str, Any]]:
     """The labelled fixtures scored offline."""
-    folder = tmp_path_factory.mktemp("scored")
-    out = folder / "plain.jsonl"
-    assert main(["score", str(LABELLED / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
-                 "--pages", str(LABELLED / "pages"), "--cache-dir", str(folder / "cache")]) == 0
-    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return _lines(labelled_scores)
 
 
 def _phoenix_rows(plain: list[dict[str, Any]], count: int, source: str = "spans.jsonl") -> list[dict[str, Any]]:
