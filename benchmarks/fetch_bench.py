@@ -3,19 +3,36 @@
 A server process on 127.0.0.x serves real article pages (`../shared/corpus/pages/` beside the repo,
 else generated HTML) with a fixed latency per request and optional faults, and counts every request.
 A batch of N transcripts citing K URLs each, drawn from U unique URLs, is written as JSONL. Then, in
-one run of this script:
+one run of this script, `--runs` passes (3), each running every row once, in turn, so that a change
+in the machine's load reaches every row alike:
 
+- the network floor: a bare keep-alive httpx loop fetching the unique URLs under the same limits
+  (32 in flight, 6 per host), timed as a whole process (interpreter and imports included); and
+  tlmscore's own request side doing the same (`tlmscore downloads`, not extracted);
 - cleanlab-tlm 1.1.39: `form_prompt_string(messages, tools, response=Response)` for every transcript
-  (it fetches the web_search_call sources with `requests.get`), in a child process;
-- tlmscore: `tlmscore prepare BATCH -o OUT.jsonl --cache-dir TMP --allow-host ...` cold, then warm
-  in a new process; then the same with `-o OUT.parquet` on a cache of its own, which adds the
-  Parquet encoding (or, with `--direct`, `Fetcher.pages` over the planned URLs in a child process).
-  Each tlmscore row is the median of `--repeat` runs (3), every cold run on an empty cache.
-  JSONL is the row format closest to what the cleanlab-tlm loop produces (strings in memory).
+  (it fetches the web_search_call sources with `requests.get`), in a child process, in the first
+  `--cleanlab-runs` passes (every pass by default);
+- tlmscore: `tlmscore prepare BATCH -o OUT.jsonl --cache-dir TMP --allow-host ...` cold (an empty
+  cache of its own), then warm in a new process; then the same with `-o OUT.parquet` (unless
+  `--no-parquet`), which adds the Parquet encoding (or, with `--direct`, `Fetcher.pages` over the
+  planned URLs in a child process). JSONL is the row format closest to what the cleanlab-tlm loop
+  produces (strings in memory).
 
-It prints wall times, their ratio, the requests each run made (counted at the server), the
-citations each tlmscore run extracted text for, and the physical limit max(network floor,
-extraction CPU / cores) + start-up. Requests are per run (the most any run of that row made).
+It prints each row's median wall time over the passes, fastest-slowest and spread ((slowest -
+fastest) / median), the requests the run that made the most made (counted at the server), the
+citations each tlmscore run extracted text for, and the CPU of the run and every process it
+started. The limit, from figures measured in the same run: max(the bare client's wall time, the
+import of httpx and trafilatura + (extraction CPU + the bare client's CPU) / cores), where
+extraction CPU is the cited pages extracted serially in this process.
+
+For each cold run of a tree run from source it prints what the run waited on (`run_trace.py`):
+when the imports ended, the first request went out, the extraction template and first worker were
+ready, the first and last bodies came in and the last page was extracted, the rows were done and
+the run ended; the last page's path, the backlog of extraction left when the last body came in,
+connections, TLS handshakes and retries, the extraction processes' own view (extraction wall and
+CPU, the hand-off from a page being ready to its worker starting on it); and the CPU of the
+fetching process (by thread), of its extraction processes and of the web's server. Then a CPU
+account of a cold run by stage (`cpu_account.py`).
 
 Every child runs in the scratch folder, not in a checkout: trees whose extraction workers came
 from a forkserver (before 2026-11-23) had it preload their modules with its working directory first
@@ -26,23 +43,17 @@ not all of them on a web without faults, is flagged `(!)`.
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
 turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each);
 `--tree LABEL=DIR` does the same for another checkout's source, run with this Python.
-
-CPU: each row also gives the CPU seconds (user + system) of the run and every process it started,
-and each tree run from source gets a CPU account of its cold run by stage (`cpu_account.py`: the
-fetching process's imports, fetching, and cache-to-rows; the workers' start-up, extraction and the
-rest), which a busy machine disturbs far less than wall time. `--pageset tune|judge` serves pages
-of varied size and structure (`page_sets.py`): a tuning set and a judging set kept apart.
+`--pageset tune|judge|held` serves pages of varied size and structure (`page_sets.py`): a tuning
+set, a judging set, and a set no change was tried on.
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
-- http: 300 unique URLs on 127.0.0.1-8, 200 ms server latency; the network floor is
-  U * latency / (requests in flight);
+- http: U unique URLs (`--unique`, 300) on 127.0.0.1-8, 200 ms server latency;
 - https (`https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
   behind a delay line that puts a 100 ms round trip on every exchange (TCP set-up, each TLS
   flight, each request), 50 ms server time, certificates from a local authority given as
-  `--ca-bundle` (and `REQUESTS_CA_BUNDLE` for cleanlab-tlm); the network floor is measured in the
-  same run: a bare keep-alive httpx loop fetching the 150 pages under the same limits.
+  `--ca-bundle` (and `REQUESTS_CA_BUNDLE` for cleanlab-tlm).
 
-    python benchmarks/fetch_bench.py                      # both webs, 500 x 5 citations
+    python benchmarks/fetch_bench.py --runs 5 --mode both --pageset held --transcripts 200 --unique 150 --no-parquet
     python benchmarks/fetch_bench.py --mode https --skip-cleanlab
     python benchmarks/fetch_bench.py --mode http --skip-cleanlab --cli before=../old/.venv/bin/tlmscore
 """
@@ -52,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -67,6 +79,7 @@ from pathlib import Path
 import cpu_account
 import https_web
 import page_sets
+import run_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 # The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
@@ -280,6 +293,15 @@ def compile_tree(source: Path) -> None:
                    env={**os.environ, **bytecode_env()}, stdout=subprocess.DEVNULL)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) another process has used so far (Linux; nan elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def children_cpu() -> float:
     """CPU seconds of this process's reaped children and theirs (what `run_child` counts)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -307,7 +329,7 @@ def extraction_cpu(args, web: dict) -> float:
 
 
 def startup_seconds(module: str) -> float:
-    """Best of three: a new interpreter importing `module`."""
+    """Best of three: a new interpreter importing `module` (a comma-separated list)."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
@@ -355,7 +377,10 @@ def main() -> None:
     parser.add_argument("--direct", action="store_true", help="time Fetcher.pages instead of tlmscore prepare")
     parser.add_argument("--skip-cleanlab", action="store_true")
     parser.add_argument("--no-parquet", action="store_true", help="time the JSONL output only")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row (median reported)")
+    parser.add_argument("--runs", "--repeat", dest="runs", type=int, default=3,
+                        help="passes: runs per row (median and spread reported)")
+    parser.add_argument("--cleanlab-runs", type=int, default=None,
+                        help="cleanlab-tlm's runs (in the first passes; default: every pass)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
                         help="pages served: the shared corpus, or its tuning or judging set (page_sets.py)")
@@ -366,6 +391,7 @@ def main() -> None:
     args = parser.parse_args()
     if any("=" not in spec for spec in args.cli + args.tree):
         parser.error("--cli and --tree take LABEL=PATH")
+    args.cleanlab_runs = args.runs if args.cleanlab_runs is None else args.cleanlab_runs
     modes = ["http", "https"] if args.mode == "both" else [args.mode]
     summaries = {mode: run_mode(mode, args) for mode in modes}
     if len(summaries) > 1:
@@ -404,6 +430,7 @@ def run_mode(mode: str, args) -> dict:
     work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
     work.mkdir(parents=True, exist_ok=True)
     server, counter, urls, web = start_web(mode, args, work)
+    web["server"] = server.pid
     batch = work / "batch.jsonl"
     cited = build_batch(batch, urls, n=args.transcripts, k=args.citations)
     web["cited"] = sorted({url for urls in cited for url in urls})
@@ -426,22 +453,39 @@ def run_mode(mode: str, args) -> dict:
 Measured = tuple[float, int, str, float]  # wall s, requests, detail, CPU s of all its processes
 
 
-def download_rows(args, work: Path, counter, web: dict) -> dict:
-    """The bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs, in turn."""
+def download_pass(args, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
+    """One run each of the bare keep-alive httpx loop and tlmscore's `Downloader` over the unique URLs.
+
+    The floor's wall time and CPU are those of its whole process (interpreter start and imports
+    included), as the limit counts them.
+    """
     me = [sys.executable, str(Path(__file__).resolve())]
     (work / "urls.json").write_text(json.dumps(web["cited"]))
-    rows: dict[str, list[Measured]] = {"network floor": [], "tlmscore downloads": []}
-    for _ in range(args.repeat):
-        for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
-                                                                          web["hosts"])):
-            _, requests, out, cpu = run_child([*me, child, str(work / "urls.json"), str(web["ca"]),
-                                               str(args.concurrency), str(last)], counter, cwd=work,
-                                              env={"PYTHONPATH": str(ROOT)})
-            seconds = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
-            what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
-            what += ", downloads only"
-            rows[label].append((seconds, requests, what, cpu))
-    return {label: summarise(measured) for label, measured in rows.items()}
+    for label, child, last in (("network floor", "_floor", PER_HOST), ("tlmscore downloads", "_downloads",
+                                                                      web["hosts"])):
+        wall, requests, out, cpu = run_child([*me, child, str(work / "urls.json"), str(web["ca"] or ""),
+                                              str(args.concurrency), str(last)], counter, cwd=work,
+                                             env={"PYTHONPATH": str(ROOT)})
+        inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
+        what = "bare keep-alive httpx loop" if child == "_floor" else "tlmscore's request side"
+        rows.setdefault(label, []).append((wall if out.strip() else float("nan"), requests,
+                                           f"{what}, downloads only, {inner:.2f} s inside", cpu))
+
+
+def cleanlab_pass(batch: Path, work: Path, counter, web: dict, rows: dict[str, list[Measured]]) -> None:
+    """One run of cleanlab-tlm's loop (run again when it crashes, as its thread pool sometimes does)."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    env = {"REQUESTS_CA_BUNDLE": str(web["ca"])} if web["ca"] else {}
+    crashes = 0
+    for _ in range(CLEANLAB_ATTEMPTS):
+        wall, requests, out, cpu = run_child([*me, "_cleanlab", str(batch)], counter, env=env, cwd=work)
+        if out.strip():
+            break
+        crashes += 1
+    inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
+    crashed = f"; the process crashed or hung {crashes} time(s) before this run" if crashes else ""
+    rows.setdefault("cleanlab-tlm", []).append((wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}",
+                                                cpu))
 
 
 def trees_of(args) -> dict[str, dict]:
@@ -459,77 +503,87 @@ def trees_of(args) -> dict[str, dict]:
 
 
 def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
-    me = [sys.executable, str(Path(__file__).resolve())]
-    results: dict = {}
-    ca = web["ca"]
-    if ca:
-        results.update(download_rows(args, work, counter, web))
-    if not args.skip_cleanlab:
-        crashes = 0
-        env = {"REQUESTS_CA_BUNDLE": str(ca)} if ca else {}
-        for _ in range(CLEANLAB_ATTEMPTS):  # its thread-pool extraction aborts the process now and then
-            wall, requests, out, cpu = run_child([*me, "_cleanlab", str(batch)], counter, env=env, cwd=work)
-            if out.strip():
-                break
-            crashes += 1
-        inner = json.loads(out.strip().splitlines()[-1])["seconds"] if out.strip() else float("nan")
-        crashed = f"; the process crashed or hung {crashes} time(s) before this run" if crashes else ""
-        results["cleanlab-tlm"] = (wall, requests, f"form_prompt_string loop {inner:.2f} s{crashed}", cpu)
+    """Every row, `--runs` times, in passes: each pass runs each row once, in turn, so a change in
+    the machine's load reaches every row alike. Each tlmscore cold run starts on an empty cache."""
+    rows: dict[str, list[Measured]] = {}
     trees = trees_of(args)
     smallest = min(web["cited"], key=lambda url: web["sizes"][page_index(url) % len(web["sizes"])])
     one = work / "one.jsonl"
     one.write_text(json.dumps(transcript(0, [smallest])) + "\n")
     accounts: dict[str, list[dict]] = {tree: [] for tree, how in trees.items() if "source" in how}
+    traces: dict[str, list[dict]] = {tree: [] for tree in accounts}
     for how in trees.values():
         if "source" in how:
             compile_tree(how["source"])
     formats = [".jsonl"] if args.no_parquet else [".jsonl", ".parquet"]
-    for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
-        runs: dict[str, list[Measured]] = {}
-        for attempt in range(args.repeat):  # each cold run starts from an empty cache of its own
-            for tree, how in trees.items():  # trees in turn, so a change in the machine's load hits all
-                marks = {}
+    for attempt in range(args.runs):
+        download_pass(args, work, counter, web, rows)
+        if not args.skip_cleanlab and attempt < args.cleanlab_runs:
+            cleanlab_pass(batch, work, counter, web, rows)
+        for suffix in formats if trees[""].get("exe", ROOT) is not None else [""]:
+            for tree, how in trees.items():
+                marks: dict = {}
                 for run in ("cold", "warm"):
                     label = f"tlmscore {run}" + (" → Parquet" if suffix == ".parquet" else "") + tree
-                    measured, marks[run] = tlmscore_run(how, args, (work, batch, suffix, f"{attempt}{tree}"),
-                                                        counter, web)
-                    runs.setdefault(label, []).append(measured)
+                    measured, marks[run], trace = tlmscore_run(how, args, (work, batch, suffix, f"{attempt}{tree}"),
+                                                               counter, web)
+                    rows.setdefault(label, []).append(measured)
+                    if run == "cold" and suffix == ".jsonl" and trace is not None and tree in traces:
+                        traces[tree].append({"wall": measured[0], "marks": marks[run], **run_trace.summary(trace)})
                 if suffix == ".jsonl" and tree in accounts:
-                    _, marks["one"] = tlmscore_run(how, args, (work, one, suffix, f"one{attempt}{tree}"), counter, web)
+                    _, marks["one"], _ = tlmscore_run(how, args, (work, one, suffix, f"one{attempt}{tree}"), counter,
+                                                      web)
                     if all(marks.values()):
                         accounts[tree].append(marks)
-        results.update({label: summarise(measured) for label, measured in runs.items()})
-    results["accounts"] = accounts
-    return results
+        print(f"  pass {attempt + 1} of {args.runs} done", flush=True)
+    return {"rows": {label: summarise(measured) for label, measured in rows.items()}, "runs": rows,
+            "accounts": accounts, "traces": traces}
 
 
 def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
-                 web: dict) -> tuple[Measured, dict | None]:
+                 web: dict) -> tuple[Measured, dict | None, dict | None]:
     """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`: its time, requests,
-    detail and CPU, and the CPU marks of the run when it went through `cpu_account`."""
+    detail and CPU, the CPU marks of the run and its trace (`run_trace`) when run from source."""
     me = [sys.executable, str(Path(__file__).resolve())]
     work, batch, suffix, name = where
-    cache, out, marks = work / f"cache{suffix}-{name}", work / f"out{suffix}", work / "cpu-marks.json"
+    cache, out, marks, trace = (work / f"cache{suffix}-{name}", work / f"out{suffix}", work / "cpu-marks.json",
+                                work / "trace.json")
     ca = web["ca"]
     hosts = [a for n in range(1, web["hosts"] + 1) for a in ("--allow-host", f"127.0.0.{n}")]
     trust = ["--ca-bundle", str(ca)] if ca else []
     argv = ["prepare", str(batch), "-o", str(out), "--cache-dir", str(cache),
             "--concurrency", str(args.concurrency), "--quiet", *trust, *hosts]
     env = {"PYTHONPATH": str(how.get("source", ROOT)), **bytecode_env()}
+    workers = work / "trace-workers.tsv"
+    workers.unlink(missing_ok=True)
     if "source" in how:
-        command = cpu_account.command(sys.executable, marks, argv)
+        command = run_trace.command(sys.executable, marks, trace, argv)
+        env |= {"PYTHONPATH": f"{run_trace.site_folder(work)}{os.pathsep}{how['source']}",
+                "TLMSCORE_TRACE_WORKERS": str(workers)}
     elif how["exe"] is not None:
         command = [str(how["exe"]), *argv]
     else:
         command = [*me, "_direct", str(batch), str(cache), str(web["hosts"]), str(args.concurrency), str(ca or "")]
-    out.unlink(missing_ok=True)
-    marks.unlink(missing_ok=True)
+    for path in (out, marks, trace):
+        path.unlink(missing_ok=True)
+    server_before = process_cpu(web["server"])
     wall, requests, stdout, cpu = run_child(command, counter, cwd=work, env=env)
+    server_cpu = process_cpu(web["server"]) - server_before
     if how.get("exe", ROOT) is None:
-        return (wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else "", cpu), None
+        return (wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else "", cpu), None, None
     ok, failed = citations_extracted(out) if out.exists() else (0, 0)
     flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
-    return (wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), cpu_account.read(marks)
+    traced = run_trace.read(trace)
+    if traced is not None:
+        traced["server cpu"] = server_cpu
+        traced["workers"] = run_trace.read_workers(workers, traced["t0"])
+    return ((wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), cpu_account.read(marks),
+            traced)
+
+
+def spread(values: list[float]) -> float:
+    """(slowest - fastest) / median of repeated runs."""
+    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
 
 
 def summarise(measured: list[Measured]) -> Measured:
@@ -537,37 +591,71 @@ def summarise(measured: list[Measured]) -> Measured:
     walls = sorted(m[0] for m in measured)
     detail = next((m[2] for m in measured if m[2].endswith("(!)")), measured[-1][2])  # a failed run shows
     if len(walls) > 1:
-        spread = f"median of {len(walls)} runs, {walls[0]:.2f}-{walls[-1]:.2f} s"
-        detail = f"{spread}; {detail}" if detail else spread
+        runs = f"median of {len(walls)}, {walls[0]:.2f}-{walls[-1]:.2f} s, spread {spread(walls):.0%}"
+        detail = f"{runs}; {detail}" if detail else runs
     return (statistics.median(walls), max(m[1] for m in measured), detail,
             statistics.median(m[3] for m in measured))
 
 
+def web_limit(args, rows: dict[str, Measured], web: dict, cpu: float) -> tuple[float, str]:
+    """The limit on this machine: max(the bare client's wall, the card libraries' import +
+    (extraction CPU + the bare client's CPU) / cores), each figure measured in this run."""
+    floor_wall, _, _, floor_cpu = rows["network floor"]
+    imports = startup_seconds("httpx, trafilatura")
+    compute = imports + (cpu + floor_cpu) / cores()
+    how = (f"max(bare client {floor_wall:.2f} s, import of httpx and trafilatura {imports:.2f} s + "
+           f"(extraction {cpu:.2f} s + bare client {floor_cpu:.2f} s CPU) / {cores()} cores = {compute:.2f} s)")
+    return max(floor_wall, compute), how
+
+
 def report(args, results: dict, web: dict) -> dict:
-    """Print the table of one web and its CPU account; return its limit and rows for the side-by-side table."""
-    accounts = results.pop("accounts", {})
+    """Print the table of one web, each cold run's CPU and trace, and its CPU account; return its
+    limit and rows for the side-by-side table."""
+    rows, accounts = results["rows"], results["accounts"]
     cpu = extraction_cpu(args, web)
-    startup = startup_seconds("tlmscore.cli" if tlmscore_cli() and not args.direct else "tlmscore.evidence.fetch")
-    if "network floor" in results:
-        network, how = results["network floor"][0], "measured: the bare httpx loop"
-    else:
-        effective = min(args.concurrency, web["hosts"] * PER_HOST)
-        network, how = web["unique"] * args.latency / effective, f"{web['unique']} x {args.latency:g} s / {effective}"
-    limit = max(network, cpu / cores()) + startup
-    print(f"\nphysical limit: max(network {network:.2f} s ({how}), "
-          f"extraction {cpu:.2f} s CPU / {cores()} cores = {cpu / cores():.2f} s) + start-up {startup:.2f} s "
-          f"= {limit:.2f} s\n")
+    limit, how = web_limit(args, rows, web, cpu)
+    print(f"\nlimit: {how} = {limit:.2f} s\n")
     print(f"{'run':<34}{'wall s':>9}{'requests':>10}{'x limit':>9}{'CPU s':>8}  detail")
-    for label, (wall, requests, detail, used) in results.items():
+    for label, (wall, requests, detail, used) in rows.items():
         print(f"{label:<34}{wall:>9.2f}{requests:>10}{wall / limit:>9.2f}{used:>8.2f}  {detail}")
-    if "cleanlab-tlm" in results:
+    if "cleanlab-tlm" in rows:
         print()
         for label in ("tlmscore cold", "tlmscore cold → Parquet"):
-            if label in results:
-                print(f"cleanlab-tlm / {label} = {results['cleanlab-tlm'][0] / results[label][0]:.1f}x")
+            if label in rows:
+                print(f"cleanlab-tlm / {label} = {rows['cleanlab-tlm'][0] / rows[label][0]:.1f}x")
+    print_summary(rows, results["traces"].get("", []), limit)
+    for tree, traced in results["traces"].items():
+        if traced:
+            print(f"\ncold runs{tree}: wall s, CPU s of the fetching process and of its workers; what each waited on")
+        for n, run in enumerate(traced, 1):
+            marks = run["marks"] or {}
+            print(f"  run {n}: {run['wall']:.2f} s wall, CPU parent {marks.get('parent', float('nan')):.2f} s, "
+                  f"workers {marks.get('workers', float('nan')):.2f} s (the web's server "
+                  f"{run.get('server cpu', float('nan')):.2f} s); the fetching process's threads at close: "
+                  + ", ".join(f"{name} {cpu:.2f}" for name, cpu in marks.get("threads", {}).items())
+                  + f"\n{run_trace.describe(run)}")
     cpu_account.print_accounts({tree: [cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
                                 for tree, runs in accounts.items()}, web["unique"])
-    return {"limit": limit, "results": results}
+    return {"limit": limit, "results": rows}
+
+
+def print_summary(rows: dict[str, Measured], traced: list[dict], limit: float) -> None:
+    """The figures the benchmarks page gives for a web, on a few lines."""
+    if "tlmscore cold" not in rows:
+        return
+    cold, warm = rows["tlmscore cold"], rows.get("tlmscore warm")
+    print(f"\nsummary: cold {cold[0]:.2f} s ({cold[2].split(';')[0]}), {cold[0] / limit:.2f}x the limit {limit:.2f} s")
+    if "cleanlab-tlm" in rows:
+        print(f"  cleanlab-tlm {rows['cleanlab-tlm'][0]:.2f} s: {rows['cleanlab-tlm'][0] / cold[0]:.1f}x the cold run")
+    if warm is not None:
+        print(f"  warm {warm[0]:.2f} s, {warm[1]} requests in the run that made the most")
+    if traced:
+        marks = [run["marks"] or {} for run in traced]
+        parent = statistics.median(m.get("parent", math.nan) for m in marks)
+        workers = statistics.median(m.get("workers", math.nan) for m in marks)
+        server = statistics.median(run.get("server cpu", math.nan) for run in traced)
+        print(f"  CPU of a cold run (median): fetching process {parent:.2f} s, extraction processes {workers:.2f} s, "
+              f"the web's server {server:.2f} s")
 
 
 def side_by_side(summaries: dict) -> None:
@@ -596,8 +684,8 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "_direct":
         child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
-        https_web.floor_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        https_web.floor_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_downloads":
-        https_web.downloads_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        https_web.downloads_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()

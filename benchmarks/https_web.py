@@ -129,14 +129,16 @@ def serve_https(port_out, counter, ready, options: dict) -> None:
     asyncio.run(main())
 
 
-def floor_child(urls_file: Path, ca: Path, concurrency: int, per_host: int) -> None:
-    """Fetch every URL once with a bare keep-alive httpx loop under the same limits; print JSON."""
+def floor_child(urls_file: Path, ca: str, concurrency: int, per_host: int) -> None:
+    """Fetch every URL once with a bare keep-alive httpx loop under the same limits; print JSON.
+
+    `ca` is the authority's file for an https web ("" for a plain-http one)."""
     import httpx
 
     urls = json.loads(urls_file.read_text())
 
     async def run() -> dict:
-        context = ssl.create_default_context(cafile=str(ca))
+        context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
         limit = asyncio.Semaphore(concurrency)
         hosts: dict[str, asyncio.Semaphore] = {}
         start = time.perf_counter()
@@ -154,7 +156,7 @@ def floor_child(urls_file: Path, ca: Path, concurrency: int, per_host: int) -> N
     print(json.dumps(asyncio.run(run())))
 
 
-def downloads_child(urls_file: Path, ca: Path, concurrency: int, sites: int) -> None:
+def downloads_child(urls_file: Path, ca: str, concurrency: int, sites: int) -> None:
     """Fetch every URL once with tlmscore's `Downloader` (bodies read, not extracted); print JSON."""
     from tlmscore.evidence._download import Downloader
     from tlmscore.evidence._guard import system_resolver
@@ -162,7 +164,8 @@ def downloads_child(urls_file: Path, ca: Path, concurrency: int, sites: int) -> 
     from tlmscore.settings import Settings
 
     urls = json.loads(urls_file.read_text())
-    settings = Settings(cache_dir=urls_file.parent / "unused-cache", concurrency=concurrency, ca_bundle=ca,
+    settings = Settings(cache_dir=urls_file.parent / "unused-cache", concurrency=concurrency,
+                        ca_bundle=Path(ca) if ca else None,
                         allow_hosts={f"127.0.0.{n}" for n in range(1, sites + 1)})
 
     async def read(url, response) -> Reply:

@@ -6,6 +6,10 @@
   number of unique pages: what changes are tried on.
 - `judge`: the corpus pages at odd positions (the other 30) and generated pages, seed 2, with
   layouts the tuning set never has (`_JUDGE_ONLY`): what changes are judged on, never tuned on.
+- `held`: pages no change was tried on: the corpus pages at odd positions, pages made of the real
+  text of the validity sets beside the corpus (`../shared/validity/`: SummEdits documents, news,
+  meeting and call transcripts, e-mails, abstracts; WiCE's cited web-page sentences) in the
+  layouts of article pages, and generated pages, seed 3, of every layout.
 
 Generated pages vary in size and structure the way the web does: small stubs and briefs of a few
 KB, medium articles, and large pages (long reads, tables of thousands of cells, forum threads,
@@ -16,11 +20,13 @@ Every generated page is distinct (its index is in its title and first paragraph)
 from __future__ import annotations
 
 import gzip
+import html
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
 
-PAGE_SETS = ("corpus", "tune", "judge")
+PAGE_SETS = ("corpus", "tune", "judge", "held")
 WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
          "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river",
          "the", "of", "and", "to", "in", "a", "is", "that", "for", "on", "with", "as", "was", "by"]
@@ -40,14 +46,49 @@ def load(name: str, corpus: Path, count: int) -> tuple[list[bytes], str]:
         rng = random.Random(7)
         return [_article(rng, n, 25) for n in range(40)], "40 generated pages (shared corpus not found)"
     real = [gzip.decompress(f.read_bytes()) for f in files[(0 if name == "tune" else 1)::2]]
-    seed, layouts = (1, _LAYOUTS) if name == "tune" else (2, _LAYOUTS + _JUDGE_ONLY)
+    seed, layouts = {"tune": (1, _LAYOUTS), "judge": (2, _LAYOUTS + _JUDGE_ONLY),
+                     "held": (3, _LAYOUTS + _JUDGE_ONLY)}[name]
     rng = random.Random(seed)
+    if name == "held":
+        texts = validity_texts(corpus.parent.parent / "validity")
+        wanted = max(0, (count - len(real)) // 3)  # a third of the rest: real text; the others generated
+        real += [_text_page(rng, len(real) + n, text) for n, text in enumerate(texts[:wanted])]
     made = [_generated(rng, n, layouts) for n in range(max(0, count - len(real)))]
     bodies = real + made
     rng.shuffle(bodies)
     sizes = sorted(len(b) for b in bodies)
     return bodies, (f"set '{name}': {len(real)} real pages + {len(made)} generated, "
                     f"{sizes[0] / 1e3:.0f} KB-{sizes[-1] / 1e6:.1f} MB, median {sizes[len(sizes) // 2] / 1e3:.0f} KB")
+
+
+def validity_texts(folder: Path) -> list[str]:
+    """Real documents of the validity sets, shuffled (seeded): SummEdits documents and, per WiCE
+    claim, the sentences of the page it cites; [] when the folder is missing."""
+    texts: set[str] = set()
+    for path in sorted((folder / "summedits").glob("*.json.gz")):
+        texts.update(item["doc"] for item in json.loads(gzip.decompress(path.read_bytes())))
+    wice = folder / "wice" / "dev.jsonl.gz"
+    if wice.is_file():
+        claims: dict[str, list[str]] = {}
+        for line in gzip.decompress(wice.read_bytes()).splitlines():
+            row = json.loads(line)
+            claims.setdefault(row["meta"]["id"], []).extend(row["evidence"])
+        texts.update("\n".join(dict.fromkeys(sentences)) for sentences in claims.values())
+    ordered = sorted(texts)
+    random.Random(3).shuffle(ordered)
+    return ordered
+
+
+def _text_page(rng: random.Random, n: int, text: str) -> bytes:
+    """A real document as an article page: its lines as paragraphs, among a site's usual boilerplate."""
+    lines = [line.strip() for line in text.replace("\r", "").split("\n") if line.strip()]
+    if len(lines) < 3:  # one block of text: paragraphs of a few sentences
+        sentences = text.replace(". ", ".\n").split("\n")
+        lines = [" ".join(sentences[i:i + 4]) for i in range(0, len(sentences), 4)]
+    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    aside = "".join(f"<li><a href='/r/{i}'>{_words(rng, 5)}</a></li>" for i in range(rng.randint(3, 15)))
+    return _page(n, html.escape(lines[0][:60]), f"<main><article><h1>{html.escape(lines[0][:80])}</h1>{body}"
+                 f"</article><aside><h2>Related</h2><ul>{aside}</ul></aside></main>")
 
 
 def _words(rng: random.Random, n: int) -> str:

@@ -40,14 +40,14 @@ def inside(work: Path, records: int, urls: int) -> dict[str, float]:
         web = [f for name in servers.names for f in ("--allow-host", name)] + ["--quiet", "--per-host", "2"]
         local = _timed(["score", *inputs, "-o", str(work / "local.parquet"), "--cache-dir", str(work / "c1"), *web])
         servers.reset()
-        ray = _timed(["score", *inputs, "-o", str(work / "ray-out"), "--engine", "ray", "--address", cluster.address,
-                      "--cache-dir", str(work / "c2"), "--page-store", str(work / "store"), *web])
+        ray = _timed(["score", *inputs, "-o", str(work / "ray.parquet"), "--engine", "ray", "--address",
+                      cluster.address, "--cache-dir", str(work / "c2"), "--page-store", str(work / "store"), *web])
         seen = servers.reset()
-        again = _timed(["score", *inputs, "-o", str(work / "ray-again"), "--engine", "ray", "--address",
+        again = _timed(["score", *inputs, "-o", str(work / "ray-again.parquet"), "--engine", "ray", "--address",
                         cluster.address, "--cache-dir", str(work / "c3"), "--page-store", str(work / "store"), *web])
     counts = [n for host in seen.values() for n in host["counts"].values()]
     return {"records": records, "urls": urls, "local_s": local, "ray_s": ray, "ray_store_s": again,
-            "differing_rows": _differing(work / "ray-out", work / "local.parquet"),
+            "differing_rows": _differing(work / "ray.parquet", work / "local.parquet"),
             "urls_requested": len(counts), "most_requests_per_url": max(counts, default=0),
             "most_in_flight_per_host": max((h["max_in_flight"] for h in seen.values()), default=0)}
 
@@ -56,10 +56,10 @@ def _differing(ray_out: Path, local_out: Path) -> int:
     """Rows of the Ray run that differ from the single-machine run's in any column they share."""
     import math
 
-    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
-    ray_rows = pads.dataset(str(ray_out), format="parquet").to_table().sort_by("position").to_pylist()
-    local_rows = pads.dataset(str(local_out), format="parquet").to_table().to_pylist()
+    ray_rows = pq.read_table(ray_out).to_pylist()  # the same file as one machine's, rows in input order
+    local_rows = pq.read_table(local_out).to_pylist()
     if len(ray_rows) != len(local_rows):
         return abs(len(ray_rows) - len(local_rows)) + min(len(ray_rows), len(local_rows))
 

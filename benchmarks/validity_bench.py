@@ -62,8 +62,8 @@ import evidence_shapes  # beside this script
 import public_sets  # beside this script
 
 import tlmscore
+from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import MemoryPages
-from tlmscore.evidence.sources import load_page_records
 from tlmscore.scoring.grounding import GroundingOptions
 from tlmscore.scoring.grounding._lexicon import load_lexicon, wordnet_folder
 from tlmscore.settings import Settings

@@ -19,9 +19,9 @@ import pandas as pd
 from tlmscore._urls import url_key
 from tlmscore.convert import cited_sentence, convert_transcript
 from tlmscore.errors import ConfigError
+from tlmscore.evidence.layers import open_page_source
 from tlmscore.evidence.page import Page, PagesByKey, keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
-from tlmscore.evidence.sources import open_page_source
 from tlmscore.ingest import ChainIndex, read_transcripts
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
 from tlmscore.pipeline import convert_record, run_sync

@@ -39,8 +39,8 @@ from typing import Any
 
 from tlmscore._urls import url_key
 from tlmscore.errors import ConfigError
+from tlmscore.evidence.layers import LayeredPages, load_page_records, open_page_source
 from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
-from tlmscore.evidence.sources import LayeredPages, load_page_records, open_page_source
 from tlmscore.output import Row
 from tlmscore.pipeline import aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer

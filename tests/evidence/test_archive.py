@@ -19,12 +19,12 @@ from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore import MemoryPages, Settings, prepare
 from tlmscore._urls import url_key
 from tlmscore.cli import main
+from tlmscore.evidence import layers as sources_module
 from tlmscore.evidence import page as page_module
-from tlmscore.evidence import sources as sources_module
 from tlmscore.evidence._archive import ArchivePages, availability_url, wayback_time
 from tlmscore.evidence.fetch import Fetcher
+from tlmscore.evidence.layers import LayeredPages, open_page_source
 from tlmscore.evidence.page import AsOf, Page
-from tlmscore.evidence.sources import LayeredPages, open_page_source
 
 
 def stamp(text: str) -> float:

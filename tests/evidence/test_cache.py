@@ -341,3 +341,16 @@ def test_a_record_from_before_allowed_hops_is_checked_again(tmp_path: Path) -> N
     calls.clear()
     assert _fetch_pages(settings, [URL], _resolver({}, calls))[URL].status == "ok"  # noted as unaided by now
     assert calls == []
+
+
+def test_a_cache_folder_that_cannot_be_made_fails_the_first_lookup(tmp_path: Path) -> None:
+    """The files are opened on the cache's thread while the run goes on; what opening them raised
+    comes out of the first lookup, not lost."""
+    (tmp_path / "taken").write_text("a file where the cache folder should be", encoding="utf-8")
+
+    async def run() -> None:
+        async with PageCache(Settings(cache_dir=tmp_path / "taken"), extractor_version="v") as cache:
+            with pytest.raises(FileExistsError):
+                await cache.lookup(["https://example.com/a"])
+
+    asyncio.run(run())

@@ -23,6 +23,7 @@ from tests.evidence.test_fetch import table_resolver
 from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tests.servers.proxy_server import ProxyServer
 from tlmscore.cli import main
+from tlmscore.evidence._download import Slots
 from tlmscore.evidence._guard import Resolver
 from tlmscore.evidence.fetch import Fetcher
 from tlmscore.evidence.page import Page
@@ -284,3 +285,70 @@ def test_environment_proxies_are_used_only_when_trusted(
                         resolver=table_resolver({"b.test": ["127.0.0.1"]}))
         assert [trusted[u].status for u in (second, bypassed)] == ["ok", "ok"]
         assert proxy.seen == [f"GET {second} HTTP/1.1"]
+
+
+# ------------------------------------------------------------------------------ who gets a free slot
+
+SITES = table_resolver({name: ["127.0.0.1"] for name in ("big.test", "one.test", "two.test")})
+
+
+def test_the_site_with_the_most_pages_waiting_is_served_first(tmp_path: Path) -> None:
+    """A batch's big site, whose pages go `per_host` at a time, is the longest chain of requests: a
+    free slot goes to it while it has the most pages waiting, not to the request that asked first.
+    With one request at a time the order the server sees is the order slots were given."""
+    settings = settings_for(tmp_path, "big.test", "one.test", "two.test", concurrency=1, per_host=6)
+    with EvidenceServer() as server:
+        sites = {"/one": "one.test", "/two": "two.test", **{f"/big{n}": "big.test" for n in range(1, 5)}}
+        for path in sites:
+            server.route(path, Reply(body=PAGE))
+        paths = list(sites)  # cited in this order: the small sites first
+        pages = fetch(settings, [server.url(path, sites[path]) for path in paths], resolver=SITES)
+        assert {page.status for page in pages.values()} == {"ok"}
+        order = sorted(paths, key=lambda p: server.arrivals(p)[0])
+    # the big site while it has more waiting than any other; then, as many waiting each, the site
+    # served least recently first
+    assert order == ["/big1", "/big2", "/big3", "/one", "/two", "/big4"]
+
+
+def test_a_request_cancelled_while_waiting_for_a_slot_takes_none() -> None:
+    """A page whose deadline ends while it waits gives up its place; a slot is given back however
+    its request ends, so the next request to the host gets it."""
+
+    async def run() -> list[str]:
+        slots = Slots(total=1, per_host=1)
+        seen: list[str] = []
+
+        async def request(name: str, fail: bool = False) -> None:
+            async with slots.slot("a.test"):
+                seen.append(name)
+                await asyncio.sleep(0)
+                if fail:
+                    raise OSError("reset")
+
+        first = asyncio.ensure_future(request("first", fail=True))
+        waiting = asyncio.ensure_future(request("cancelled"))
+        last = asyncio.ensure_future(request("last"))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        # a slot left taken would hold "last" and "after" for ever: bounded here
+        await asyncio.wait_for(asyncio.gather(first, waiting, last, return_exceptions=True), 5)
+        await asyncio.wait_for(request("after"), 5)
+        return seen
+
+    assert asyncio.run(run()) == ["first", "last", "after"]
+
+
+def test_a_run_of_plain_http_pages_makes_no_tls_context(tmp_path: Path) -> None:
+    """The trust store is loaded when the first https origin needs it, not for every run: with a
+    CA bundle that cannot be loaded, plain http pages still come, and an https page fails alone."""
+    bundle = tmp_path / "not-a-bundle.pem"
+    bundle.write_text("no certificate here\n", encoding="utf-8")
+    settings = settings_for(tmp_path, "127.0.0.1", "a.test", ca_bundle=bundle)
+    with EvidenceServer() as plain:
+        url = plain.route("/1", Reply(body=PAGE))
+        page = fetch(settings, [url])[url]
+        assert page.status == "ok"
+        secure = "https://a.test:1/x"  # the context is made before any connection: no server needed
+        failed = fetch(settings, [url, secure])
+    assert failed[url].status == "ok"
+    assert failed[secure].status == "connect_error"

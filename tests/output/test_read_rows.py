@@ -86,3 +86,17 @@ def test_a_file_of_another_kind_is_refused(tmp_path: Path) -> None:
         list(read_rows(path))
     with pytest.raises(ConfigError, match="no such file"):
         list(read_rows(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_score_written_without_a_scorer_column_is_kept(tmp_path: Path, suffix: str) -> None:
+    """A scored table from elsewhere (a notebook, a spreadsheet) may lack `scorer`: its scores still count."""
+    path = tmp_path / f"other{suffix}"
+    if suffix == ".jsonl":
+        path.write_text(json.dumps({"id": "a", "source": "log.jsonl", "line": 1, "score": 0.25}) + "\n" +
+                        json.dumps({"id": "b", "source": "log.jsonl", "line": 2}) + "\n", encoding="utf-8")
+    else:
+        path.write_text("id,source,line,score\na,log.jsonl,1,0.25\nb,log.jsonl,2,\n", encoding="utf-8")
+    first, second = read_rows(path)
+    assert first.scored and first.to_record()["score"] == 0.25
+    assert not second.scored and "score" not in second.to_record()

@@ -50,7 +50,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def test_cluster_has_a_head_and_a_worker_node(runs: tuple[Path, dict[str, Any]]) -> None:
     _, report = runs
-    assert report["nodes"] == 2
+    assert report["nodes"] == 2, report["worker_log"]
 
 
 def test_every_fixture_gives_the_single_machine_file_and_summary(runs: tuple[Path, dict[str, Any]]) -> None:

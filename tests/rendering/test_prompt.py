@@ -22,9 +22,9 @@ from tlmscore._urls import url_key
 from tlmscore.convert import convert_chat, convert_items, convert_transcript
 from tlmscore.convert._citations import cited_sentence
 from tlmscore.convert._web import UNCITED
+from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
-from tlmscore.evidence.sources import load_page_records
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, WebRef, WebResult
 from tlmscore.rendering._prompt import _json_block, _text_block, render, render_prompt, render_response
 
@@ -184,7 +184,7 @@ def test_demo_fixture_prompt_bytes_are_the_same_in_every_process(demo_path: Path
     script = (
         "import hashlib, sys\n"
         "from tlmscore import prepare, MemoryPages, Settings\n"
-        "from tlmscore.evidence.sources import load_page_records\n"
+        "from tlmscore.evidence.layers import load_page_records\n"
         "from pathlib import Path\n"
         "pages = MemoryPages(load_page_records(Path(sys.argv[2])))\n"
         "df = prepare(sys.argv[1], Settings(offline=True, urls='all', cache_dir=sys.argv[3]), pages=pages)\n"

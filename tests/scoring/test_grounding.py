@@ -17,9 +17,9 @@ import pytest
 from tests.support.paths import FIXTURES, ROOT
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import ScorerError
+from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import MemoryPages, keyed_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.evidence.sources import load_page_records
 from tlmscore.ingest._records import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
 from tlmscore.rendering._prompt import render

@@ -199,6 +199,7 @@ class Cluster:
         self.temp, self.cpus, self.memory = temp, cpus, memory
         self.address = f"127.0.0.1:{PORT}"
         self.worker: subprocess.Popen[bytes] | None = None
+        self.nodes, self.worker_log = 0, ""
 
     def _node(self) -> list[str]:
         return [f"--num-cpus={self.cpus}", f"--object-store-memory={self.memory}", "--disable-usage-stats"]
@@ -213,20 +214,35 @@ class Cluster:
         return self
 
     def start_worker(self) -> None:
-        """Start the worker node (a process group of its own, so it can be killed as one) and wait for it."""
-        self.worker = subprocess.Popen([str(BIN / "ray"), "start", f"--address={self.address}", "--block",
-                                        *self._node()], start_new_session=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        """Start the worker node (a process group of its own, so it can be killed as one) and wait for it.
+
+        On a loaded machine a worker's raylet can give up registering and `ray start` exits: it is started
+        again (three tries); what the last try printed is kept in `worker_log` for the report.
+        """
         import ray
 
         ray.init(address=self.address, log_to_driver=False)
         try:
-            deadline = time.monotonic() + 300
-            while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
-                time.sleep(0.5)
-            self.nodes = sum(1 for n in ray.nodes() if n["Alive"])
+            for attempt in range(3):
+                log = self.temp.parent / f"worker-{attempt}.log"
+                with log.open("wb") as sink:
+                    self.worker = subprocess.Popen([str(BIN / "ray"), "start", f"--address={self.address}",
+                                                    "--block", *self._node()], start_new_session=True,
+                                                   stdout=sink, stderr=subprocess.STDOUT)
+                deadline = time.monotonic() + 300
+                while (self._alive(ray) < 2 and self.worker.poll() is None
+                       and time.monotonic() < deadline):
+                    time.sleep(0.5)
+                self.nodes = self._alive(ray)
+                self.worker_log = log.read_text(encoding="utf-8", errors="replace")[-2000:]
+                if self.nodes >= 2 or self.worker.poll() is None:
+                    return
         finally:
             ray.shutdown()
+
+    @staticmethod
+    def _alive(ray: Any) -> int:
+        return sum(1 for n in ray.nodes() if n["Alive"])
 
     def kill_worker(self) -> None:
         """Kill the worker node and everything it runs, at once (SIGKILL to its process group)."""

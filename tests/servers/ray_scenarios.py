@@ -326,7 +326,7 @@ def run(work: Path, records: int, urls: int) -> dict[str, Any]:
     """Every scenario, in one cluster; the report of what happened (and how long each took)."""
     report: dict[str, Any] = {}
     with PageServers(hosts=4) as servers, Cluster(work / "ray") as cluster:
-        report["nodes"] = cluster.nodes
+        report["nodes"], report["worker_log"] = cluster.nodes, cluster.worker_log
         inputs = generate(work / "gen", records, urls, servers.names)
         report["inputs"] = inputs
         _timed(report, "empty_first_block", lambda: _empty_first_block(cluster))

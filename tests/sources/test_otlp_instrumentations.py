@@ -209,7 +209,7 @@ def test_answers_whose_citations_survive_only_as_links_have_their_pages_planned(
     assert any("the trace holds no search that found them" in w for w in span["warnings"])
     plain, _ = _row(name, "plain-string")
     assert plain["n_urls"] == 0  # an answer with no links plans nothing
-    from tlmscore.evidence.sources import load_page_records
+    from tlmscore.evidence.layers import load_page_records
 
     pages = tlmscore.MemoryPages(load_page_records(TRACES.parent / "pages"))  # the pages, as fetched before
     rows = _records(tlmscore.prepare(TRACES / name / "traces.jsonl", _settings(), pages=pages))

@@ -24,7 +24,7 @@ import tlmscore
 from tests.support.paths import ROOT
 from tlmscore.annotate import NOT_SCORABLE, annotation_of
 from tlmscore.cli import main
-from tlmscore.errors import TranscriptError
+from tlmscore.errors import ConfigError, TranscriptError
 from tlmscore.plugins import loaded
 from tlmscore.stores import CONNECTORS, Connector, connectors, for_origin, parse_target, target_forms
 
@@ -311,6 +311,11 @@ def test_every_store_is_a_connector_and_rows_find_their_way_back() -> None:
     assert parse_target("phoenix:https://px.example/root/", {}).location == "https://px.example/root"
     assert parse_target("mlflow://127.0.0.1:5000", {}).location == "http://127.0.0.1:5000"
     assert parse_target("mlflows://ml.example", {}).text == "mlflow:https://ml.example"
+    assert parse_target("phoenix://px.example:6006/root/", {}).location == "http://px.example:6006/root"
+    assert parse_target("mlflow://ml.example:5000/root", {}).location == "http://ml.example:5000"
+    for store in ("phoenix", "mlflow"):
+        with pytest.raises(ConfigError, match=f"expected {store}://HOST:PORT or {store}:http"):
+            parse_target(f"{store}:ftp://x.example", {})
     assert target_forms().split(", ")[:2] == ["phoenix://HOST:PORT", "otlp:URL"]
     assert "mlflow://HOST:PORT" in target_forms()
 

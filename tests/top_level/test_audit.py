@@ -10,8 +10,8 @@ import pandas as pd
 from tlmscore import read_transcripts
 from tlmscore._urls import url_key
 from tlmscore.audit import TranscriptView, plot_fetch_status, plot_scores, results_html
+from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import MemoryPages, Page
-from tlmscore.evidence.sources import load_page_records
 
 matplotlib.use("Agg")
 

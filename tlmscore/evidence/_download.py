@@ -5,7 +5,10 @@ address guard checks every hop, bounded retries (connection failures, 429 and 5x
 `Retry-After`), all under one deadline per page (`Settings.timeout`, from the page's first
 request) that covers connecting, redirects, retries and the waits between them; a `Retry-After`
 that ends past it is not waited for. At most `Settings.concurrency` requests are in flight, and
-`Settings.per_host` per host.
+`Settings.per_host` per host (`Slots`). A free slot goes to the host with the most requests
+waiting: a batch's biggest site, whose pages can only go `per_host` at a time, is the longest
+chain of requests, so it is never left waiting behind small sites' requests (first come, first
+served, it lost its place at every request and finished last).
 
 The fetcher's own client checks addresses where connections are made (`transport.GuardedBackend`),
 so connections are pooled by origin and kept alive, https included, and DNS rebinding between
@@ -20,9 +23,12 @@ connection of its own for https; redirects are never followed by that client
 from __future__ import annotations
 
 import asyncio
+import heapq
 import random
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
@@ -31,7 +37,7 @@ from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
 from tlmscore.evidence._reply import Reply, host_of, seconds
-from tlmscore.evidence._transport import GuardedTransport, environment_proxies, tls_context, within
+from tlmscore.evidence._transport import GuardedTransport, environment_proxies, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -57,6 +63,94 @@ class Deadline:
         if self._end is None:
             return self.limit
         return max(0.0, self._end - asyncio.get_running_loop().time())
+
+
+@dataclass
+class _Host:
+    """One host's requests: in flight, and waiting for a slot (first come, first served)."""
+
+    in_flight: int = 0
+    waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+    turn: int = 0  # when it was last served (or first asked): orders hosts with as many waiting
+
+
+class Slots:
+    """At most `total` requests in flight and `per_host` to one host, the busiest host served first.
+
+    A free slot goes to the host with the most requests waiting (ties: the one served least
+    recently), and within a host to its requests in turn. Slots are handed out in a callback on
+    the next turn of the event loop, not as each request asks, so the requests a batch starts
+    together are all counted before the first is sent. Hosts that may take a request are kept in
+    a heap by (waiting, turn); an entry that no longer matches its host's state is dropped as it
+    comes up.
+    """
+
+    def __init__(self, total: int, per_host: int) -> None:
+        self._total = total
+        self._per_host = per_host
+        self._in_flight = 0
+        self._hosts: dict[str, _Host] = {}
+        self._heap: list[tuple[int, int, str]] = []
+        self._turns = 0
+        self._scheduled = False
+
+    @asynccontextmanager
+    async def slot(self, host: str) -> AsyncIterator[None]:
+        """Hold a slot for one request to `host`."""
+        state = self._hosts.setdefault(host, _Host())
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not state.waiting:
+            state.turn = self._next_turn()
+        state.waiting.append(granted)
+        self._offer(host, state)
+        try:
+            await granted
+        except BaseException:
+            if granted.cancelled() or not granted.done():
+                if granted in state.waiting:
+                    state.waiting.remove(granted)
+                    self._offer(host, state)
+            else:  # granted just as the request was cancelled: give the slot back
+                self._release(host, state)
+            raise
+        try:
+            yield
+        finally:
+            self._release(host, state)
+
+    def _next_turn(self) -> int:
+        self._turns += 1
+        return self._turns
+
+    def _release(self, host: str, state: _Host) -> None:
+        state.in_flight -= 1
+        self._in_flight -= 1
+        self._offer(host, state)
+
+    def _offer(self, host: str, state: _Host) -> None:
+        """Note that `host` may take a request (when it may), and hand slots out on the next turn."""
+        if state.waiting and state.in_flight < self._per_host:
+            heapq.heappush(self._heap, (-len(state.waiting), state.turn, host))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._hand_out)
+
+    def _hand_out(self) -> None:
+        """Give free slots to waiting requests, the host with the most waiting first."""
+        self._scheduled = False
+        while self._in_flight < self._total and self._heap:
+            waiting, turn, host = heapq.heappop(self._heap)
+            state = self._hosts[host]
+            if -waiting != len(state.waiting) or turn != state.turn or state.in_flight >= self._per_host:
+                continue  # stale: the host's state changed since this entry was made
+            granted = state.waiting.popleft()
+            state.turn = self._next_turn()
+            if not granted.cancelled():
+                state.in_flight += 1
+                self._in_flight += 1
+                granted.set_result(None)
+            if state.waiting and state.in_flight < self._per_host:
+                heapq.heappush(self._heap, (-len(state.waiting), state.turn, host))
 
 
 ReadReply = Callable[[str, httpx.Response], Awaitable[Reply]]
@@ -89,8 +183,7 @@ class Downloader:
         self._headers = headers
         self._client: httpx.AsyncClient | None = None
         self._transport: GuardedTransport | None = None
-        self._limit = asyncio.Semaphore(settings.concurrency)
-        self._host_limits: dict[str, asyncio.Semaphore] = {}
+        self._slots = Slots(settings.concurrency, settings.per_host)
 
     async def aclose(self) -> None:
         """Close the client made here (a caller's client is left open)."""
@@ -149,15 +242,9 @@ class Downloader:
 
     async def _hop(self, url: str, hop: _Hop) -> Reply:
         """One request under the concurrency limits and the page's deadline: check, send, read."""
-        async with self._host_limit(host_of(url)), self._limit:
+        async with self._slots.slot(host_of(url)):
             hop.deadline.start()
             return await within(hop.deadline.remaining(), self._exchange(url, hop))
-
-    def _host_limit(self, host: str) -> asyncio.Semaphore:
-        limit = self._host_limits.get(host)
-        if limit is None:
-            limit = self._host_limits[host] = asyncio.Semaphore(self._settings.per_host)
-        return limit
 
     async def _exchange(self, url: str, hop: _Hop) -> Reply:
         """Check `url`, send one GET and read the reply within the size cap."""
@@ -225,8 +312,7 @@ class Downloader:
             proxies = {"http": settings.proxy, "https": settings.proxy}
         else:
             proxies = environment_proxies() if settings.trust_env else {}
-        self._transport = GuardedTransport(settings, self._resolver, ssl_context=tls_context(settings),
-                                           proxies=proxies)
+        self._transport = GuardedTransport(settings, self._resolver, proxies=proxies)
         return httpx.AsyncClient(
             headers=self._headers,
             timeout=httpx.Timeout(settings.timeout, connect=settings.connect_timeout),

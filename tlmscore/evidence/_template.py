@@ -47,7 +47,6 @@ FORK = "fork"
 CAN_FORK = hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform.startswith("linux")
 """Whether workers are forked from a template (Linux), rather than spawned one by one."""
 
-_WORKER_NICENESS = 10
 _LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "charset_normalizer")
 _HARD_CPU_MARGIN = 2.0  # RLIMIT_CPU: this many times the page's CPU limit, plus a second
 _WALL_FACTOR = 4.0  # the parent's wall-time limit: this many times the CPU limit, plus `_WALL_SLACK`
@@ -113,21 +112,22 @@ def _limit_cpu(seconds: float) -> None:
 
 
 def _warm_up() -> None:
-    """Make this process quiet, polite and warm.
+    """Make this process quiet and warm.
 
-    Library log records and warnings stay off the user's terminal; a lower priority means the
-    fetching process never waits behind an extraction for a core; trafilatura is imported and
+    Library log records and warnings stay off the user's terminal; trafilatura is imported and
     run once (`_warmup`). What the imports and the warm-up made is then moved out of the cycle
     collector's reach (`gc.freeze`): it lives as long as the process, and a full collection in a
     worker would otherwise walk all of it, writing to every page it touches, which a forked
     worker must first copy from the template.
+
+    The process keeps the priority it was started with: the fetching process, which mostly
+    waits, gets a core as it wakes anyway, while a worker at a lower priority carries so little
+    weight in the scheduler that, on a machine other programs use too, it runs at a fraction of a
+    core whenever the fetching process is idle.
     """
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     warnings.simplefilter("ignore")
-    if hasattr(os, "nice"):
-        with contextlib.suppress(OSError):
-            os.nice(_WORKER_NICENESS)
     import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
 
     gc.freeze()

@@ -12,10 +12,10 @@ pooled connection only ever reached an address that was checked for that name, a
 DNS answer later turns private is refused the next time a connection is made for it.
 
 Each origin has a pool of its own (`_Origins`): httpcore's pool walks every connection it holds,
-several times over, each time a request starts or a response is closed, so one pool for a whole
-batch spanning dozens of servers spent more CPU on that bookkeeping than on TLS. A pool with nothing
-in flight is closed once it has been unused for the keep-alive time, and the least recently used
-are closed while the idle connections of all of them number more than the transport keeps.
+several times over, whenever a request starts or a response is closed, so one pool for a batch on
+dozens of servers spent more CPU on that bookkeeping than on TLS. A pool with nothing in flight is
+closed once unused for the keep-alive time, and the least recently used are closed while the idle
+connections of all number more than the transport keeps. TLS contexts are made on first use.
 
 Behind a proxy the proxy makes the connection, so the guard cannot see where it goes: requests that
 go through a proxy use httpcore's backend as is, and the fetcher refuses what it can still see
@@ -49,8 +49,7 @@ _T = TypeVar("_T")
 _TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
 _ADDRESSES_TRIED = 3
 _KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept, as httpx's default limits keep it
-# Where systems keep their authorities' bundle when OpenSSL's default paths hold none (the places
-# `truststore` looks in, in its order).
+# Authorities' bundles for when OpenSSL's default paths hold none (where `truststore` looks, in order).
 _CA_FILES = (
     "/etc/ssl/cert.pem",  # Alpine, Arch, Fedora 34-43, OpenWRT, RHEL 9-10, BSD
     "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  # Fedora 44+, RHEL 11+
@@ -213,7 +212,7 @@ class _Origins:
     `per_origin` idle connections (the requests in flight to one host are limited to that many).
     """
 
-    def __init__(self, make: Callable[[int], httpcore.AsyncConnectionPool], keep: int, per_origin: int) -> None:
+    def __init__(self, make: Callable[[bytes, int], httpcore.AsyncConnectionPool], keep: int, per_origin: int) -> None:
         self._make = make
         self._keep = keep
         self._per_origin = per_origin
@@ -224,7 +223,7 @@ class _Origins:
         key = (url.raw_scheme, url.raw_host, url.port)
         origin = self._pools.get(key)
         if origin is None:
-            origin = self._pools[key] = _Origin(self._make(self._per_origin))
+            origin = self._pools[key] = _Origin(self._make(url.raw_scheme, self._per_origin))
         self._pools.move_to_end(key)
         origin.started()
         try:
@@ -276,28 +275,35 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     """Requests through one guarded connection pool, or through a proxy's pool when one applies.
 
     `proxies` maps a scheme (`http`, `https`, `all`) to a proxy URL and `no` to a `NO_PROXY` list;
-    `backend` is the network backend the guard wraps (httpcore's own when None).
+    `backend` is the network backend the guard wraps (httpcore's own when None); `ssl_context` what
+    certificates are verified with (else `tls_context(settings)`, made when first needed).
     """
 
     def __init__(
-        self, settings: Settings, resolver: Resolver, *, ssl_context: ssl.SSLContext,
+        self, settings: Settings, resolver: Resolver, *, ssl_context: ssl.SSLContext | None = None,
         proxies: dict[str, str] | None = None, backend: httpcore.AsyncNetworkBackend | None = None,
     ) -> None:
-        # The fetcher's semaphores bound the requests in flight; the pools only keep idle connections,
-        # enough to keep one per server when a batch spans more servers than requests in flight,
-        # for as long as httpx keeps them by default.
+        # The fetcher's slots bound the requests in flight; the pools only keep idle connections, enough
+        # for one per server when a batch spans more servers than that, as long as httpx keeps them.
+        self._settings = settings
+        self._ssl_context = ssl_context
         self._keep = 2 * settings.concurrency
         guarded = GuardedBackend(settings.allow_hosts, resolver, backend)
         self._direct = _Origins(
-            lambda idle: httpcore.AsyncConnectionPool(
-                ssl_context=ssl_context, max_connections=None, max_keepalive_connections=idle,
-                keepalive_expiry=_KEEPALIVE_EXPIRY, network_backend=guarded),
+            lambda scheme, idle: httpcore.AsyncConnectionPool(
+                ssl_context=self._tls() if scheme == b"https" else None, max_connections=None,
+                max_keepalive_connections=idle, keepalive_expiry=_KEEPALIVE_EXPIRY, network_backend=guarded),
             keep=self._keep, per_origin=settings.per_host)
         self._proxies = proxies or {}
         self._proxy_pools = {
-            url: self._proxy_pool(url, ssl_context)
+            url: self._proxy_pool(url, self._tls())
             for url in dict.fromkeys(u for scheme, u in self._proxies.items() if scheme in ("http", "https", "all"))
         }
+
+    def _tls(self) -> ssl.SSLContext:
+        """The run's TLS context, made on first use."""
+        self._ssl_context = self._ssl_context or tls_context(self._settings)
+        return self._ssl_context
 
     def _proxy_pool(self, url: str, ssl_context: ssl.SSLContext) -> httpcore.AsyncHTTPProxy:
         """A pool of connections through the proxy at `url` (CONNECT tunnels for https)."""
@@ -313,9 +319,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The proxy a request for `url` goes through, or None when it connects directly."""
         chosen = self._proxies.get(url.scheme) or self._proxies.get("all")
-        if chosen is None:
-            return None
-        if _bypassed(url.host, self._proxies.get("no", "")):
+        if chosen is None or _bypassed(url.host, self._proxies.get("no", "")):
             return None
         return chosen
 

@@ -145,9 +145,16 @@ class PageCache:
         self._pending_lock = threading.Lock()
         self._writes: set[asyncio.Future[None]] = set()
         self._unsaved: list[str] = []  # how each failed write failed, one entry per page
+        self._opening: asyncio.Future[diskcache.Cache | None] | None = None
 
     async def __aenter__(self) -> PageCache:
-        await self._run(self._open)
+        """Start opening the cache files on the IO thread, and return at once.
+
+        Creating or opening the SQLite files waits on the disk (30-100 ms here); the run reads and
+        plans its first records meanwhile. Every disk operation runs on the same thread after the
+        opening, and the first lookup raises whatever the opening raised (an unusable folder).
+        """
+        self._opening = asyncio.get_running_loop().run_in_executor(self._io, self._open)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -155,6 +162,9 @@ class PageCache:
 
     async def aclose(self) -> None:
         """Wait for the queued writes, then close the cache files and the IO thread."""
+        opening, self._opening = self._opening, None
+        if opening is not None:  # a cache never looked up: its opening's failure is of no use now
+            await asyncio.gather(opening, return_exceptions=True)
         await self.flush()
         if self._cache is not None:
             await self._run(self._cache.close)
@@ -190,6 +200,9 @@ class PageCache:
 
         A page whose hops the address guard refuses now comes back as a `blocked` page.
         """
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            await opening  # raises what opening the files raised
         found = await self._run(self._lookup, list(urls))
         vetted = await asyncio.gather(*(self._vetted(hit) for hit in found.values()))
         return dict(zip(found, vetted, strict=True))

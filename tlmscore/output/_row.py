@@ -121,8 +121,8 @@ class Row(Mapping[str, Any]):
 
     @property
     def scored(self) -> bool:
-        """True when a scorer saw this row (it has the score columns)."""
-        return self.scorer is not None
+        """True when a scorer saw this row: it names one, or holds a score column (a file written elsewhere)."""
+        return self.scorer is not None or not math.isnan(self.score) or bool(self.explanation) or bool(self.details)
 
     def names(self) -> tuple[str, ...]:
         """The columns of this row, in order."""

@@ -95,7 +95,7 @@ def prepare(source: Inputs, settings: Settings | None = None, *, pages: Pages | 
 
     `pages` takes the place of the cache and the web when it is a `PageSource` (e.g. `MemoryPages`
     in tests or audits of saved evidence); page-record files or folders (what `--pages` takes) are read
-    first, before the cache and the web, as `settings.page_files` are (see `tlmscore.evidence.sources`).
+    first, before the cache and the web, as `settings.page_files` are (see `tlmscore.evidence.layers`).
     `converters` adds or replaces item converters by item type. Inside a running event loop,
     `await aprepare(...)` does the same without a thread.
     """

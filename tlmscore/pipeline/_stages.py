@@ -227,9 +227,9 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
     done = 0
     table = registered_converters(converters)
     async with AsyncExitStack() as stack:
-        from tlmscore.evidence.sources import open_page_source  # noqa: PLC0415  (network stack on demand)
+        from tlmscore.evidence.layers import open_page_source  # noqa: PLC0415  (network stack on demand)
 
-        # Page files first, then the caller's source or else the cache and the web (see sources).
+        # Page files first, then the caller's source or else the cache and the web (see evidence.layers).
         page_source = await stack.enter_async_context(open_page_source(settings, progress, given=pages))
         batch = await asyncio.to_thread(BatchInputs, settings.batch_inputs) if settings.batch_inputs else None
         joined = batch if batch is not None else ()

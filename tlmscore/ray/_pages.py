@@ -28,9 +28,9 @@ from urllib.parse import urlsplit
 
 from tlmscore._urls import url_key
 from tlmscore.evidence.cache import CONTENT_STATUSES
+from tlmscore.evidence.layers import open_page_source
 from tlmscore.evidence.page import Page, PageSource
 from tlmscore.evidence.plan import Plan
-from tlmscore.evidence.sources import open_page_source
 from tlmscore.ray._tables import flat_rows, schema
 from tlmscore.settings import Settings
 

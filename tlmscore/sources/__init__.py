@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from tlmscore._tables import json_cell, plain, rows, table_kind
 from tlmscore.sources._openinference import spans_records
+from tlmscore.sources._otlp import any_value, attributes_of
 from tlmscore.sources._tables import peek, read_rows
 from tlmscore.sources.registry import (
     GENERIC,
@@ -33,5 +34,5 @@ from tlmscore.sources.registry import (
     with_window,
 )
 
-__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "is_live", "json_cell", "peek", "plain",
-           "read_rows", "rows", "scheme", "spans_records", "table_kind", "with_window"]
+__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "any_value", "attributes_of", "is_live",
+           "json_cell", "peek", "plain", "read_rows", "rows", "scheme", "spans_records", "table_kind", "with_window"]

@@ -41,15 +41,26 @@ def detect(sample: Peek) -> bool:
     return sample.kind == "protobuf" or "resourceSpans" in sample.first or "resource_spans" in sample.first
 
 
+def _camel(name: str) -> str:
+    """A protobuf field name as OTLP/JSON spells it: `string_value` → `stringValue`."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def any_value(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of value)
-    """An OTLP `AnyValue` (`{"stringValue": …}`, arrays, key-value lists) as a plain value."""
+    """An OpenTelemetry `AnyValue` (`{"stringValue": …}`, arrays, key-value lists) as a plain value.
+
+    Its fields may be spelt as OTLP/JSON spells them (`stringValue`) or as protobuf names them
+    (`string_value`, as MLflow's API writes them).
+    """
     if not isinstance(value, Mapping):
         return value
+    value = {_camel(str(key)): item for key, item in value.items()}
     for key in ("stringValue", "boolValue", "doubleValue"):
         if key in value:
             return value[key]
     if "intValue" in value:
-        return int(value["intValue"])
+        return int(value["intValue"])  # 64-bit integers come as text
     if "arrayValue" in value:
         return [any_value(v) for v in value["arrayValue"].get("values") or []]
     if "kvlistValue" in value:

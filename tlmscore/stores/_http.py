@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from tlmscore.errors import ConfigError
 from tlmscore.stores.base import Sent
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
+
+
+def http_url(url: str, store: str) -> str:
+    """`url` without a trailing slash, or a `ConfigError` when it is not an http(s) URL of a server."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {store}: expected an http(s) URL, not {url!r}")
+    return url.rstrip("/")
 
 
 def failure(exc: httpx.HTTPError, timeout: float) -> str:

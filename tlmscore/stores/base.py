@@ -14,6 +14,7 @@ data; the generic rule is `credentials`.
 
 from __future__ import annotations
 
+import datetime as dt
 import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import httpx
 
-from tlmscore.errors import ConfigError
+from tlmscore.errors import ConfigError, TranscriptError
 from tlmscore.sources import SourceReader
 
 __all__ = ["Annotation", "Connector", "Failure", "Keys", "Sent", "Session", "Target", "credentials", "same_server",
@@ -281,3 +282,83 @@ class ReadOnly:
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """Nothing can be sent."""
         return Sent.failed(len(payloads), f"{self.kept} take no annotations", retry=False)
+
+
+@dataclass(frozen=True)
+class LiveAddress:
+    """What a live store's address says: `SCHEME://HOST:PORT/NAME[?since=&until=&limit=&page=]`.
+
+    `name` is what is read there (a Phoenix project, an MLflow experiment); the window and the caps
+    come from the command line's `--since`, `--until` and `--limit` (`tlmscore.sources.with_window`).
+    """
+
+    base_url: str
+    name: str
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = 100_000
+    page: int = 100
+
+    @classmethod
+    def parse(cls, address: str, *, form: str, secure: str, limit: int, page: int,
+              nested: bool = False) -> LiveAddress:
+        """The parts of `address` (`form` says its shape in an error; the scheme `secure` means https).
+
+        `limit` and `page` are the defaults, `page` also the most; `nested` allows a `/` in the name.
+        """
+        url = urllib.parse.urlsplit(address)
+        name = urllib.parse.unquote(url.path.strip("/"))
+        if not url.netloc or not name or ("/" in name and not nested):
+            raise TranscriptError(f"{address}: expected {form}")
+        query = dict(urllib.parse.parse_qsl(url.query))
+        unknown = sorted(set(query) - {"since", "until", "limit", "page"})
+        if unknown:
+            raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
+        return cls(live_server(url, secure), name, _time("since", query.get("since")),
+                   _time("until", query.get("until")), _count("limit", query.get("limit"), limit),
+                   min(_count("page", query.get("page"), page), page))
+
+
+def live_server(url: urllib.parse.SplitResult, secure: str) -> str:
+    """The server of a live store's address: https when its scheme is `secure` (`phoenixs`), else http."""
+    return f"{'https' if url.scheme.lower() == secure else 'http'}://{url.netloc}"
+
+
+def live_target(text: str, scheme: str, *, path: bool = False) -> tuple[str, str] | None:
+    """A live store's annotation target as (shown, base URL): `S://HOST:PORT`, `Ss://HOST` or `S:http(s)://…`.
+
+    None when `text` is not of the scheme `S`; `path` keeps a `S://HOST/PATH`'s path (a store behind a prefix).
+    """
+    name, sep, rest = text.partition(":")
+    if name.lower() not in (scheme, scheme + "s") or not sep or not rest:
+        return None
+    if rest.startswith("//"):
+        url = urllib.parse.urlsplit(text)
+        rest = live_server(url, scheme + "s") + (url.path if path else "")
+    parts = urllib.parse.urlsplit(rest)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {rest!r}: expected {scheme}://HOST:PORT or {scheme}:http(s)://HOST:PORT")
+    location = rest.rstrip("/")
+    shown = f"{scheme}://{location.removeprefix('http://')}" if location.startswith("http://") else \
+        f"{scheme}:{location}"
+    return shown, location
+
+
+def _time(name: str, value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise TranscriptError(f"--{name} {value!r}: not an ISO 8601 time") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def _count(name: str, value: str | None, default: int) -> int:
+    try:
+        number = int(value or default)
+    except ValueError:
+        raise TranscriptError(f"--{name} {value!r}: not a whole number") from None
+    if number < 1:
+        raise TranscriptError(f"--{name} {number}: must be at least 1")
+    return number

@@ -32,14 +32,13 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from tlmscore._tables import json_cell
 from tlmscore.errors import ConfigError
 from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
-from tlmscore.stores._http import RETRY_STATUS, failure
+from tlmscore.stores._http import RETRY_STATUS, failure, http_url
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
@@ -285,13 +284,6 @@ def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) ->
     return Sent.stored(len(bodies))
 
 
-def _host(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target langfuse: expected an http(s) URL, not {url!r}")
-    return url.rstrip("/")
-
-
 class LangfuseConnector:
     """Langfuse: observation exports in, scores out."""
 
@@ -314,7 +306,7 @@ class LangfuseConnector:
         missing = ([] if host else ["LANGFUSE_HOST"]) + [name for name in KEYS.secrets if not env.get(name)]
         if missing:
             raise ConfigError(f"--to langfuse: set {', '.join(missing)}")
-        location = _host(str(host))
+        location = http_url(str(host), "langfuse")
         return Target(self.name, f"langfuse:{location}", location)
 
     def back_to(self, source: str | None) -> str | None:

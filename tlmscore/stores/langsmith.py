@@ -29,11 +29,11 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from tlmscore._tables import json_cell
 from tlmscore.errors import ConfigError
 from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
+from tlmscore.stores._http import http_url
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -213,13 +213,6 @@ def _append(path: Path, items: Sequence[dict[str, Any]]) -> Sent:
     return Sent.stored(len(items))
 
 
-def _api(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target langsmith: expected an http(s) URL, not {url!r}")
-    return url.rstrip("/")
-
-
 class LangSmithConnector:
     """LangSmith: run exports in, feedback out."""
 
@@ -240,7 +233,7 @@ class LangSmithConnector:
             return None
         if not env.get(KEYS.secrets[0]):
             raise ConfigError(f"--to langsmith: set {KEYS.secrets[0]} (and LANGSMITH_ENDPOINT for a self-hosted one)")
-        location = _api(rest if sep else str(KEYS.server(env)))
+        location = http_url(rest if sep else str(KEYS.server(env)), "langsmith")
         return Target(self.name, f"langsmith:{location}", location)
 
     def back_to(self, source: str | None) -> str | None:

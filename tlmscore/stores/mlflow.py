@@ -27,21 +27,29 @@ MLflow server the command line names.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import os
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from tlmscore.errors import ConfigError, TranscriptError
-from tlmscore.sources import Read, SourceReader
+from tlmscore.errors import TranscriptError
+from tlmscore.sources import Read, SourceReader, attributes_of
 from tlmscore.stores._http import RETRY_STATUS, answered, call
-from tlmscore.stores.base import Annotation, Failure, Keys, Sent, Session, Target, credentials
+from tlmscore.stores.base import (
+    Annotation,
+    Failure,
+    Keys,
+    LiveAddress,
+    Sent,
+    Session,
+    Target,
+    credentials,
+    live_target,
+)
 
-__all__ = ["CONNECTOR", "MlflowAddress", "MlflowConnector", "assessment", "parse_address", "read_live",
+__all__ = ["CONNECTOR", "MlflowConnector", "assessment", "parse_address", "read_live",
            "span_records"]
 
 ORIGIN = "mlflow"
@@ -56,55 +64,10 @@ _API = "/api/3.0/mlflow/traces"
 _NOT_FOUND = 404
 
 
-@dataclass(frozen=True)
-class MlflowAddress:
-    """What an `mlflow://` address says: the server, the experiment (name or id), the window, the caps."""
-
-    base_url: str
-    experiment: str
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    limit: int = DEFAULT_LIMIT
-    page: int = DEFAULT_PAGE
-
-
-def _when(name: str, value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise TranscriptError(f"--{name} {value!r}: not an ISO 8601 time") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
-
-
-def _count(name: str, value: str | None, default: int) -> int:
-    try:
-        number = int(value or default)
-    except ValueError:
-        raise TranscriptError(f"--{name} {value!r}: not a whole number") from None
-    if number < 1:
-        raise TranscriptError(f"--{name} {number}: must be at least 1")
-    return number
-
-
-def _server(url: urllib.parse.SplitResult) -> str:
-    return f"{'https' if url.scheme.lower() == 'mlflows' else 'http'}://{url.netloc}"
-
-
-def parse_address(address: str) -> MlflowAddress:
-    """The parts of `mlflow://HOST:PORT/EXPERIMENT[?since=&until=&limit=&page=]` (`mlflows://`: https)."""
-    url = urllib.parse.urlsplit(address)
-    experiment = urllib.parse.unquote(url.path.strip("/"))
-    if not url.netloc or not experiment:
-        raise TranscriptError(f"{address}: expected mlflow://HOST:PORT/EXPERIMENT")
-    query = dict(urllib.parse.parse_qsl(url.query))
-    unknown = sorted(set(query) - {"since", "until", "limit", "page"})
-    if unknown:
-        raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
-    return MlflowAddress(_server(url), experiment, _when("since", query.get("since")),
-                         _when("until", query.get("until")), _count("limit", query.get("limit"), DEFAULT_LIMIT),
-                         min(_count("page", query.get("page"), DEFAULT_PAGE), DEFAULT_PAGE))
+def parse_address(address: str) -> LiveAddress:
+    """The parts of a `mlflow://HOST:PORT/EXPERIMENT[?since=&until=&limit=&page=]` address (`mlflows://`: https)."""
+    return LiveAddress.parse(address, form="mlflow://HOST:PORT/EXPERIMENT", secure="mlflows", limit=DEFAULT_LIMIT,
+                             page=DEFAULT_PAGE, nested=True)
 
 
 def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
@@ -126,29 +89,29 @@ def check_server(base_url: str, session: Session, headers: Mapping[str, str]) ->
     return version
 
 
-def experiment_id(where: MlflowAddress, session: Session, headers: Mapping[str, str]) -> str:
+def experiment_id(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> str:
     """The id of the address's experiment (its name, else an id); one line when there is none."""
     check_server(where.base_url, session, headers)
     api = f"{where.base_url}/api/2.0/mlflow/experiments"
-    reply = _get(session, f"{api}/get-by-name", headers, {"experiment_name": where.experiment})
-    if reply.status_code == _NOT_FOUND and where.experiment.isdigit():
-        reply = _get(session, f"{api}/get", headers, {"experiment_id": where.experiment})
+    reply = _get(session, f"{api}/get-by-name", headers, {"experiment_name": where.name})
+    if reply.status_code == _NOT_FOUND and where.name.isdigit():
+        reply = _get(session, f"{api}/get", headers, {"experiment_id": where.name})
     if reply.status_code == _NOT_FOUND:
-        raise TranscriptError(f"{where.base_url}: no experiment {where.experiment!r} on this MLflow server")
+        raise TranscriptError(f"{where.base_url}: no experiment {where.name!r} on this MLflow server")
     if not reply.is_success:
         key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
-        raise TranscriptError(f"{where.base_url}: experiment {where.experiment!r}: the server answered "
+        raise TranscriptError(f"{where.base_url}: experiment {where.name!r}: the server answered "
                               f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
     return str(reply.json()["experiment"]["experiment_id"])
 
 
-def _filter(where: MlflowAddress) -> str | None:
+def _filter(where: LiveAddress) -> str | None:
     bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
               for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
     return " AND ".join(bounds) or None
 
 
-def _traces(where: MlflowAddress, exp_id: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
+def _traces(where: LiveAddress, exp_id: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
     """The experiment's traces (with their spans), oldest first, `page` at a time, at most `limit`."""
     location = {"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": exp_id}}
     body: dict[str, Any] = {"locations": [location], "order_by": ["timestamp_ms ASC", "request_id ASC"],
@@ -159,7 +122,7 @@ def _traces(where: MlflowAddress, exp_id: str, session: Session, headers: Mappin
         found = call(session.client, "POST", f"{where.base_url}{_API}/search", headers, session.timeout, json=body)
         if isinstance(found, str) or not found.is_success:
             why = found if isinstance(found, str) else f"the server answered {answered(found)}"
-            raise TranscriptError(f"{where.base_url}: traces of experiment {where.experiment!r}: {why}")
+            raise TranscriptError(f"{where.base_url}: traces of experiment {where.name!r}: {why}")
         page = found.json()
         ids = [info["trace_id"] for info in page.get("traces") or []]
         if ids:
@@ -172,24 +135,6 @@ def _traces(where: MlflowAddress, exp_id: str, session: Session, headers: Mappin
         if not ids or not page.get("next_page_token"):
             return
         body["page_token"] = page["next_page_token"]
-
-
-def any_value(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of value)
-    """An OpenTelemetry `AnyValue` as MLflow's API writes it (protobuf field names) as a plain value."""
-    if not isinstance(value, Mapping):
-        return None
-    for key in ("string_value", "bool_value", "double_value"):
-        if key in value:
-            return value[key]
-    if "int_value" in value:
-        return int(value["int_value"])  # 64-bit integers may come as text
-    if "array_value" in value:
-        return [any_value(v) for v in value["array_value"].get("values") or []]
-    if "kvlist_value" in value:
-        return {str(p.get("key")): any_value(p.get("value")) for p in value["kvlist_value"].get("values") or []}
-    if "bytes_value" in value:
-        return value["bytes_value"]
-    return None
 
 
 def _hex(value: Any) -> str | None:
@@ -205,7 +150,7 @@ def span_records(trace: Mapping[str, Any], source: str) -> Iterator[tuple[str, d
     trace_id = str(trace["trace_info"]["trace_id"])
     spans = sorted(trace.get("spans") or [], key=lambda s: int(s.get("start_time_unix_nano") or 0))
     for span in spans:
-        attributes = {str(a.get("key")): any_value(a.get("value")) for a in span.get("attributes") or []}
+        attributes = attributes_of(span.get("attributes"))
         if attributes.get("mlflow.spanType") not in LLM_SPANS:
             continue
         span_id = _hex(span.get("span_id")) or ""
@@ -232,7 +177,7 @@ def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Re
         session = Session(client, READ_TIMEOUT, 0)
         exp_id = experiment_id(where, session, headers)
         for trace in _traces(where, exp_id, session, headers):
-            for _, record, error in span_records(trace, where.experiment):
+            for _, record, error in span_records(trace, where.name):
                 number += 1
                 yield Read(number, record) if error is None else Read(number, error=error)
 
@@ -284,13 +229,6 @@ def _write(target: Target, payload: dict[str, Any], earlier: str | None, session
     return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
 
 
-def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {url!r}: expected mlflow://HOST:PORT or mlflow:http(s)://HOST:PORT")
-    return url.rstrip("/")
-
-
 class MlflowConnector:
     """MLflow: an experiment's traces in, feedback assessments out."""
 
@@ -304,13 +242,8 @@ class MlflowConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`mlflow://HOST:PORT`, `mlflows://HOST` or `mlflow:http(s)://HOST[:PORT]`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme not in ("mlflow", "mlflows") or not sep or not rest:
-            return None
-        location = _base_url(_server(urllib.parse.urlsplit(text)) if rest.startswith("//") else rest)
-        shown = f"mlflow://{location.removeprefix('http://')}" if location.startswith("http://") else \
-            f"mlflow:{location}"
-        return Target(self.name, shown, location)
+        found = live_target(text, "mlflow")
+        return None if found is None else Target(self.name, *found)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `mlflow://` (or `mlflows://`) address, as a target."""

@@ -20,22 +20,30 @@ server that is down, answers 500 or is not Phoenix is one line.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.errors import TranscriptError
 from tlmscore.sources import Read, SourceReader, plain, spans_records
 from tlmscore.stores._http import answered, call, sent
-from tlmscore.stores.base import Annotation, Failure, Keys, Sent, Session, Target, credentials
+from tlmscore.stores.base import (
+    Annotation,
+    Failure,
+    Keys,
+    LiveAddress,
+    Sent,
+    Session,
+    Target,
+    credentials,
+    live_target,
+)
 
-__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixAddress", "PhoenixConnector",
+__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixConnector",
            "parse_address", "read_live", "span_annotation"]
 
 ORIGIN = "phoenix"
@@ -52,54 +60,10 @@ _SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
 _NOT_FOUND = 404
 
 
-@dataclass(frozen=True)
-class PhoenixAddress:
-    """What a `phoenix://` address says: the server's base URL, the project, the window, the cap, the page."""
-
-    base_url: str
-    project: str
-    since: dt.datetime | None = None
-    until: dt.datetime | None = None
-    limit: int = DEFAULT_LIMIT
-    page: int = DEFAULT_PAGE
-
-
-def _time(name: str, value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise TranscriptError(f"--{name} {value!r}: not an ISO 8601 time") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
-
-
-def _count(name: str, query: dict[str, str], default: int, most: int | None = None) -> int:
-    try:
-        value = int(query.get(name) or default)
-    except ValueError:
-        raise TranscriptError(f"--{name} {query[name]!r}: not a whole number") from None
-    if value < 1:
-        raise TranscriptError(f"--{name} {value}: must be at least 1")
-    return min(value, most) if most else value
-
-
-def _server(url: urllib.parse.SplitResult) -> str:
-    return f"{'https' if url.scheme.lower() == 'phoenixs' else 'http'}://{url.netloc}"
-
-
-def parse_address(address: str) -> PhoenixAddress:
+def parse_address(address: str) -> LiveAddress:
     """The parts of a `phoenix://HOST:PORT/PROJECT[?since=&until=&limit=&page=]` address (`phoenixs://`: https)."""
-    url = urllib.parse.urlsplit(address)
-    project = urllib.parse.unquote(url.path.strip("/"))
-    if not url.netloc or not project or "/" in project:
-        raise TranscriptError(f"{address}: expected phoenix://HOST:PORT/PROJECT")
-    query = dict(urllib.parse.parse_qsl(url.query))
-    unknown = sorted(set(query) - {"since", "until", "limit", "page"})
-    if unknown:
-        raise TranscriptError(f"{address}: unknown parameters {', '.join(unknown)}")
-    return PhoenixAddress(_server(url), project, _time("since", query.get("since")), _time("until", query.get("until")),
-                          _count("limit", query, DEFAULT_LIMIT), _count("page", query, DEFAULT_PAGE, DEFAULT_PAGE))
+    return LiveAddress.parse(address, form="phoenix://HOST:PORT/PROJECT", secure="phoenixs", limit=DEFAULT_LIMIT,
+                             page=DEFAULT_PAGE)
 
 
 def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
@@ -128,29 +92,29 @@ def check_server(base_url: str, session: Session, headers: Mapping[str, str]) ->
     return version
 
 
-def _check(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> None:
+def _check(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> None:
     check_server(where.base_url, session, headers)
-    project = urllib.parse.quote(where.project, safe="")
+    project = urllib.parse.quote(where.name, safe="")
     reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
     if reply.status_code == _NOT_FOUND:
-        raise TranscriptError(f"{where.base_url}: no project {where.project!r} on this Phoenix server")
+        raise TranscriptError(f"{where.base_url}: no project {where.name!r} on this Phoenix server")
     if not reply.is_success:
         key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
-        raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered "
+        raise TranscriptError(f"{where.base_url}: project {where.name!r}: the server answered "
                               f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
 
 
-def _pages(where: PhoenixAddress, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+def _pages(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     """The window's LLM spans, oldest first, each once: the server's cursor from page to page."""
     params: dict[str, Any] = {"sort": "start_time", "order": "asc", "span_kind": "LLM",
                               "limit": min(where.page, where.limit)}
     params |= {k: v.isoformat() for k, v in (("start_time", where.since), ("end_time", where.until)) if v}
-    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.project, safe='')}/spans"
+    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.name, safe='')}/spans"
     given = 0
     while given < where.limit:
         reply = _get(session, url, headers, params)
         if not reply.is_success:
-            raise TranscriptError(f"{where.base_url}: project {where.project!r}: the server answered {answered(reply)}")
+            raise TranscriptError(f"{where.base_url}: project {where.name!r}: the server answered {answered(reply)}")
         body = reply.json()
         spans = [plain(dict(span)) for span in body.get("data") or []]
         starts = [str(span.get("start_time") or "") for span in spans]
@@ -198,13 +162,6 @@ def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
             "identifier": IDENTIFIER, "metadata": {"tlmscore.record.id": annotation.row_id}}
 
 
-def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {url!r}: expected phoenix://HOST:PORT or phoenix:http(s)://HOST:PORT")
-    return url.rstrip("/")
-
-
 class PhoenixConnector:
     """Phoenix: live projects in, span annotations out."""
 
@@ -218,17 +175,8 @@ class PhoenixConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`phoenix://HOST:PORT`, `phoenixs://HOST` or `phoenix:http(s)://HOST[:PORT]`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme not in ("phoenix", "phoenixs") or not sep or not rest:
-            return None
-        if rest.startswith("//"):
-            url = urllib.parse.urlsplit(text)
-            location = _base_url(f"{_server(url)}{url.path}")
-        else:
-            location = _base_url(rest)
-        shown = f"phoenix://{location.removeprefix('http://')}" if location.startswith("http://") else \
-            f"phoenix:{location}"
-        return Target(self.name, shown, location)
+        found = live_target(text, "phoenix", path=True)
+        return None if found is None else Target(self.name, *found)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `phoenix://` (or `phoenixs://`) address, as a target."""
