@@ -1,10 +1,10 @@
 """Scores written back as Langfuse scores and LangSmith feedback, through the real `langfuse` and `langsmith` SDKs.
 
 No Langfuse or LangSmith server can run here: the SDKs talk to local fakes of the endpoints they
-call (`tests/trace_store_fakes.py`: Langfuse's `POST /api/public/scores` with basic auth; LangSmith's
+call (`tests/servers/trace_store_fakes.py`: Langfuse's `POST /api/public/scores` with basic auth; LangSmith's
 `GET /info`, `POST /feedback` and `PATCH /feedback/{id}` with `x-api-key`), which keep what they
 were sent. Also here: a bare `--annotate`, which sends each row back to where it came from by its
-`origin` (Langfuse, LangSmith, the OTLP receiver of `tests/otlp_receiver.py`, a Phoenix server).
+`origin` (Langfuse, LangSmith, the OTLP receiver of `tests/servers/otlp_receiver.py`, a Phoenix server).
 """
 
 from __future__ import annotations

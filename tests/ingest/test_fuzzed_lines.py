@@ -30,7 +30,7 @@ from tlmscore.ingest._streams import is_stream_line
 def _seed_lines() -> list[bytes]:
     lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
              for line in path.read_bytes().splitlines() if line.strip() and not is_stream_line(line)]
-    # event stream lines are left out: a stream is one record per streamed response (tests/test_streams.py)
+    # event stream lines are left out: a stream is one record per streamed response (tests/ingest/test_streams.py)
     # the API replies of fixtures/responses, and of the shared corpus where conftest.py looks for it (optional)
     replies = [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]
     return lines + [json.dumps(json.loads(p.read_bytes())).encode() for p in replies]

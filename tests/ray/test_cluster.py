@@ -1,6 +1,6 @@
 """The Ray engine against a real two-node cluster: the single machine's run, rows and summary, made on Ray.
 
-One module fixture runs `tests/ray_scenarios.py` inside new network and PID namespaces (a head node
+One module fixture runs `tests/servers/ray_scenarios.py` inside new network and PID namespaces (a head node
 and a worker node started with `ray start`, page servers on four loopback hosts, the fake Batch API
 and chat servers, every run through the command line or the library as the docs show it); the
 tests read what it wrote and what the servers and /proc saw.

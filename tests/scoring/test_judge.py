@@ -362,7 +362,7 @@ def test_plan_counts_requests_and_estimates_tokens(caplog: pytest.LogCaptureFixt
 
 
 # ---------------------------------------------------------------- a real model behind llama.cpp's server
-# (the `llama_server` fixture: tests/llama_server.py)
+# (the `llama_server` fixture: tests/servers/llama_server.py)
 
 
 @pytest.mark.system("llama.cpp")

@@ -1,4 +1,4 @@
-"""The Ray engine's runs against a real two-node cluster, for `tests/test_ray.py` (run inside the namespaces).
+"""The Ray engine's runs against a real two-node cluster, for `tests/ray/test_cluster.py` (run inside the namespaces).
 
 `python -m tests.servers.ray_scenarios WORK RECORDS URLS` starts page servers on four loopback hosts, the fake
 Batch API and chat servers and a two-node cluster, then runs each scenario through the command line

@@ -1,7 +1,7 @@
 """A held-out check: real recorded calls nobody on the project wrote, through the same instrumentations.
 
 Runs when the shared corpus sits beside the clone (`../shared/corpus/responses`) and skips with the
-reason otherwise; `tests/test_otlp_instrumentations.py` makes the same checks on the project's own
+reason otherwise; `tests/sources/test_otlp_instrumentations.py` makes the same checks on the project's own
 recordings, always. Every corpus response is asked for through the official `openai` client (with
 the tools it echoes) under Traceloop's instrumentation, logfire's and the official one (content
 opt-in on; it wraps Chat Completions only), exported over OTLP/HTTP to a local receiver. Expected:

@@ -3,7 +3,7 @@ or takes part of a batch, the side file and its replay, where keys go, and the p
 
 The servers here are loopback stand-ins (`pytest-httpserver`, a socket that never answers) that
 answer as the documented REST APIs do; the real Phoenix and MLflow servers are in
-`tests/test_phoenix.py` and `tests/test_mlflow.py`.
+`tests/stores/test_phoenix.py` and `tests/stores/test_mlflow.py`.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 Every recorded response (`fixtures/responses/`, and the shared corpus's when present) is answered by
 a fake OpenAI server to the official `openai` client wrapped by both `langfuse.openai` and
-`langsmith.wrappers.wrap_openai` (in a process of its own: `tests/trace_store_calls.py`).
+`langsmith.wrappers.wrap_openai` (in a process of its own: `tests/servers/trace_store_calls.py`).
 
 No Langfuse or LangSmith server can run here (Langfuse's needs Postgres, ClickHouse and Redis;
 LangSmith's is not published), so both SDKs send to a local loopback stand-in
-(`tests/trace_store_server.py`) that captures what they send: the Langfuse SDK's OTLP spans and the
+(`tests/servers/trace_store_server.py`) that captures what they send: the Langfuse SDK's OTLP spans and the
 LangSmith SDK's run batches. What the servers would make of them is written here, after their
 published documents:
 
