@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import diskcache
@@ -11,6 +12,7 @@ import pytest
 
 from tests.servers.evidence_server import EvidenceServer, Reply, html_page
 from tlmscore.cli import main
+from tlmscore.cli._summary import Summary
 
 ROWS_IN_DEMO = 17
 ERRORS_IN_DEMO = 3
@@ -162,3 +164,13 @@ def test_offline_writes_no_default_cache(tmp_path: Path, demo_path: Path, capsys
                    "--pages", str(demo_path.parent / "pages")], capsys)
     assert code == 0
     assert not cache.exists()
+
+
+def test_summary_quartiles_lie_within_the_scores() -> None:
+    summary = Summary()
+    scores = [0.73, 1.0, 0.2, 0.65]
+    summary.add([{"id": str(i), "score": s} for i, s in enumerate(scores)])
+    line = next(x for x in summary.text(Path("o.jsonl"), scored=True).splitlines() if "score min" in x)
+    values = [float(v) for v in line.split()[2::2]]
+    assert values == sorted(values) and values[0] == min(scores) and values[-1] == max(scores)
+    assert values[1] == round(statistics.quantiles(scores, n=4, method="inclusive")[0], 3)

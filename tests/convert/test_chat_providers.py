@@ -10,10 +10,9 @@ import pytest
 
 from tests.support.paths import ROOT
 from tlmscore import MemoryPages, Page, Settings, prepare, read_transcripts
-from tlmscore.convert import convert_transcript
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.convert import SEARCH_NOT_LOGGED, UNCITED, convert_transcript
 from tlmscore.model import ToolCall, WebResult
-from tlmscore.rendering._prompt import render_prompt, render_response
+from tlmscore.rendering import render_prompt, render_response
 
 FIXTURES = ROOT / "fixtures"
 ITEMS = FIXTURES / "items.jsonl"

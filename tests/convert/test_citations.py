@@ -17,10 +17,10 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 from tlmscore import Page, read_transcripts
-from tlmscore.convert import convert_transcript
-from tlmscore.convert._citations import cited_sentence, message_citations, sentence_ends
+from tlmscore.convert import cited_sentence, convert_transcript
+from tlmscore.convert._citations import message_citations, sentence_ends
 from tlmscore.model import Conversation, Evidence, ScoringInput, ToolCall, WebResult
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering import render
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 SITE = "https://www.toureiffel.paris/en"

@@ -16,7 +16,7 @@ from tlmscore import MemoryPages, Settings, prepare, read_transcripts
 from tlmscore.convert import REGISTRY, convert_items, convert_transcript, split_answer
 from tlmscore.convert._tools import DECLARATIONS, declare_tools
 from tlmscore.model import Message, ToolCall, ToolResult
-from tlmscore.rendering._prompt import render_prompt, render_response
+from tlmscore.rendering import render_prompt, render_response
 
 ITEMS = ROOT / "fixtures" / "items.jsonl"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

@@ -9,7 +9,6 @@ DeepSeek's `reasoning_content`, OpenRouter's `reasoning`, and xAI's server-side 
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from hypothesis import strategies as st
 from openai.types.responses import Response
 
 import tlmscore
-from tlmscore.cli._summary import Summary
-from tlmscore.convert._web import SEARCH_NOT_LOGGED, UNCITED
+from tlmscore.convert import SEARCH_NOT_LOGGED, UNCITED
 from tlmscore.rendering._shown import SHOWN_ABOVE
 
 OFFLINE = tlmscore.Settings(offline=True)
@@ -250,16 +248,6 @@ def test_a_tool_callable_directly_is_declared_as_the_reference_does() -> None:
 
 
 # -- 8. small ones ----------------------------------------------------------------------------------------------
-
-
-def test_summary_quartiles_lie_within_the_scores() -> None:
-    summary = Summary()
-    scores = [0.73, 1.0, 0.2, 0.65]
-    summary.add([{"id": str(i), "score": s} for i, s in enumerate(scores)])
-    line = next(x for x in summary.text(Path("o.jsonl"), scored=True).splitlines() if "score min" in x)
-    values = [float(v) for v in line.split()[2::2]]
-    assert values == sorted(values) and values[0] == min(scores) and values[-1] == max(scores)
-    assert values[1] == round(statistics.quantiles(scores, n=4, method="inclusive")[0], 3)
 
 
 def test_an_empty_developer_message_leaves_no_blank_lines() -> None:

@@ -21,7 +21,7 @@ from tlmscore import Settings
 from tlmscore.convert._status import record_status, response_status
 from tlmscore.evidence.page import MemoryPages
 from tlmscore.model import ScoringInput
-from tlmscore.output._writers import RowWriter
+from tlmscore.output import RowWriter
 from tlmscore.scoring.base import Score
 
 OFFLINE = Settings(offline=True)

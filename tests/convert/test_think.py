@@ -12,7 +12,7 @@ import pytest
 import tlmscore
 from tlmscore import MemoryPages, Settings, compat
 from tlmscore.cli import main
-from tlmscore.convert._think import split_think
+from tlmscore.convert import split_think
 
 OFFLINE = Settings(offline=True)
 

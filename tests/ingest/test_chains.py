@@ -12,8 +12,7 @@ import pytest
 
 from tests.support.paths import ROOT
 from tlmscore import MemoryPages, Settings, prepare, read_transcripts
-from tlmscore.ingest._chains import ChainIndex
-from tlmscore.ingest._history import History, with_history
+from tlmscore.ingest import ChainIndex, History, with_history
 
 FIXTURES = ROOT / "fixtures"
 CHAIN_A, CHAIN_B = FIXTURES / "chain_a.jsonl", FIXTURES / "chain_b.jsonl"

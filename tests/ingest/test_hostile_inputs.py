@@ -14,7 +14,7 @@ from tests.support.paths import FIXTURES
 from tlmscore import read_transcripts
 from tlmscore.cli import main
 from tlmscore.errors import TranscriptError
-from tlmscore.output._writers import RowWriter
+from tlmscore.output import RowWriter
 
 GOOD = (FIXTURES / "demo.jsonl").read_bytes().splitlines()[0]
 DEEP = b"[" * 10_000 + b"]" * 10_000

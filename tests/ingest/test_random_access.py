@@ -10,7 +10,7 @@ from pathlib import Path
 import tlmscore
 from tests.support.paths import FIXTURES
 from tlmscore import MemoryPages, Settings
-from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest import BatchInputs
 from tlmscore.ingest._logfile import RandomAccess, lines
 
 

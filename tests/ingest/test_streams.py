@@ -18,9 +18,10 @@ from pydantic import TypeAdapter
 
 import tlmscore
 from tlmscore import read_transcripts
+from tlmscore.ingest import scan
 from tlmscore.ingest._chunks import CUT_OFF
 from tlmscore.ingest._logfile import RandomAccess
-from tlmscore.ingest._records import load_at, scan
+from tlmscore.ingest._records import load_at
 from tlmscore.ingest._streams import assemble, sse_events
 
 EVENT = TypeAdapter(ResponseStreamEvent)

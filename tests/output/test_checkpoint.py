@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tlmscore import Row
-from tlmscore.output._checkpoint import Checkpoint, checkpoint_path
+from tlmscore.output import Checkpoint
+from tlmscore.output._checkpoint import checkpoint_path
 
 
 def records(start: int, stop: int, **extra: Any) -> list[dict[str, Any]]:

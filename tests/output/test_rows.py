@@ -17,7 +17,6 @@ import pytest
 import tlmscore
 from tlmscore import Row, RowSink, Settings
 from tlmscore.output import JsonlSink, ParquetSink, RowWriter, open_sink, output_format, sinks
-from tlmscore.output import _sinks as sink_module
 from tlmscore.plugins import loaded
 
 PLUGIN = '''
@@ -179,6 +178,6 @@ def test_a_broken_sink_plugin_is_skipped_with_a_warning(tmp_path: Path, monkeypa
     monkeypatch.syspath_prepend(str(root))
     loaded.cache_clear()
     with pytest.warns(UserWarning, match="sink plug-in 'bad'"):
-        known: Sequence[str] = list(sink_module.sinks())
+        known: Sequence[str] = list(sinks())
     loaded.cache_clear()
     assert ".bad" not in known and ".jsonl" in known

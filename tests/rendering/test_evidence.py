@@ -21,7 +21,7 @@ from tests.convert.test_citations import (
 from tlmscore import Page, Settings
 from tlmscore.convert import convert_items, convert_transcript
 from tlmscore.model import ToolCall, ToolResult, WebResult
-from tlmscore.rendering._prompt import render, render_prompt
+from tlmscore.rendering import render, render_prompt
 
 TEXT = "The tower is 330 m tall. It opened in 1889."
 USER = {"role": "user", "content": "How tall is the Eiffel Tower?"}

@@ -19,14 +19,13 @@ from hypothesis import strategies as st
 
 from tlmscore import MemoryPages, Page, PageSource, Settings, read_transcripts
 from tlmscore._urls import url_key
-from tlmscore.convert import convert_chat, convert_items, convert_transcript
-from tlmscore.convert._citations import cited_sentence
-from tlmscore.convert._web import UNCITED
+from tlmscore.convert import UNCITED, cited_sentence, convert_chat, convert_items, convert_transcript
 from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, WebRef, WebResult
-from tlmscore.rendering._prompt import _json_block, _text_block, render, render_prompt, render_response
+from tlmscore.rendering import render, render_prompt, render_response
+from tlmscore.rendering._prompt import _json_block, _text_block
 
 WIKI = "https://en.wikipedia.org/wiki/Eiffel_Tower"
 BRIT = "https://www.britannica.com/topic/Eiffel-Tower"

@@ -12,7 +12,7 @@ import pytest
 import tlmscore
 from tlmscore import MemoryPages, Settings, compat
 from tlmscore.convert import convert_chat, convert_items
-from tlmscore.rendering._prompt import render_prompt, render_response
+from tlmscore.rendering import render_prompt, render_response
 
 ZH_QUERY = "北京今天的天气怎么样？"
 JA_OUTPUT = "東京は晴れ、最高気温は二十三度です。"

@@ -20,9 +20,9 @@ from tlmscore.errors import ScorerError
 from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import MemoryPages, keyed_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest._records import read_transcripts
+from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering import render
 from tlmscore.scoring import Score, get_scorer, scorer_names
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
 from tlmscore.scoring.grounding._evidence import documents

@@ -12,9 +12,9 @@ import pytest
 from tests.support.paths import FIXTURES
 from tlmscore.cli import main
 from tlmscore.convert import convert_transcript
-from tlmscore.ingest._records import read_transcripts
+from tlmscore.ingest import read_transcripts
 from tlmscore.model import Evidence, ScoringInput
-from tlmscore.rendering._prompt import render
+from tlmscore.rendering import render
 from tlmscore.scoring import Score
 from tlmscore.scoring.grounding import GroundingScorer
 from tlmscore.scoring.grounding._claims import about_the_calls, answer_sentences, claims_of, to_the_reader
