@@ -1,6 +1,6 @@
 """cleanlab-tlm 1.1.39's own formatter tests (`tests/test_chat.py` of its sdist), run against `tlmscore.compat`.
 
-The file is vendored unchanged in `tests/reference/cleanlab_tlm_1_1_39/` (see PROVENANCE.md there);
+The file is vendored unchanged in `tests/support/reference/cleanlab_tlm_1_1_39/` (see PROVENANCE.md there);
 `tests/support/reference_suite.py` runs it with its cleanlab-tlm imports pointing at `tlmscore.compat`.
 Its formatter tests (`form_prompt_string`, `form_response_string_responses_api`) must all pass,
 web search aside: the reference's web-search prompt test fetches the page live, which compat
