@@ -308,6 +308,18 @@ def misplaced_tests(root: Path, packages: set[str]) -> list[str]:
     return found
 
 
+def uncollected_tests(root: Path) -> list[str]:
+    """Test functions or classes in servers/ or support/, where pytest never collects them."""
+    found = []
+    for folder in sorted(NO_TESTS):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{path.relative_to(root).as_posix()}: {node.name}" for node in tree.body
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.name.startswith(("test_", "Test"))]
+    return found
+
+
 def folders_without_init(root: Path) -> list[str]:
     """Folders of Python files that are no package: their modules' names would clash (two test_compare.py)."""
     return sorted(str(folder.relative_to(root)) for folder in {p.parent for p in root.rglob("*.py")}
@@ -352,6 +364,10 @@ def test_every_test_module_is_in_the_folder_of_what_it_tests() -> None:
     assert misplaced_tests(TESTS, tlmscore_packages()) == []
 
 
+def test_servers_and_support_hold_no_tests() -> None:
+    assert uncollected_tests(TESTS) == []
+
+
 def test_every_folder_of_python_files_is_a_package() -> None:
     assert folders_without_init(TESTS) == []
 
@@ -379,6 +395,10 @@ def test_the_layout_checks_see_a_test_in_the_wrong_place(tmp_path: Path) -> None
     assert [line.split(":")[0] for line in found] == [
         "ingst/test_typo.py", "scoring/judges/test_deeper.py", "servers/test_hidden.py", "test_loose.py"]
     assert folders_without_init(tmp_path) == ["scoring/grounding"]
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "fakes.py").write_text("def make():\n    pass\n\n\ndef test_unseen():\n    pass\n",
+                                                   encoding="utf-8")
+    assert uncollected_tests(tmp_path) == ["support/fakes.py: test_unseen"]
 
 
 def test_the_private_check_sees_an_unlisted_and_an_other_packages_reach(tmp_path: Path) -> None:
