@@ -1,6 +1,6 @@
 """Judge throughput with concurrency N against 1, on a local OpenAI-compatible server with fixed latency.
 
-A fake OpenAI-compatible server (`python -m tests.judge_server`) runs in a process of its own on
+A fake OpenAI-compatible server (`python -m tests.servers.judge_server`) runs in a process of its own on
 127.0.0.1 and answers every chat completion after a fixed latency with a rating and its token
 log-probabilities. The judge scores the same inputs with concurrency 1 and N; the script prints the
 wall times, the requests served and the largest number in flight (counted at the server), the
@@ -10,7 +10,7 @@ rows per second, and the speed-up ratio next to the ideal min(N, requests the ro
     python benchmarks/judge_bench.py --inputs 200 --latency 0.1 --concurrency 64 --samples 1
 
 With `--batch`, the judge's Batch API mode instead, against the fake Files/Batches server
-(`python -m tests.batch_server`, its own process): the wall time of a first run (input file
+(`python -m tests.servers.batch_server`, its own process): the wall time of a first run (input file
 written, uploaded, batch polled, output downloaded and joined) and of a rerun that finds every
 result in its state folder, i.e. the judge's own overhead per row, without the Batch API's wait.
 
@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def server(latency: float, module: str = "tests.judge_server") -> Iterator[str]:
+def server(latency: float, module: str = "tests.servers.judge_server") -> Iterator[str]:
     """A fake server in a child process; yields its base URL and stops it at the end."""
-    extra = ["--latency", str(latency)] if module == "tests.judge_server" else []
+    extra = ["--latency", str(latency)] if module == "tests.servers.judge_server" else []
     process = subprocess.Popen([sys.executable, "-m", module, *extra],
                                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -70,7 +70,7 @@ def run(url: str, inputs: list[ScoringInput], concurrency: int, samples: int) ->
 
 def run_batch(inputs: list[ScoringInput], samples: int) -> None:
     """First run and rerun of the Batch API mode against the fake Files/Batches server."""
-    with server(0.0, "tests.batch_server") as url, tempfile.TemporaryDirectory() as folder:
+    with server(0.0, "tests.servers.batch_server") as url, tempfile.TemporaryDirectory() as folder:
         options = {"model": "bench", "base_url": url, "samples": samples, "batch": True, "batch_dir": folder,
                    "poll_interval": 0.05, "max_poll_interval": 0.2}
         for label in ("first run", "rerun"):

@@ -5,7 +5,7 @@ Run as root (it makes network and PID namespaces, like the tests):
     python benchmarks/ray_bench.py [RECORDS] [URLS]    # default 20000 records, 2000 unique URLs
 
 Both runs score (grounding) the same generated set, whose pages come from four loopback hosts
-(`tests/ray_cluster.py`); each run starts with an empty cache. The Ray run includes connecting to
+(`tests/servers/ray_cluster.py`); each run starts with an empty cache. The Ray run includes connecting to
 the cluster and every dataset-wide step (joins, shuffles, actor start-up); not the cluster start.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.ray_cluster import Cluster, PageServers, generate, namespaced  # noqa: E402
+from tests.servers.ray_cluster import Cluster, PageServers, generate, namespaced  # noqa: E402
 
 
 def _timed(argv: list[str]) -> float:

@@ -1,10 +1,10 @@
 """How faithfully spans written by real instrumentations read back: the share of plain prompts equal to the raw's.
 
 `python benchmarks/trace_fidelity.py [FOLDER...]` reads each recording folder (default:
-`fixtures/traces/*`, made by `python -m tests.instrumented_calls --fixtures`; or folders it wrote
+`fixtures/traces/*`, made by `python -m tests.servers.instrumented_calls --fixtures`; or folders it wrote
 from other calls), both as the Collector's JSON lines and as the raw OTLP/HTTP bodies, and each
 recorded call as its raw record, and prints per instrumentation: spans read, error rows, plain
-records (nothing the span cannot hold, `tests.instrumented_calls.lost_in_span`), how many of them
+records (nothing the span cannot hold, `tests.servers.instrumented_calls.lost_in_span`), how many of them
 render the same prompt and response as the raw record, and what made the others not plain.
 `--json` prints the figures as JSON; `--diff` shows the first differing lines of each plain record
 that differs.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tlmscore  # noqa: E402
-from tests.instrumented_calls import lost_in_span  # noqa: E402
+from tests.servers.instrumented_calls import lost_in_span  # noqa: E402
 
 
 def _rows(path: Any, settings: tlmscore.Settings) -> list[dict[str, Any]]:

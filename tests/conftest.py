@@ -18,14 +18,11 @@ import hypothesis
 import pytest
 import trustme
 
-from tests.evidence_server import EvidenceServer
-from tests.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
-from tests.ray_cluster import can_namespace
+from tests.servers.evidence_server import EvidenceServer
+from tests.servers.llama_server import llama_server  # noqa: F401  (one llama.cpp server for the whole test run)
+from tests.servers.ray_cluster import can_namespace
+from tests.support.paths import CORPUS, FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures"
-CORPUS = ROOT.parent / "shared" / "corpus"
-"""Optional: real recorded material beside the checkout. It only adds cases; `fixtures/` is what every test needs."""
 TLS_NAMES = ("a.test", "b.test")
 """The names `tls_server`'s certificate is for."""
 
@@ -117,6 +114,20 @@ def _own_cache(_caches: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def demo_path() -> Path:
     return FIXTURES / "demo.jsonl"
+
+
+@pytest.fixture(scope="session")
+def labelled_scores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tlmscore score` of the labelled fixtures, offline with their saved pages: the scored file the compare,
+    calibrate, annotate and trace-store tests start from (each reads it, none writes it)."""
+    from tlmscore.cli import main
+
+    folder = tmp_path_factory.mktemp("labelled-scores")
+    out = folder / "scored.jsonl"
+    labelled = FIXTURES / "labelled"
+    assert main(["score", str(labelled / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet",
+                 "--pages", str(labelled / "pages"), "--cache-dir", str(folder / "cache")]) == 0
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The package's layout: stages depend only on earlier stages, and modules stay small."""
+"""The package's layout: stages depend only on earlier stages, and modules stay small; the tests mirror the package."""
 
 from __future__ import annotations
 
@@ -214,3 +214,203 @@ def test_the_cycle_check_sees_a_cycle_through_a_type_only_import() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tlmscore.scoring.judge import J\n")
     assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring.judge._batch", is_package=False)
+
+
+# ---------------------------------------------------------------------------------------------- the tests' layout
+
+TESTS = Path(__file__).resolve().parent
+LAYOUT_TESTS = {"test_layout.py"}
+"""The only test modules kept directly in tests/: this one, which holds the package's and the tests' layout."""
+TOP_LEVEL = "top_level"
+"""The tests of tlmscore's top-level modules (`compat.py`, `audit.py`, `settings.py`, …)."""
+NO_PACKAGE = {TOP_LEVEL, "docs", "notebooks", "benchmarks"}
+"""Test folders that hold tests of something other than one package."""
+NO_TESTS = {"servers", "support"}
+"""Folders of what the tests use (local servers and fakes; paths, strategies, cleanlab-tlm's vendored suite)."""
+
+# A private module a test reaches, with why no public name serves. Each is reached only from the test folder of
+# its own package (tests/top_level for tlmscore's own `_modules`), unless CROSS_PACKAGE names the test file.
+PRIVATE_REACH: dict[str, str] = {
+    "tlmscore._chat": "the judge's reply types (Completion, TokenLogprob), built by hand for the fake server",
+    "tlmscore._retry_after": "Retry-After parsing, tested on its own; every client uses it, none exports it",
+    "tlmscore._urls": "url_key, the one spelling of a URL that pages, cache and archive are keyed by",
+    "tlmscore.cli._args": "the parser and Settings made from flags: help texts and the documented flags",
+    "tlmscore.cli._reference": "the CLI reference page the docs test compares with the parser",
+    "tlmscore.cli._summary": "the run summary's quartiles, checked without a run",
+    "tlmscore.compare._svg": "the scatter's colours, which the HTML report's test looks for",
+    "tlmscore.convert._citations": "sentence ends and message citations: the citation parser's own cases",
+    "tlmscore.convert._status": "a record's and a response's status, over every documented status",
+    "tlmscore.convert._tools": "the built-in tools' declarations the prompt lists",
+    "tlmscore.evidence._archive": "the archive's lookup URL and snapshot time, without a live archive",
+    "tlmscore.evidence._body": "the body decoder's limits and encodings, fed hostile bytes directly",
+    "tlmscore.evidence._chat_pages": "pages read by a model: the source itself, against a fake model server",
+    "tlmscore.evidence._download": "the fetch slots' order and release, which no run shows one by one",
+    "tlmscore.evidence._guard": "the address guard and the resolver the tests replace DNS with",
+    "tlmscore.evidence._transport": "the guarded transport, checked on every hop against loopback servers",
+    "tlmscore.evidence._workers": "the extraction pool's limits, met with hostile pages",
+    "tlmscore.ingest._chunks": "the marker a cut-off stream ends with",
+    "tlmscore.ingest._logfile": "random access into plain and .gz inputs",
+    "tlmscore.ingest._records": "load_at, one record read back by its place in a file",
+    "tlmscore.ingest._streams": "the event-stream reassembly, fuzzed line by line",
+    "tlmscore.output._checkpoint": "where a run keeps its checkpoint, which the resume tests break on purpose",
+    "tlmscore.output._manifest": "the resume manifest, read back to check what a run wrote",
+    "tlmscore.ray._pages": "the Ray engine's fetch actor, run without a cluster",
+    "tlmscore.ray._read": "how the Ray engine splits inputs into rows, checked without a cluster",
+    "tlmscore.rendering._prompt": "the JSON and text blocks a prompt is built of, byte for byte",
+    "tlmscore.rendering._shown": "the text a page already shown above is replaced with",
+    "tlmscore.scoring.grounding._claims": "the grounding scorer's claims: unit cases of the sentence rules",
+    "tlmscore.scoring.grounding._evidence": "the grounding scorer's evidence documents and table lines",
+    "tlmscore.scoring.grounding._lexicon": "the WordNet lexicon, loaded from a given folder",
+    "tlmscore.scoring.grounding._recent": "the grounding scorer's recency window",
+    "tlmscore.scoring.grounding._scorer": "which claims the grounding scorer lists",
+    "tlmscore.scoring.grounding._signals": "the grounding scorer's feature names",
+    "tlmscore.scoring.grounding._support": "the evidence index and derived-value support",
+    "tlmscore.scoring.grounding._text": "sentence, clause, date and negation analysis",
+    "tlmscore.scoring.grounding._tokens": "stemming, tokens and normalised numbers",
+    "tlmscore.sources._openinference": "one OpenInference span read as a record, from a real instrumentation",
+}
+
+# A test that reaches a private module of another package than the one its folder tests.
+CROSS_PACKAGE: dict[tuple[str, str], str] = {
+    ("docs/test_documents.py", "tlmscore.cli._args"): "the documented flags are the parser's",
+    ("docs/test_documents.py", "tlmscore.cli._reference"): "docs/cli.md is the reference the CLI renders",
+    ("cli/test_resume.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint, damaged on purpose",
+    ("cli/test_resume_manifest.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint",
+    ("cli/test_resume_manifest.py", "tlmscore.output._manifest"): "what the resumed run wrote",
+    ("convert/test_provider_shapes.py", "tlmscore.rendering._shown"): "a page two searches list is shown once",
+    ("evidence/test_archive.py", "tlmscore._urls"): "archived pages are keyed as fetched ones",
+    ("rendering/test_prompt.py", "tlmscore._urls"): "the prompt's pages are keyed as fetched ones",
+    ("scoring/test_judge.py", "tlmscore._chat"): "the judge's fake server answers in the chat reply types",
+    ("scoring/test_grounding_model_pages.py", "tlmscore.evidence._chat_pages"): "model-read pages, weighed",
+    ("scoring/test_grounding_model_pages.py", "tlmscore.ray._pages"): "model-read pages in the Ray fetch actor",
+}
+
+
+def modules_of_tests(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if p.name.startswith("test_"))
+
+
+def misplaced_tests(root: Path, packages: set[str]) -> list[str]:
+    """Test modules that are not where the layout puts them, each with why."""
+    found = []
+    for path in modules_of_tests(root):
+        parts = path.relative_to(root).parts
+        where = "/".join(parts)
+        if len(parts) == 1:
+            if path.name not in LAYOUT_TESTS:
+                found.append(f"{where}: directly in tests/ (put it in the folder of the package it tests)")
+        elif parts[0] in NO_TESTS:
+            found.append(f"{where}: {parts[0]}/ holds what tests use, not tests")
+        elif parts[0] not in packages | NO_PACKAGE:
+            found.append(f"{where}: {parts[0]}/ is no package of tlmscore nor one of {sorted(NO_PACKAGE)}")
+        elif len(parts) > 2 and ".".join(parts[:-1]) not in packages:
+            found.append(f"{where}: {'/'.join(parts[:-1])}/ is no package of tlmscore")
+    return found
+
+
+def uncollected_tests(root: Path) -> list[str]:
+    """Test functions or classes in servers/ or support/, where pytest never collects them."""
+    found = []
+    for folder in sorted(NO_TESTS):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{path.relative_to(root).as_posix()}: {node.name}" for node in tree.body
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.name.startswith(("test_", "Test"))]
+    return found
+
+
+def folders_without_init(root: Path) -> list[str]:
+    """Folders of Python files that are no package: their modules' names would clash (two test_compare.py)."""
+    return sorted(str(folder.relative_to(root)) for folder in {p.parent for p in root.rglob("*.py")}
+                  if not (folder / "__init__.py").exists())
+
+
+def tlmscore_packages() -> set[str]:
+    """tlmscore's packages as test folders: `ingest`, `scoring`, `scoring.grounding`, …"""
+    return {".".join(p.parent.relative_to(PACKAGE).parts) for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE}
+
+
+def package_under_test(relative: Path) -> str:
+    """The package a test module's folder tests: `tlmscore.evidence` for evidence/…, `tlmscore` for top_level/."""
+    folder = relative.parts[0]
+    return "tlmscore" if folder == TOP_LEVEL else f"tlmscore.{folder}"
+
+
+def private_reaches(root: Path) -> set[tuple[str, str]]:
+    """`(test module relative to root, private module)` for every private tlmscore module a test module imports."""
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found.update((relative.as_posix(), private) for private in private_modules(tree, "tests", is_package=False))
+    return found
+
+
+def unlisted_reaches(reaches: set[tuple[str, str]]) -> list[str]:
+    """The private reaches neither list allows, each with why."""
+    found = []
+    for test, private in sorted(reaches):
+        owner = private.rsplit(".", 1)[0]
+        package = package_under_test(Path(test))
+        own = private in PRIVATE_REACH and (owner == package or owner.startswith(package + "."))
+        if not own and (test, private) not in CROSS_PACKAGE:
+            why = "not in PRIVATE_REACH" if private not in PRIVATE_REACH else f"{owner} is not what {test} tests"
+            found.append(f"{test} imports {private}: {why}")
+    return found
+
+
+def test_every_test_module_is_in_the_folder_of_what_it_tests() -> None:
+    assert misplaced_tests(TESTS, tlmscore_packages()) == []
+
+
+def test_servers_and_support_hold_no_tests() -> None:
+    assert uncollected_tests(TESTS) == []
+
+
+def test_every_folder_of_python_files_is_a_package() -> None:
+    assert folders_without_init(TESTS) == []
+
+
+def test_a_test_reaches_a_private_module_only_as_listed_with_a_reason() -> None:
+    assert unlisted_reaches(private_reaches(TESTS)) == []
+
+
+def test_every_listed_private_reach_is_still_needed() -> None:
+    """An entry nothing uses any more goes: the lists stay the short record of where tests go past a public face."""
+    reaches = private_reaches(TESTS)
+    assert sorted(set(PRIVATE_REACH) - {private for _, private in reaches}) == []
+    assert sorted(set(CROSS_PACKAGE) - reaches) == []
+
+
+def test_the_layout_checks_see_a_test_in_the_wrong_place(tmp_path: Path) -> None:
+    files = ["__init__.py", "test_layout.py", "test_loose.py", "ingest/__init__.py", "ingest/test_ok.py",
+             "ingst/__init__.py", "ingst/test_typo.py", "servers/__init__.py", "servers/test_hidden.py",
+             "top_level/__init__.py", "top_level/test_api.py", "scoring/__init__.py", "scoring/grounding/test_deep.py",
+             "scoring/judges/__init__.py", "scoring/judges/test_deeper.py"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    found = misplaced_tests(tmp_path, {"ingest", "scoring", "scoring.grounding"})
+    assert [line.split(":")[0] for line in found] == [
+        "ingst/test_typo.py", "scoring/judges/test_deeper.py", "servers/test_hidden.py", "test_loose.py"]
+    assert folders_without_init(tmp_path) == ["scoring/grounding"]
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "fakes.py").write_text("def make():\n    pass\n\n\ndef test_unseen():\n    pass\n",
+                                                   encoding="utf-8")
+    assert uncollected_tests(tmp_path) == ["support/fakes.py: test_unseen"]
+
+
+def test_the_private_check_sees_an_unlisted_and_an_other_packages_reach(tmp_path: Path) -> None:
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "evidence" / "test_a.py").write_text(
+        "from tlmscore.evidence._guard import check_url\nfrom tlmscore.evidence import Page\n"
+        "def test_x():\n    from tlmscore.ingest._logfile import lines\n", encoding="utf-8")
+    (tmp_path / "evidence" / "test_b.py").write_text("from tlmscore.evidence._nowhere import x\n", encoding="utf-8")
+    reaches = private_reaches(tmp_path)
+    assert reaches == {("evidence/test_a.py", "tlmscore.evidence._guard"),
+                       ("evidence/test_a.py", "tlmscore.ingest._logfile"),
+                       ("evidence/test_b.py", "tlmscore.evidence._nowhere")}
+    assert unlisted_reaches(reaches) == [
+        "evidence/test_a.py imports tlmscore.ingest._logfile: tlmscore.ingest is not what evidence/test_a.py tests",
+        "evidence/test_b.py imports tlmscore.evidence._nowhere: not in PRIVATE_REACH"]

@@ -2,7 +2,7 @@
 
 `python -m tlmscore.cli._reference docs/cli.md` rewrites the part of the page between `BEGIN` and
 `END`: every command, its flags by the groups `--help` shows, each with its help text (defaults
-filled in). tests/test_docs.py fails when the page and the parser differ.
+filled in). tests/docs/test_documents.py fails when the page and the parser differ.
 """
 
 from __future__ import annotations
