@@ -122,3 +122,15 @@ def test_every_flag_help_shows_is_on_the_command_line_page(command: str, capsys:
     assert shown or command == "plugins"  # the one command with no flag of its own
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert sorted(f for f in shown if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", page)) == []
+
+
+def test_the_property_test_command_names_every_property_test_file() -> None:
+    """docs/development.md's command for fresh seeds runs every file with a Hypothesis test, and only those."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    command = re.search(r"python -m pytest -q -m hypothesis[^`]*", text)
+    assert command is not None
+    named = set(re.findall(r"tests/[\w/]+\.py", command.group()))
+    decorated = re.compile(r"^\s*@given\(", flags=re.MULTILINE)
+    given = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")
+             if decorated.search(path.read_text(encoding="utf-8"))}
+    assert named == given
