@@ -12,6 +12,7 @@ counting the requests per URL and the most requests in flight at once per host.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -200,6 +201,7 @@ class Cluster:
         self.address = f"127.0.0.1:{PORT}"
         self.worker: subprocess.Popen[bytes] | None = None
         self.nodes, self.worker_log = 0, ""
+        self.starts: list[dict[str, Any]] = []  # each start of the worker: nodes seen, its exit code, its log
 
     def _node(self) -> list[str]:
         return [f"--num-cpus={self.cpus}", f"--object-store-memory={self.memory}", "--disable-usage-stats"]
@@ -235,6 +237,7 @@ class Cluster:
                     time.sleep(0.5)
                 self.nodes = self._alive(ray)
                 self.worker_log = log.read_text(encoding="utf-8", errors="replace")[-2000:]
+                self.starts.append({"nodes": self.nodes, "exit": self.worker.poll(), "log": self.worker_log})
                 if self.nodes >= 2 or self.worker.poll() is None:
                     return
         finally:
@@ -245,9 +248,13 @@ class Cluster:
         return sum(1 for n in ray.nodes() if n["Alive"])
 
     def kill_worker(self) -> None:
-        """Kill the worker node and everything it runs, at once (SIGKILL to its process group)."""
+        """Kill the worker node and everything it runs, at once (SIGKILL to its process group).
+
+        A worker whose `ray start` already ended (and was reaped) has no group left to kill.
+        """
         if self.worker is not None:
-            os.killpg(self.worker.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.worker.pid, signal.SIGKILL)
             self.worker.wait(timeout=30)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -336,6 +336,7 @@ def run(work: Path, records: int, urls: int) -> dict[str, Any]:
         _timed(report, "kill_worker", lambda: _kill_worker(work, cluster, servers, inputs))
         _timed(report, "kill_driver", lambda: _kill_driver(work, cluster, servers, inputs))
         _timed(report, "library", lambda: _library(work, cluster))
+        report["worker_starts"] = cluster.starts
     return report
 
 
