@@ -28,6 +28,7 @@ from tests.servers.trace_store_fakes import (
     serve_langsmith,
 )
 from tests.support.paths import ROOT
+from tests.support.tables import write_table
 from tlmscore.annotate import Clock, Policy, deliver, destination, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
@@ -40,11 +41,6 @@ SECRETS = (SECRET_KEY, LANGSMITH_KEY)
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _langfuse_ids(index: int) -> dict[str, str]:
@@ -140,7 +136,7 @@ def _check_langsmith(store: Store, rows: list[dict[str, Any]]) -> None:
 def test_langfuse_scores_equal_the_rows_and_a_rerun_updates_them(
         plain: list[dict[str, Any]], langfuse: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [r | _langfuse_ids(i) for i, r in enumerate(plain)]
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     assert main(["annotate", str(scored), "--to", "langfuse"]) == 0
     first = set(langfuse.stored)
     _check_langfuse(langfuse, rows)
@@ -156,13 +152,13 @@ def test_langfuse_scores_equal_the_rows_and_a_rerun_updates_them(
 def test_langsmith_feedback_equals_the_rows_and_a_rerun_updates_it(
         plain: list[dict[str, Any]], langsmith: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [r | _langsmith_ids(i) for i, r in enumerate(plain)]
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     assert main(["annotate", str(scored), "--to", "langsmith"]) == 0
     first = set(langsmith.stored)
     _check_langsmith(langsmith, rows)
     assert all(h["x-api-key"] == LANGSMITH_KEY for h in langsmith.headers)
     rows[0]["score"] = 0.125  # a changed score: the re-run updates the feedback it has
-    _write(scored, rows)
+    write_table(scored, rows)
     assert main(["annotate", str(scored), "--to", "langsmith"]) == 0
     assert set(langsmith.stored) == first
     assert sum("patch" in w for w in langsmith.writes) == ROWS  # the same ids again: 409, then updated in place
@@ -185,7 +181,7 @@ def test_rows_without_the_ids_a_store_needs_are_skipped(plain: list[dict[str, An
 
 def test_file_targets_hold_the_bodies_the_apis_take(plain: list[dict[str, Any]], tmp_path: Path) -> None:
     rows = [r | _langfuse_ids(i) for i, r in enumerate(plain)]
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     scores = tmp_path / "scores.jsonl"
     assert main(["annotate", str(scored), "--to", f"langfuse-json:{scores}"]) == 0
     store = Store(stored={s["id"]: s for s in _lines(scores)})
@@ -197,7 +193,7 @@ def test_file_targets_hold_the_bodies_the_apis_take(plain: list[dict[str, Any]],
 def test_a_failing_then_down_langfuse_loses_no_score_and_the_side_file_replays(
         langfuse: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     records = _lines(LABELLED / "labelled.jsonl")
-    source = _write(tmp_path / "traced.jsonl", [r | _langfuse_ids(i) for i, r in enumerate(records)])
+    source = write_table(tmp_path / "traced.jsonl", [r | _langfuse_ids(i) for i, r in enumerate(records)])
     out = tmp_path / "out.jsonl"
     langfuse.fail_next = 3  # every attempt answers 500
     assert main(["score", str(source), "-o", str(out), "--offline", "--quiet", "--pages", str(LABELLED / "pages"),
@@ -291,7 +287,7 @@ def test_bare_annotate_sends_each_row_back_to_its_origin(
     otel = {"origin": "otlp"}
     origins = [_langfuse_ids(i) if i < 5 else _langsmith_ids(i) if i < 10 else
                otel | {"trace_id": f"{i:032x}", "span_id": f"{i:016x}"} if i < 15 else {} for i in range(ROWS)]
-    source = _write(tmp_path / "mixed.jsonl", [r | o for r, o in zip(records, origins, strict=True)])
+    source = write_table(tmp_path / "mixed.jsonl", [r | o for r, o in zip(records, origins, strict=True)])
     out = tmp_path / "out.jsonl"
     assert main(["score", str(source), "-o", str(out), "--offline", "--quiet", "--pages", str(LABELLED / "pages"),
                  "--cache-dir", str(tmp_path / "cache"), "--annotate"]) == 0
@@ -314,7 +310,7 @@ def test_bare_annotate_keeps_rows_whose_origin_is_unreachable_or_not_configured(
     rows = [r | (_langfuse_ids(i) if i < 3 else _langsmith_ids(i) if i < 6 else
                  {"origin": "phoenix", "source": f"phoenix://{down.removeprefix('http://')}/default",
                   "trace_id": f"{i:032x}", "span_id": f"{i:016x}"}) for i, r in enumerate(plain[:9])]
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     assert main(["annotate", str(scored), "--to", "origin"]) == 1
     err = capsys.readouterr().err
     assert "3 rows not annotated: --to langfuse: set LANGFUSE_HOST" in err

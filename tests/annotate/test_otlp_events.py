@@ -16,6 +16,7 @@ import pytest
 
 from tests.servers.otlp_receiver import OtlpReceiver, serve_otlp
 from tests.support.paths import ROOT
+from tests.support.tables import json_lines
 from tlmscore.annotate import Clock, Policy, deliver, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
@@ -52,10 +53,6 @@ def _attributes(record: Any) -> dict[str, Any]:
     return values
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def test_every_row_becomes_an_event_on_its_span(scored: Path, receiver: OtlpReceiver, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,7 +60,7 @@ def test_every_row_becomes_an_event_on_its_span(scored: Path, receiver: OtlpRece
     copy = tmp_path / "scored.jsonl"
     copy.write_bytes(scored.read_bytes())
     assert main(["annotate", str(copy), "--to", f"otlp:{receiver.url}"]) == 0
-    rows = _rows(scored)
+    rows = json_lines(scored)
     assert len(receiver.records) == len(rows) == 25
     assert receiver.headers[0]["authorization"] == SECRET
     for row, record in zip(rows, receiver.records, strict=True):
@@ -89,7 +86,7 @@ def test_every_row_becomes_an_event_on_its_span(scored: Path, receiver: OtlpRece
 
 def test_a_failing_receiver_is_retried_then_the_side_file_replays(scored: Path, receiver: OtlpReceiver,
                                                                   tmp_path: Path) -> None:
-    rows = _rows(scored)
+    rows = json_lines(scored)
     receiver.fail_next = 2  # two 503s, then accepted: the third attempt succeeds
     fast, no_wait = Policy(batch_size=10), Clock(sleep=lambda s: None)
     outcome = deliver(rows, parse_target(f"otlp:{receiver.url}", {}), policy=fast, clock=no_wait)
@@ -129,14 +126,14 @@ def test_score_with_the_receiver_failing_keeps_every_score_and_the_side_file_rep
     side = tmp_path / "out.csv.annotate-failed.jsonl"
     assert f"replay with: tlmscore annotate {side}" in err and "--to ..." not in err
     written = list(read_rows(out))  # every score is in the scores file
-    assert [r["id"] for r in written] == [r["id"] for r in _rows(scored)]
+    assert [r["id"] for r in written] == [r["id"] for r in json_lines(scored)]
     assert all(0.0 < r["score"] <= 1.0 for r in written)
-    failed = _rows(side)
+    failed = json_lines(side)
     assert len(failed) == 25 and {r["target"] for r in failed} == {f"otlp:{receiver.url}/v1/logs"}
     # rows that failed at one collector are not sent to another one, and stay in the side file
     assert main(["annotate", str(side), "--to", f"otlp:{down}"]) == 2
     assert "no row of this side file failed there" in capsys.readouterr().err
-    assert len(_rows(side)) == 25
+    assert len(json_lines(side)) == 25
     receiver.fail_next = 0
     assert main(["annotate", str(side)]) == 0  # each row back to the target it names
     assert not side.exists()
@@ -149,7 +146,7 @@ def test_score_with_the_receiver_failing_keeps_every_score_and_the_side_file_rep
 def test_otlp_json_file(scored: Path, tmp_path: Path) -> None:
     target = tmp_path / "events.jsonl"
     assert main(["annotate", str(scored), "--to", f"otlp-json:{target}"]) == 0
-    (request,) = _rows(target)
+    (request,) = json_lines(target)
     records = request["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
     assert len(records) == 25
     assert records[0]["traceId"] == f"{1:032x}" and records[0]["spanId"] == f"{1:016x}"
@@ -180,6 +177,6 @@ def test_a_client_error_is_not_retried(scored: Path) -> None:
         calls.append(request)
         return httpx.Response(401)
 
-    outcome = deliver(_rows(scored)[:3], parse_target("otlp:http://collector.invalid", {}),
+    outcome = deliver(json_lines(scored)[:3], parse_target("otlp:http://collector.invalid", {}),
                       transport=httpx.MockTransport(reply), clock=Clock(sleep=lambda s: None))
     assert (len(calls), outcome.errors) == (1, ["rows 1-3: HTTP 401 Unauthorized"])

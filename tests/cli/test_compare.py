@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
 
 import tlmscore
 from tests.support.paths import ROOT
+from tests.support.tables import json_lines, write_table
 from tlmscore import Settings
 from tlmscore.cli import main
 from tlmscore.compare import compare_rows
 from tlmscore.errors import ConfigError
-from tlmscore.output import RowWriter, read_rows
+from tlmscore.output import read_rows
 
 FIXTURES = ROOT / "fixtures" / "labelled"
 DROPPED = ("oresund-faithful-1", "python-3.12-faithful-1", "nimbus-pricing-faithful-2",
@@ -28,30 +28,17 @@ def scored(labelled_scores: Path) -> Path:
     return labelled_scores
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    else:
-        with RowWriter(path) as writer:
-            writer.write(rows)
-    return path
-
-
 def _dropped(scored: Path, target: Path, keys: tuple[str, ...] = DROPPED, by: float = 0.4) -> Path:
-    rows = _rows(scored)
+    rows = json_lines(scored)
     for row in rows:
         if row["id"] in keys:
             row["score"] = round(row["score"] - by, 6)
             row["explanation"] = "changed prompt: " + row["explanation"]
-    return _write(target, rows)
+    return write_table(target, rows)
 
 
 def test_unchanged_run_passes(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    again = _write(tmp_path / "new.jsonl", _rows(scored))
+    again = write_table(tmp_path / "new.jsonl", json_lines(scored))
     report = tmp_path / "report.md"
     assert main(["compare", str(scored), str(again), "--max-drop", "0.05", "--report", str(report)]) == 0
     assert "all gates hold" in report.read_text(encoding="utf-8")
@@ -66,7 +53,7 @@ def test_five_rows_dropped_fail_max_drop_and_the_report_names_them(scored: Path,
     text = report.read_text(encoding="utf-8")
     assert "gate failed**: max-drop" in text
     assert "5 rows dropped more than 0.05" in text
-    base = {r["id"]: r for r in _rows(scored)}
+    base = {r["id"]: r for r in json_lines(scored)}
     dropped_section = text.split("### Dropped (5)")[1].split("###")[0]
     for key in DROPPED:
         line = next(line for line in dropped_section.splitlines() if f"`{key}`" in line)
@@ -97,7 +84,7 @@ def test_a_missing_input_is_a_usage_error(scored: Path, tmp_path: Path, capsys: 
 
 
 def test_no_common_rows_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    other = _write(tmp_path / "other.jsonl", [{**r, "id": "x-" + r["id"]} for r in _rows(scored)])
+    other = write_table(tmp_path / "other.jsonl", [{**r, "id": "x-" + r["id"]} for r in json_lines(scored)])
     assert main(["compare", str(scored), str(other)]) == 2
     assert "share no 'id'" in capsys.readouterr().err
 
@@ -110,8 +97,8 @@ def test_a_bad_line_names_file_and_line(scored: Path, tmp_path: Path, capsys: py
 
 
 def test_a_duplicate_key_is_a_usage_error(scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = _rows(scored)
-    twice = _write(tmp_path / "twice.jsonl", [*rows, rows[3]])
+    rows = json_lines(scored)
+    twice = write_table(tmp_path / "twice.jsonl", [*rows, rows[3]])
     assert main(["compare", str(scored), str(twice)]) == 2
     assert f"id '{rows[3]['id']}' appears more than once" in capsys.readouterr().err
 
@@ -124,7 +111,7 @@ def test_by_groups_and_the_json_and_junit_reports(scored: Path, tmp_path: Path) 
     data = json.loads(json_report.read_text(encoding="utf-8"))
     assert data["ok"] is False
     assert set(data["gates"][0]["keys"]) == set(DROPPED)
-    models = {r["model"]: r["id"] for r in _rows(scored)}
+    models = {r["model"]: r["id"] for r in json_lines(scored)}
     assert set(data["groups"]) == set(models)
     assert sum(g["dropped"] for g in data["groups"].values()) == 5
     assert sum(g["rows"] for g in data["groups"].values()) == 25

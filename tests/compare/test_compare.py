@@ -3,18 +3,17 @@ the seeded bootstrap, the scatter of a big run."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import tlmscore
 from tests.support.paths import ROOT
+from tests.support.tables import json_lines, write_table
 from tlmscore import Settings
 from tlmscore.compare import Gates, check_gates, compare_rows, paired_bootstrap, render_report
-from tlmscore.output import RowWriter, read_rows
+from tlmscore.output import read_rows
 
 FIXTURES = ROOT / "fixtures" / "labelled"
 
@@ -25,22 +24,9 @@ def scored(labelled_scores: Path) -> Path:
     return labelled_scores
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    else:
-        with RowWriter(path) as writer:
-            writer.write(rows)
-    return path
-
-
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_any_output_format_compares_equal_to_jsonl(scored: Path, tmp_path: Path, suffix: str) -> None:
-    table = _write(tmp_path / f"base{suffix}", _rows(scored))
+    table = write_table(tmp_path / f"base{suffix}", json_lines(scored))
     comparison = compare_rows(list(read_rows(table)), list(read_rows(scored)))
     assert comparison.summary.paired == 25
     assert comparison.dropped() == comparison.rose() == []

@@ -15,6 +15,7 @@ import pytest
 import tlmscore
 from tests.servers.openai_server import OpenAIServer
 from tests.support.paths import ROOT
+from tests.support.tables import write_table
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest import read_transcripts
 from tlmscore.sources import Read, SourceReader
@@ -58,11 +59,6 @@ def span_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
             for s in exporter.get_finished_spans()]
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
 def _settings(tmp_path: Path, **values: Any) -> tlmscore.Settings:
     return tlmscore.Settings(offline=True, cache_dir=tmp_path / "cache", **values)
 
@@ -70,7 +66,7 @@ def _settings(tmp_path: Path, **values: Any) -> tlmscore.Settings:
 def test_a_span_file_is_read_by_content_whatever_its_name(span_rows: list[dict[str, Any]], tmp_path: Path) -> None:
     raw = tlmscore.prepare([{"request": REQUEST, "response": RESPONSE}], _settings(tmp_path))
     for name in ("spans.jsonl", "export.ndjson"):
-        rows = tlmscore.prepare(_write(tmp_path / name, span_rows), _settings(tmp_path))
+        rows = tlmscore.prepare(write_table(tmp_path / name, span_rows), _settings(tmp_path))
         assert list(rows["prompt"]) == list(raw["prompt"])
         assert list(rows["response"]) == list(raw["response"])
         assert rows["origin"][0] == "openinference"
@@ -84,12 +80,12 @@ def test_a_span_file_is_read_by_content_whatever_its_name(span_rows: list[dict[s
 def test_other_spans_of_a_trace_are_no_records(span_rows: list[dict[str, Any]], tmp_path: Path) -> None:
     tool = {**span_rows[0], "span_kind": "TOOL", "attributes.openinference.span.kind": "TOOL",
             "context.span_id": "00000000000000aa"}
-    rows = tlmscore.prepare(_write(tmp_path / "spans.jsonl", [tool, *span_rows, tool]), _settings(tmp_path))
+    rows = tlmscore.prepare(write_table(tmp_path / "spans.jsonl", [tool, *span_rows, tool]), _settings(tmp_path))
     assert list(rows["line"]) == [2]
 
 
 def test_a_record_file_stays_a_record_file(tmp_path: Path) -> None:
-    path = _write(tmp_path / "calls.jsonl", [{"request": REQUEST, "response": RESPONSE}])
+    path = write_table(tmp_path / "calls.jsonl", [{"request": REQUEST, "response": RESPONSE}])
     assert find_reader(str(path)) is None
     rows = tlmscore.prepare(path, _settings(tmp_path))
     assert rows["origin"][0] is None and rows["error"][0] is None
@@ -104,7 +100,7 @@ def test_origin_fields_of_a_plain_record_reach_the_row(tmp_path: Path) -> None:
 
 
 def test_format_forces_a_reader(span_rows: list[dict[str, Any]], tmp_path: Path) -> None:
-    path = _write(tmp_path / "spans.jsonl", span_rows)
+    path = write_table(tmp_path / "spans.jsonl", span_rows)
     as_records = tlmscore.prepare(path, _settings(tmp_path, input_format="records"))
     assert list(as_records["error"]) == [f"{path}:1: response has no 'output'"]
     forced = list(read_transcripts(path, fmt="openinference"))
@@ -131,7 +127,7 @@ def test_a_plugin_loads_readers_and_refuses_other_values() -> None:
 
 
 def test_window_flags_without_a_live_source_are_a_usage_error(tmp_path: Path) -> None:
-    path = _write(tmp_path / "calls.jsonl", [{"request": REQUEST, "response": RESPONSE}])
+    path = write_table(tmp_path / "calls.jsonl", [{"request": REQUEST, "response": RESPONSE}])
     done = subprocess.run([sys.executable, "-m", "tlmscore", "prepare", str(path), "--limit", "3",
                            "-o", str(tmp_path / "out.jsonl"), "--quiet"], capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False, timeout=120)

@@ -22,6 +22,7 @@ from werkzeug import Request, Response
 
 import tlmscore
 from tests.support.paths import ROOT
+from tests.support.tables import json_lines, write_table
 from tlmscore.annotate import NOT_SCORABLE, annotation_of
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError, TranscriptError
@@ -35,22 +36,13 @@ KEY = "phx-key-0b7e41d9"  # a made-up key the outputs and the wrong servers are 
 @pytest.fixture(scope="module")
 def plain(labelled_scores: Path) -> list[dict[str, Any]]:
     """The labelled fixtures scored offline."""
-    return _lines(labelled_scores)
+    return json_lines(labelled_scores)
 
 
 def _phoenix_rows(plain: list[dict[str, Any]], count: int, source: str = "spans.jsonl") -> list[dict[str, Any]]:
     """`count` scored rows read from Phoenix (`source`), each with a span of its own."""
     return [plain[i % len(plain)] | {"id": f"row-{i}", "origin": "phoenix", "source": source,
                                      "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"} for i in range(count)]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def _free_port() -> int:
@@ -154,14 +146,14 @@ def test_a_target_that_never_answers_is_given_up_and_every_row_kept_with_its_tar
         plain: list[dict[str, Any]], silent: tuple[str, list[socket.socket]], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     address, accepted = silent
-    scored = _write(tmp_path / "scored.jsonl", _phoenix_rows(plain, 1000))
+    scored = write_table(tmp_path / "scored.jsonl", _phoenix_rows(plain, 1000))
     assert main(["annotate", str(scored), "--to", f"phoenix://{address}", "--timeout", "0.5"]) == 1
     err = capsys.readouterr().err
     assert f"annotations to phoenix://{address}: 0 of 1000 written" in err
     assert "gave up after 3 failed attempts in a row (last: no answer within 0.5 s (ReadTimeout)); " \
            "1000 rows kept to replay" in err
     assert len(accepted) == 3  # one batch, three tries; the nine other batches are never sent
-    side = _lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")
+    side = json_lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")
     assert [r["id"] for r in side] == [f"row-{i}" for i in range(1000)]
     assert {r["target"] for r in side} == {f"phoenix://{address}"}
 
@@ -169,11 +161,11 @@ def test_a_target_that_never_answers_is_given_up_and_every_row_kept_with_its_tar
 def test_the_deadline_keeps_what_is_left(plain: list[dict[str, Any]], httpserver: HTTPServer,
                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _accepts_annotations(httpserver)
-    scored = _write(tmp_path / "scored.jsonl", _phoenix_rows(plain, 30))
+    scored = write_table(tmp_path / "scored.jsonl", _phoenix_rows(plain, 30))
     assert main(["annotate", str(scored), "--to", f"phoenix://{_address(httpserver)}", "--deadline", "0"]) == 1
     assert "the deadline passed; 30 rows kept to replay" in capsys.readouterr().err
     assert _annotations(httpserver) == []
-    assert len(_lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")) == 30
+    assert len(json_lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")) == 30
 
 
 def test_what_the_store_took_is_counted_and_only_the_rest_is_kept(
@@ -181,12 +173,13 @@ def test_what_the_store_took_is_counted_and_only_the_rest_is_kept(
         capsys: pytest.CaptureFixture[str]) -> None:
     _accepts_annotations(httpserver, failing_after=1)  # the first post of 100 is stored, then the store fails
     rows = _phoenix_rows(plain, 150)
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     assert main(["annotate", str(scored), "--to", f"phoenix://{_address(httpserver)}"]) == 1
     err = capsys.readouterr().err
     assert f"annotations to phoenix://{_address(httpserver)}: 100 of 150 written" in err
     assert "rows 101-150: HTTP 500 INTERNAL SERVER ERROR (after 3 attempts)" in err
-    assert [r["id"] for r in _lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")] == [r["id"] for r in rows[100:]]
+    failed = json_lines(tmp_path / "scored.jsonl.annotate-failed.jsonl")
+    assert [r["id"] for r in failed] == [r["id"] for r in rows[100:]]
 
 
 # ---- the side file names its target, and is replayed there -------------------------------------------------
@@ -196,17 +189,17 @@ def test_a_side_file_goes_back_to_the_target_it_names(plain: list[dict[str, Any]
     _accepts_annotations(httpserver)  # the rows' origin, which must not get what failed elsewhere
     port = _free_port()  # the target: down for now
     rows = _phoenix_rows(plain, 12, source=f"phoenix://{_address(httpserver)}/default")
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     assert main(["annotate", str(scored), "--to", f"phoenix://127.0.0.1:{port}"]) == 1
     side = tmp_path / "scored.jsonl.annotate-failed.jsonl"
-    assert {r["target"] for r in _lines(side)} == {f"phoenix://127.0.0.1:{port}"}
+    assert {r["target"] for r in json_lines(side)} == {f"phoenix://127.0.0.1:{port}"}
     err = capsys.readouterr().err
     assert f"replay with: tlmscore annotate {side}\n" in err and "--to ..." not in err
 
     assert main(["annotate", str(side), "--to", "origin"]) == 2  # not to where the rows came from
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tlmscore: error: a side file's rows go back to the target each names")
-    assert len(_lines(side)) == 12 and _annotations(httpserver) == []
+    assert len(json_lines(side)) == 12 and _annotations(httpserver) == []
 
     with HTTPServer(host="127.0.0.1", port=port) as target:
         _accepts_annotations(target)
@@ -221,19 +214,20 @@ def test_a_side_file_keeps_the_rows_of_targets_not_replayed(plain: list[dict[str
     _accepts_annotations(httpserver)
     down = f"phoenix://127.0.0.1:{_free_port()}"
     rows = _phoenix_rows(plain, 6)
-    scored = _write(tmp_path / "scored.jsonl", rows)
+    scored = write_table(tmp_path / "scored.jsonl", rows)
     side = tmp_path / "scored.jsonl.annotate-failed.jsonl"
     up = f"phoenix://{_address(httpserver)}"
     assert main(["annotate", str(scored), "--to", down, "--to", "otlp-json:/nonexistent/dir/events.jsonl"]) == 1
-    assert sorted({r["target"] for r in _lines(side)}) == sorted({down, "otlp-json:/nonexistent/dir/events.jsonl"})
+    assert sorted({r["target"] for r in json_lines(side)}) == sorted({down, "otlp-json:/nonexistent/dir/events.jsonl"})
     assert main(["annotate", str(scored), "--to", up]) == 1  # written there; the other targets' rows stay
-    assert len(_lines(side)) == 12 and len(_annotations(httpserver)) == 6
+    assert len(json_lines(side)) == 12 and len(_annotations(httpserver)) == 6
     events = tmp_path / "events.jsonl"
-    kept = [r | {"target": f"otlp-json:{events}"} if r["target"].startswith("otlp-json") else r for r in _lines(side)]
-    _write(side, kept)
+    kept = [r | {"target": f"otlp-json:{events}"} if r["target"].startswith("otlp-json") else r
+            for r in json_lines(side)]
+    write_table(side, kept)
     assert main(["annotate", str(side), "--to", f"otlp-json:{events}"]) == 1  # only those rows were picked
-    assert {r["target"] for r in _lines(side)} == {down}
-    assert len(_lines(events)) == 1
+    assert {r["target"] for r in json_lines(side)} == {down}
+    assert len(json_lines(events)) == 1
 
 
 # ---- keys go only to the server they are for --------------------------------------------------------------
@@ -243,7 +237,7 @@ def test_a_key_is_not_sent_to_an_address_read_from_the_rows(plain: list[dict[str
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     _accepts_annotations(httpserver)
     crafted = f"phoenix://{_address(httpserver)}/default"  # what a scored file from elsewhere may name
-    scored = _write(tmp_path / "scored.jsonl", _phoenix_rows(plain, 4, source=crafted))
+    scored = write_table(tmp_path / "scored.jsonl", _phoenix_rows(plain, 4, source=crafted))
     monkeypatch.setenv("PHOENIX_API_KEY", KEY)
     monkeypatch.delenv("PHOENIX_ENDPOINT", raising=False)
     monkeypatch.delenv("PHOENIX_COLLECTOR_ENDPOINT", raising=False)
@@ -264,7 +258,7 @@ def test_a_key_is_not_sent_to_an_address_read_from_the_rows(plain: list[dict[str
 def test_a_key_goes_to_one_named_server_and_two_must_be_told_apart(
         plain: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    scored = _write(tmp_path / "scored.jsonl", _phoenix_rows(plain, 3))
+    scored = write_table(tmp_path / "scored.jsonl", _phoenix_rows(plain, 3))
     monkeypatch.setenv("PHOENIX_API_KEY", KEY)
     monkeypatch.delenv("PHOENIX_ENDPOINT", raising=False)
     monkeypatch.delenv("PHOENIX_COLLECTOR_ENDPOINT", raising=False)
