@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.stores.base import Sent
+from tlmscore.stores.base import Keys, Sent, Target
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
@@ -51,3 +51,24 @@ def call(client: httpx.Client, method: str, url: str, headers: Mapping[str, str]
                               timeout=timeout)
     except httpx.HTTPError as exc:
         return failure(exc, timeout)
+
+
+def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> Target | None:
+    """A hosted store's annotation target: `NAME`, `NAME:URL` or `NAME-json:FILE`.
+
+    `NAME` takes the server and keys from the environment; `NAME-json:FILE` writes what would be
+    sent to a file. None when `text` is not one of these; a `ConfigError` naming the variables to set when the
+    server or a key is missing.
+    """
+    scheme, sep, rest = text.partition(":")
+    if scheme == f"{name}-json" and sep and rest:
+        return Target(name, text, rest, file=True)
+    if scheme != name or (sep and not rest.startswith(("http://", "https://"))):
+        return None
+    host = rest if sep else keys.server(env)
+    missing = ([] if host else [keys.servers[0]]) + [secret for secret in keys.secrets if not env.get(secret)]
+    if missing:
+        elsewhere = f" (and {keys.servers[0]} for a self-hosted one)" if keys.default else ""
+        raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
+    location = http_url(str(host), name)
+    return Target(name, f"{name}:{location}", location)

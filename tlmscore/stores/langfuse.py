@@ -36,9 +36,8 @@ from typing import Any
 import httpx
 
 from tlmscore._tables import json_cell
-from tlmscore.errors import ConfigError
 from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
-from tlmscore.stores._http import RETRY_STATUS, failure, http_url
+from tlmscore.stores._http import RETRY_STATUS, failure, hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
@@ -297,17 +296,7 @@ class LangfuseConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`langfuse` (`LANGFUSE_HOST` and its keys), `langfuse:URL` or `langfuse-json:FILE`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme == "langfuse-json" and sep and rest:
-            return Target(self.name, text, rest, file=True)
-        if scheme != "langfuse" or (sep and not rest.startswith(("http://", "https://"))):
-            return None
-        host = rest if sep else KEYS.server(env)
-        missing = ([] if host else ["LANGFUSE_HOST"]) + [name for name in KEYS.secrets if not env.get(name)]
-        if missing:
-            raise ConfigError(f"--to langfuse: set {', '.join(missing)}")
-        location = http_url(str(host), "langfuse")
-        return Target(self.name, f"langfuse:{location}", location)
+        return hosted_target(text, self.name, KEYS, env)
 
     def back_to(self, source: str | None) -> str | None:
         """Observations go back to the Langfuse of the environment."""

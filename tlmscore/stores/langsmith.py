@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.errors import ConfigError
 from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
-from tlmscore.stores._http import http_url
+from tlmscore.stores._http import hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -226,15 +225,7 @@ class LangSmithConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`langsmith` (`LANGSMITH_ENDPOINT`, `LANGSMITH_API_KEY`), `langsmith:URL` or `langsmith-json:FILE`."""
-        scheme, sep, rest = text.partition(":")
-        if scheme == "langsmith-json" and sep and rest:
-            return Target(self.name, text, rest, file=True)
-        if scheme != "langsmith" or (sep and not rest.startswith(("http://", "https://"))):
-            return None
-        if not env.get(KEYS.secrets[0]):
-            raise ConfigError(f"--to langsmith: set {KEYS.secrets[0]} (and LANGSMITH_ENDPOINT for a self-hosted one)")
-        location = http_url(rest if sep else str(KEYS.server(env)), "langsmith")
-        return Target(self.name, f"langsmith:{location}", location)
+        return hosted_target(text, self.name, KEYS, env)
 
     def back_to(self, source: str | None) -> str | None:
         """Runs go back to the LangSmith of the environment."""
