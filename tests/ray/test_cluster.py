@@ -148,6 +148,7 @@ def test_killing_a_worker_node_mid_run_still_gives_every_row_once(runs: tuple[Pa
 def test_resume_after_killing_the_driver_gives_every_row_once(runs: tuple[Path, dict[str, Any]]) -> None:
     work, report = runs
     result = report["kill_driver"]
+    assert result["ended_before_kill"] is None, result["driver_err"]  # it was running when killed
     assert result["killed_code"] != 0
     assert 0 < result["saved_before_kill"] < RECORDS  # killed mid-run, with rows saved
     assert result["resumed"]["code"] == 0, result["resumed"]["err"]

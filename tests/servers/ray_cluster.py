@@ -226,22 +226,28 @@ class Cluster:
         ray.init(address=self.address, log_to_driver=False)
         try:
             for attempt in range(3):
+                known = {node["NodeID"] for node in ray.nodes()}  # a node killed before may still look alive
                 log = self.temp.parent / f"worker-{attempt}.log"
                 with log.open("wb") as sink:
                     self.worker = subprocess.Popen([str(BIN / "ray"), "start", f"--address={self.address}",
                                                     "--block", *self._node()], start_new_session=True,
                                                    stdout=sink, stderr=subprocess.STDOUT)
                 deadline = time.monotonic() + 300
-                while (self._alive(ray) < 2 and self.worker.poll() is None
+                while (not self._joined(ray, known) and self.worker.poll() is None
                        and time.monotonic() < deadline):
                     time.sleep(0.5)
                 self.nodes = self._alive(ray)
                 self.worker_log = log.read_text(encoding="utf-8", errors="replace")[-2000:]
                 self.starts.append({"nodes": self.nodes, "exit": self.worker.poll(), "log": self.worker_log})
-                if self.nodes >= 2 or self.worker.poll() is None:
+                if self._joined(ray, known) or self.worker.poll() is None:
                     return
         finally:
             ray.shutdown()
+
+    @staticmethod
+    def _joined(ray: Any, known: set[str]) -> bool:
+        """Whether a node not in `known` is alive: the worker just started has registered."""
+        return any(node["Alive"] and node["NodeID"] not in known for node in ray.nodes())
 
     @staticmethod
     def _alive(ray: Any) -> int:

@@ -212,20 +212,26 @@ def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: lis
     out = work / "kill-driver.jsonl"
     partial = out.with_name(out.name + ".partial.jsonl")
     servers.reset()
-    driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50"), cwd=ROOT,
-                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    said = work / "kill-driver.err"
+    with said.open("wb") as sink:
+        driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50"), cwd=ROOT,
+                                  start_new_session=True, stdout=subprocess.DEVNULL, stderr=sink)
     deadline = time.monotonic() + _WAIT
     while driver.poll() is None and time.monotonic() < deadline and (
             not partial.is_file() or partial.stat().st_size == 0):
         time.sleep(0.05)
     saved = sum(1 for _ in partial.open(encoding="utf-8")) if partial.is_file() else 0
-    os.killpg(driver.pid, signal.SIGKILL)
+    ended = driver.poll()  # a driver that ended on its own before the kill: the report says how
+    if ended is None:
+        os.killpg(driver.pid, signal.SIGKILL)
     killed_code = driver.wait(timeout=_WAIT)
     changed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume", "--urls", "all"))
     resumed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume"))
     servers.reset()
     again = _run(_cli(inputs, work / "from-store.jsonl", cluster, servers, work))
-    return {"killed_code": killed_code, "saved_before_kill": saved, "changed": changed, "resumed": resumed,
+    return {"killed_code": killed_code, "ended_before_kill": ended,
+            "driver_err": said.read_text(encoding="utf-8", errors="replace")[-3000:],
+            "saved_before_kill": saved, "changed": changed, "resumed": resumed,
             "again": again, "again_requests": servers.requests()}
 
 
