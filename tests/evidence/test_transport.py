@@ -209,7 +209,7 @@ def test_a_connection_the_server_closed_is_not_reused() -> None:
 
 def test_a_server_that_never_answers_is_a_read_timeout() -> None:
     with RawServer(None) as server, pytest.raises(httpx.ReadTimeout):
-        get([f"http://127.0.0.1:{server.port}/"], transport(), timeout=0.2)
+        get([f"http://127.0.0.1:{server.port}/"], transport(), timeout=1.0)
 
 
 def test_a_refused_connection_is_a_connect_error() -> None:

@@ -251,10 +251,11 @@ def test_other_bad_requests_are_not_retried_in_another_form() -> None:
 
 
 def test_timeouts_fail_the_row_after_retries() -> None:
-    with ChatServer(confident, latency=0.5) as server:
-        scores = run(judge(server, timeout=0.1, retries=1), INPUTS[:1])
-        # The client gives up after 0.1 s; on a busy machine the server's thread may read the last
-        # request after that: wait (bounded) for it, then count.
+    # The server answers after 3 s, the client gives up after 0.5 s: time enough, on a busy machine,
+    # to connect and send each request (a client that timed out before sending would never be seen).
+    with ChatServer(confident, latency=3.0) as server:
+        scores = run(judge(server, timeout=0.5, retries=1), INPUTS[:1])
+        # The server's thread may read the last request after the client gave up: wait (bounded), then count.
         deadline = time.monotonic() + 10
         while server.calls < 2 * 2 and time.monotonic() < deadline:
             time.sleep(0.01)
