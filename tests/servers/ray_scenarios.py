@@ -206,15 +206,17 @@ def _run(argv: list[str]) -> dict[str, Any]:
 def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: list[str]) -> dict[str, Any]:
     """Kill the driver (the `tlmscore` process) once rows are saved, then `--resume`; a changed setting is refused.
 
-    Chunks of 50 records: the kill comes when the checkpoint holds some of them. A last run into a
-    new output finds every page in the page store the earlier ones wrote, and requests none.
+    Chunks of one record: the engine hands rows over after the cluster's sort, and a checkpoint write
+    a row keeps the writing long enough for the kill to land when the checkpoint holds some of them
+    (with chunks of 50, the whole output could be written between two looks). A last run into a new
+    output finds every page in the page store the earlier ones wrote, and requests none.
     """
     out = work / "kill-driver.jsonl"
     partial = out.with_name(out.name + ".partial.jsonl")
     servers.reset()
     said = work / "kill-driver.err"
     with said.open("wb") as sink:
-        driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50"), cwd=ROOT,
+        driver = subprocess.Popen(_cli(inputs, out, cluster, servers, work, "--chunk-size", "1"), cwd=ROOT,
                                   start_new_session=True, stdout=subprocess.DEVNULL, stderr=sink)
     deadline = time.monotonic() + _WAIT
     while driver.poll() is None and time.monotonic() < deadline and (
@@ -225,8 +227,8 @@ def _kill_driver(work: Path, cluster: Cluster, servers: PageServers, inputs: lis
     if ended is None:
         os.killpg(driver.pid, signal.SIGKILL)
     killed_code = driver.wait(timeout=_WAIT)
-    changed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume", "--urls", "all"))
-    resumed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "50", "--resume"))
+    changed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "1", "--resume", "--urls", "all"))
+    resumed = _run(_cli(inputs, out, cluster, servers, work, "--chunk-size", "1", "--resume"))
     servers.reset()
     again = _run(_cli(inputs, work / "from-store.jsonl", cluster, servers, work))
     return {"killed_code": killed_code, "ended_before_kill": ended,
