@@ -324,8 +324,8 @@ def live_server(url: urllib.parse.SplitResult, secure: str) -> str:
     return f"{'https' if url.scheme.lower() == secure else 'http'}://{url.netloc}"
 
 
-def live_target(text: str, scheme: str, *, path: bool = False) -> tuple[str, str] | None:
-    """A live store's annotation target as (shown, base URL): `S://HOST:PORT`, `Ss://HOST` or `S:http(s)://…`.
+def live_target(text: str, scheme: str, *, path: bool = False) -> Target | None:
+    """A live store's annotation target, of store `S`: `S://HOST:PORT`, `Ss://HOST` or `S:http(s)://…`.
 
     None when `text` is not of the scheme `S`; `path` keeps a `S://HOST/PATH`'s path (a store behind a prefix).
     """
@@ -341,7 +341,15 @@ def live_target(text: str, scheme: str, *, path: bool = False) -> tuple[str, str
     location = rest.rstrip("/")
     shown = f"{scheme}://{location.removeprefix('http://')}" if location.startswith("http://") else \
         f"{scheme}:{location}"
-    return shown, location
+    return Target(scheme, shown, location)
+
+
+def live_origin(source: str | None, scheme: str) -> str | None:
+    """The server of a live `S://HOST` (or `Ss://HOST`) address read from a row, as a target of store `S`."""
+    url = urllib.parse.urlsplit(source) if isinstance(source, str) else None
+    if url is None or url.scheme.lower() not in (scheme, scheme + "s") or not url.netloc:
+        return None
+    return f"{scheme}://{url.netloc}" if url.scheme.lower() == scheme else f"{scheme}:https://{url.netloc}"
 
 
 def _time(name: str, value: str | None) -> dt.datetime | None:

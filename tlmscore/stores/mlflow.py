@@ -46,6 +46,7 @@ from tlmscore.stores.base import (
     Session,
     Target,
     credentials,
+    live_origin,
     live_target,
 )
 
@@ -242,15 +243,11 @@ class MlflowConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`mlflow://HOST:PORT`, `mlflows://HOST` or `mlflow:http(s)://HOST[:PORT]`."""
-        found = live_target(text, "mlflow")
-        return None if found is None else Target(self.name, *found)
+        return live_target(text, self.name)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `mlflow://` (or `mlflows://`) address, as a target."""
-        url = urllib.parse.urlsplit(source) if isinstance(source, str) else None
-        if url is None or url.scheme.lower() not in ("mlflow", "mlflows") or not url.netloc:
-            return None
-        return f"mlflow://{url.netloc}" if url.scheme.lower() == "mlflow" else f"mlflow:https://{url.netloc}"
+        return live_origin(source, self.name)
 
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """`MLFLOW_TRACKING_TOKEN` as a bearer token, else the user name and password as basic auth."""

@@ -40,6 +40,7 @@ from tlmscore.stores.base import (
     Session,
     Target,
     credentials,
+    live_origin,
     live_target,
 )
 
@@ -175,17 +176,11 @@ class PhoenixConnector:
 
     def target(self, text: str, env: Mapping[str, str]) -> Target | None:
         """`phoenix://HOST:PORT`, `phoenixs://HOST` or `phoenix:http(s)://HOST[:PORT]`."""
-        found = live_target(text, "phoenix", path=True)
-        return None if found is None else Target(self.name, *found)
+        return live_target(text, self.name, path=True)
 
     def back_to(self, source: str | None) -> str | None:
         """The server of a live `phoenix://` (or `phoenixs://`) address, as a target."""
-        if not isinstance(source, str):
-            return None
-        url = urllib.parse.urlsplit(source)
-        if url.scheme.lower() not in ("phoenix", "phoenixs") or not url.netloc:
-            return None
-        return f"phoenix://{url.netloc}" if url.scheme.lower() == "phoenix" else f"phoenix:https://{url.netloc}"
+        return live_origin(source, self.name)
 
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """`PHOENIX_API_KEY` as a bearer token."""
