@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, ROOT
 from tlmscore.cli import main
 
 PAGES = str(FIXTURES / "pages")
@@ -264,3 +264,34 @@ def test_a_row_that_is_not_bad_runs(users_files: Path, capsys: pytest.CaptureFix
     assert main([*RUN.split(), "--quiet", "--cache-dir", str(users_files / "cache")]) == 0
     assert (users_files / "out.jsonl").is_file()
     assert "Traceback" not in capsys.readouterr().err
+
+
+DOC = ROOT / "docs" / "development.md"
+BEGIN = "<!-- bad-input: made by `python -m tests.cli.test_bad_input` from its TABLE; do not edit -->"
+END = "<!-- /bad-input -->"
+
+
+def markdown() -> str:
+    """The table as docs/development.md shows it: each row's command, exit code and line."""
+    rows = ["| bad input | command | exit | the line on stderr |", "|---|---|---|---|"]
+    for name, case in TABLE.items():
+        command = f"tlmscore {case.args}".strip().replace(str(ROOT) + os.sep, "")
+        env = "".join(f"{key}={value} " for key, value in case.env.items())
+        rows.append(f"| {name} | `{env}{command}` | {case.code} | `tlmscore: error: {case.line}` |")
+    return "\n".join(rows)
+
+
+def with_table(text: str) -> str:
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n\n{markdown()}\n\n{END}{tail}"
+
+
+def test_the_development_page_shows_this_table() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text
+    assert with_table(text) == text, "run: python -m tests.cli.test_bad_input"
+
+
+if __name__ == "__main__":
+    DOC.write_text(with_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
