@@ -5,7 +5,8 @@ user's files: it must exit with its code, print exactly its line on stderr (a li
 is matched up to there), print no traceback, and leave every file of the folder as it was, no
 output, manifest or checkpoint made. `{tmp}` is that folder, where the command runs; `logs.jsonl`
 is the bundled demo, `link.jsonl` a symbolic link to it, `notes.txt` a file, `earlier.jsonl` the
-output of an earlier run beside its manifest, `rows.parquet.partial/` a Parquet run's checkpoint.
+output of an earlier run beside its manifest, `ids.txt` response ids, `rows.parquet.partial/` a
+Parquet run's checkpoint.
 """
 
 from __future__ import annotations
@@ -80,6 +81,16 @@ TABLE: dict[str, Case] = {
     "calibrate's output is the scored file": Case(
         "calibrate logs.jsonl --labels correct -o logs.jsonl", 2,
         "logs.jsonl: is SCORED and the output (-o): it would be overwritten; give another -o CALIB.json"),
+    "annotate's side file is SCORED": Case(
+        "annotate earlier.jsonl --to otlp-json:events.json --failed earlier.jsonl", 2,
+        "earlier.jsonl: is SCORED and the side file of annotations that failed: it would be overwritten; give "
+        "another --failed FILE"),
+    "an annotation file is SCORED": Case(
+        "annotate earlier.jsonl --to otlp-json:earlier.jsonl", 2,
+        "earlier.jsonl: is SCORED and an annotation file (--to): it would be overwritten; give another --to target"),
+    "pull's output is its file of ids": Case(
+        "pull ids.txt -o ids.txt", 2,
+        "ids.txt: is a file of ids and the output (-o): it would be overwritten; give another -o OUT.jsonl"),
     # the cache
     "HOME cannot be written (the default cache)": Case(
         "score logs.jsonl -o out.jsonl", 2,
@@ -92,6 +103,9 @@ TABLE: dict[str, Case] = {
         "notes.txt: the cache folder (--cache-dir) is a file; give a folder"),
     "--cache-dir is a file (prepare, offline)": Case(
         "prepare logs.jsonl -o out.jsonl --offline --cache-dir notes.txt", 2,
+        "notes.txt: the cache folder (--cache-dir) is a file; give a folder"),
+    "--cache-dir is a file (fixtures)": Case(
+        "fixtures check sub --cache-dir notes.txt", 2,
         "notes.txt: the cache folder (--cache-dir) is a file; give a folder"),
     "--cache-dir is a file (cache stats)": Case(
         "cache stats --cache-dir notes.txt", 2, "notes.txt: the cache folder (--cache-dir) is a file; give a folder"),
@@ -196,6 +210,7 @@ def users_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "rows.parquet.partial").mkdir()
     (tmp_path / "rows.parquet.partial" / "r.json").write_text("{}\n", encoding="utf-8")
     (tmp_path / "sub").mkdir()
+    (tmp_path / "ids.txt").write_text("resp_1\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TLMSCORE_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path

@@ -16,10 +16,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._annotate import SIDE_SUFFIX
+from tlmscore.annotate import read_side_file
+from tlmscore.cli._annotate import SIDE_SUFFIX, side_file, target_files
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import check_readable
 from tlmscore.output import checkpoint_path, manifest_path, output_format
+from tlmscore.settings import default_cache_dir
 
 
 def check_files(paths: Iterable[Path], *, what: str, folders: bool = False) -> None:
@@ -135,6 +137,30 @@ def check_distinct(reads: Iterable[tuple[Path, str]], writes: Iterable[Written])
         for other in written[number + 1:]:
             if _same(out.path, other.path):
                 raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
+
+
+def check_annotate(args: Any) -> None:
+    """`annotate SCORED`: SCORED is there, and no file written (the side file, an annotation file) is SCORED.
+
+    Replaying a side file rewrites that side file, as it should; a scored output is never written.
+    """
+    check_files([args.scored], what="input")
+    writes = [Written(path, "an annotation file (--to)", "--to target") for path in target_files(args.to)]
+    if read_side_file(args.scored) is None:
+        writes.append(Written(side_file(args.scored, args.failed), "the side file of annotations that failed",
+                              "--failed FILE"))
+    check_distinct([(args.scored, "SCORED")], writes)
+
+
+def check_pull(args: Any) -> None:
+    """`pull IDS -o OUT`: no file of ids is OUT."""
+    ids = [(Path(given), "a file of ids") for given in args.ids if Path(given).is_file()]
+    check_distinct(ids, [Written(args.output, "the output (-o)", "-o OUT.jsonl")])
+
+
+def check_fixture_cache(args: Any) -> None:
+    """`fixtures`: the cache its renders read (and, online, write) can be used."""
+    check_cache(args.cache_dir or default_cache_dir(), offline=args.offline)
 
 
 def check_calibrate(args: Any) -> None:

@@ -20,12 +20,15 @@ from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targe
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
     SCORER_FLAGS,
+    check_annotate,
     check_cache,
     check_calibrate,
     check_counts,
     check_files,
+    check_fixture_cache,
     check_output,
     check_page_model,
+    check_pull,
     check_run_paths,
     check_scorer,
     one_line,
@@ -334,10 +337,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+def _checked(check: Callable[[argparse.Namespace], None],
+             command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`command`, after `check` refused what it must (one line, exit 2) before any work."""
+
+    def checked(args: argparse.Namespace) -> int:
+        check(args)
+        return command(args)
+
+    return checked
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate,
-        "pull": _pull, "plugins": run_plugins}
+        "fixtures": _checked(check_fixture_cache, _fixtures), "calibrate": _calibrate, "compare": run_compare,
+        "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
+        "plugins": run_plugins}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")
