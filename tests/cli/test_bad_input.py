@@ -164,6 +164,15 @@ TABLE: dict[str, Case] = {
         RUN + " --annotate --annotate-threshold 2", 2, "--annotate-threshold 2: must be between 0 and 1"),
     "--annotate-timeout 0": Case(
         RUN + " --annotate --annotate-timeout 0", 2, "--annotate-timeout 0: must be more than 0 seconds"),
+    "annotate --threshold 5": Case(
+        "annotate earlier.jsonl --to otlp-json:events.json --threshold 5", 2, "--threshold 5: must be between 0 and 1"),
+    "annotate --timeout -1": Case(
+        "annotate earlier.jsonl --to otlp-json:events.json --timeout -1", 2,
+        "--timeout -1: must be more than 0 seconds"),
+    "fixtures --score-tolerance -1": Case(
+        "fixtures check sub --score-tolerance -1", 2, "--score-tolerance -1: must be at least 0"),
+    "--annotate-deadline -1": Case(
+        RUN + " --annotate --annotate-deadline -1", 2, "--annotate-deadline -1: must be at least 0 seconds"),
     "--since with a file": Case(
         RUN + " --since 2025-01-01", 2,
         "--since, --until and --limit apply to a live source (phoenix://HOST:PORT/PROJECT)"),

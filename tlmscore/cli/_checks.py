@@ -145,6 +145,7 @@ def check_annotate(args: Any) -> None:
     Replaying a side file rewrites that side file, as it should; a scored output is never written.
     """
     check_files([args.scored], what="input")
+    check_annotation_numbers(args)
     writes = [Written(path, "an annotation file (--to)", "--to target") for path in target_files(args.to)]
     if read_side_file(args.scored) is None:
         writes.append(Written(side_file(args.scored, args.failed), "the side file of annotations that failed",
@@ -158,9 +159,11 @@ def check_pull(args: Any) -> None:
     check_distinct(ids, [Written(args.output, "the output (-o)", "-o OUT.jsonl")])
 
 
-def check_fixture_cache(args: Any) -> None:
-    """`fixtures`: the cache its renders read (and, online, write) can be used."""
+def check_fixtures_args(args: Any) -> None:
+    """`fixtures`: the cache its renders read (and, online, write) can be used; a tolerance is not negative."""
     check_cache(args.cache_dir or default_cache_dir(), offline=args.offline)
+    if args.score_tolerance is not None and not args.score_tolerance >= 0:
+        raise ConfigError(f"--score-tolerance {_number(args.score_tolerance)}: must be at least 0")
 
 
 def check_calibrate(args: Any) -> None:
@@ -176,22 +179,29 @@ def check_calibrate(args: Any) -> None:
 
 _COUNTS = {"fetchers": ("--fetchers", 1), "scorer_concurrency": ("--scorer-concurrency", 1)}
 """A run's whole-number flags outside `Settings`, and the least each takes."""
-_SECONDS = {"annotate_timeout": "--annotate-timeout", "annotate_deadline": "--annotate-deadline"}
-
-
 def check_counts(args: Any) -> None:
-    """A run's numbers outside `Settings`: counts of at least their least, seconds above 0, a threshold in [0, 1]."""
+    """A run's numbers outside `Settings`: counts of at least their least, and its annotation numbers."""
     for name, (flag, least) in _COUNTS.items():
         value = getattr(args, name, None)
         if value is not None and value < least:
             raise ConfigError(f"{flag} {value}: must be at least {least}")
-    for name, flag in _SECONDS.items():
-        value = getattr(args, name, None)
-        if value is not None and not value > 0:
-            raise ConfigError(f"{flag} {_number(value)}: must be more than 0 seconds")
-    threshold = getattr(args, "annotate_threshold", None)
+    check_annotation_numbers(args, prefix="annotate_")
+
+
+def check_annotation_numbers(args: Any, *, prefix: str = "") -> None:
+    """Write-back's timeout above 0, its deadline not negative, its threshold in [0, 1].
+
+    A deadline of 0 keeps every row in the side file at once. `prefix`: `score`'s `--annotate-` flags.
+    """
+    for name, least in (("timeout", "more than 0"), ("deadline", "at least 0")):
+        value = getattr(args, prefix + name, None)
+        if value is not None and not (value > 0 or (value == 0 and name == "deadline")):
+            flag = "--" + (prefix + name).replace("_", "-")
+            raise ConfigError(f"{flag} {_number(value)}: must be {least} seconds")
+    threshold = getattr(args, prefix + "threshold", None)
     if threshold is not None and not 0 <= threshold <= 1:
-        raise ConfigError(f"--annotate-threshold {_number(threshold)}: must be between 0 and 1")
+        flag = "--" + (prefix + "threshold").replace("_", "-")
+        raise ConfigError(f"{flag} {_number(threshold)}: must be between 0 and 1")
 
 
 def check_scorer(scorer: str, options: dict[str, Any]) -> None:

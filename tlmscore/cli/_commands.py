@@ -25,7 +25,7 @@ from tlmscore.cli._checks import (
     check_calibrate,
     check_counts,
     check_files,
-    check_fixture_cache,
+    check_fixtures_args,
     check_output,
     check_page_model,
     check_pull,
@@ -350,7 +350,7 @@ def _checked(check: Callable[[argparse.Namespace], None],
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _checked(check_fixture_cache, _fixtures), "calibrate": _calibrate, "compare": run_compare,
+        "fixtures": _checked(check_fixtures_args, _fixtures), "calibrate": _calibrate, "compare": run_compare,
         "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
         "plugins": run_plugins}
     try:
