@@ -297,15 +297,22 @@ def not_scored(df: pd.DataFrame) -> pd.DataFrame:
 
 def plot_scores(df: pd.DataFrame, ax: Any = None, title: str = "Scores of the scored answers") -> Any:
     """Histogram of scores."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415  (plotting is optional)
-
-    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    ax = ax or _pyplot().subplots(figsize=(6, 3))[1]
     ax.hist(df["score"].dropna(), bins=20, range=(0, 1), color="#3b82f6")
     ax.set_xlabel("score")
     ax.set_ylabel("answers")
     _whole_numbers(ax.yaxis)
     ax.set_title(title)
     return ax
+
+
+def _pyplot() -> Any:
+    """`matplotlib.pyplot`, or an `ImportError` of one line naming the extra that installs it."""
+    try:
+        import matplotlib.pyplot as plt  # noqa: PLC0415  (plotting is optional)
+    except ImportError:
+        raise ImportError("tlmscore.audit's plots need matplotlib: pip install 'tlmscore[notebook]'") from None
+    return plt
 
 
 def _whole_numbers(axis: Any) -> None:
@@ -317,9 +324,7 @@ def _whole_numbers(axis: Any) -> None:
 
 def plot_score_by(df: pd.DataFrame, column: str = "model", ax: Any = None, title: str | None = None) -> Any:
     """Mean score per value of `column` (e.g. model or tool type); titled "Mean score by <column>" unless `title`."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    ax = ax or _pyplot().subplots(figsize=(6, 3))[1]
     df.groupby(column)["score"].mean().sort_values().plot.barh(ax=ax, color="#10b981")
     ax.set_xlabel("mean score")
     ax.set_title(title or f"Mean score by {column}")
@@ -328,9 +333,7 @@ def plot_score_by(df: pd.DataFrame, column: str = "model", ax: Any = None, title
 
 def plot_fetch_status(pages: Sequence[Page], ax: Any = None, title: str = "Pages by fetch status") -> Any:
     """Counts of page fetch statuses."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    ax = ax or plt.subplots(figsize=(6, 3))[1]
+    ax = ax or _pyplot().subplots(figsize=(6, 3))[1]
     counts = pd.Series([p.status for p in pages]).value_counts()
     counts.plot.bar(ax=ax, color=["#16a34a" if s == "ok" else "#dc2626" for s in counts.index])
     ax.set_ylabel("pages")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -106,6 +108,13 @@ class Settings(BaseModel):
             raise ValueError(f"the proxy must be an http:// or https:// URL, not {value!r}")
         return value
 
+    @field_validator("archive_url")
+    @classmethod
+    def _archive_url(cls, value: str) -> str:
+        if not value.lower().startswith(("http://", "https://")):
+            raise ValueError(f"the archive must be an http:// or https:// URL, not {value!r}")
+        return value
+
     @field_validator("page_base_url")
     @classmethod
     def _page_base_url(cls, value: str | None) -> str | None:
@@ -128,3 +137,25 @@ class Settings(BaseModel):
         if isinstance(value, (list, tuple, set, frozenset)):
             return frozenset(str(v).strip().lower().rstrip(".") for v in value if str(v).strip())
         return value
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts_only(cls, value: frozenset[str]) -> frozenset[str]:
+        """Each entry is a host name or an IP address: a URL, a port or a network would never match a page."""
+        for host in sorted(value):
+            if not (_HOST_NAME.fullmatch(host) or _is_ip(host)):
+                raise ValueError(f"{host!r} is not a host name or IP address (give the host alone, as 127.0.0.1 "
+                                 "or wiki.corp.example: no scheme, port, path or network)")
+        return value
+
+
+_HOST_NAME = re.compile(r"[\w-]+(\.[\w-]+)*")
+"""A host name as a URL writes it (letters of any script, digits, `-`, `_`), dot-separated."""
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return True

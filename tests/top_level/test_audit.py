@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
 import pandas as pd
+import pytest
 
-from tlmscore import read_transcripts
+from tlmscore import audit, read_transcripts
 from tlmscore._urls import url_key
 from tlmscore.audit import TranscriptView, plot_fetch_status, plot_scores, results_html
 from tlmscore.evidence.layers import load_page_records
@@ -71,6 +73,16 @@ def test_plots_draw() -> None:
     ax = plot_fetch_status([Page(url="a", status="ok", text="t"), Page(url="b", status="timeout"),
                             Page(url="c", status="timeout")])
     assert sorted(p.get_height() for p in ax.patches) == [1, 2]
+
+
+@pytest.mark.parametrize("plot", ["plot_scores", "plot_score_by", "plot_fetch_status"])
+def test_a_plot_without_matplotlib_names_the_extra_in_one_line(plot: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With matplotlib's import made to fail (as where it is not installed): an ImportError naming the extra."""
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # None: `import` raises ImportError
+    with pytest.raises(ImportError) as raised:
+        getattr(audit, plot)(pd.DataFrame({"score": [0.5], "model": ["m"]}))
+    assert str(raised.value) == "tlmscore.audit's plots need matplotlib: pip install 'tlmscore[notebook]'"
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__  # one line, no chained traceback
 
 
 def test_counts_are_ticked_at_whole_numbers() -> None:

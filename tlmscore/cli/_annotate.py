@@ -125,6 +125,17 @@ def check_targets(targets: list[str], inputs: Sequence[Path | str] | None = None
                 raise ConfigError(f"--annotate (back to each row's origin): {exc}") from None
 
 
+def target_files(targets: Sequence[str]) -> list[Path]:
+    """The files annotations are written to (`otlp-json:FILE`), of the targets that are files."""
+    found = []
+    for text in targets:
+        if text != ORIGIN:
+            target = parse_target(text, os.environ)
+            if target.file:
+                found.append(Path(target.location))
+    return found
+
+
 def check_live_inputs(inputs: Sequence[Path | str], targets: Sequence[str]) -> None:
     """Each live input answers and is the store its address names (one line, before any work)."""
     env = os.environ

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
 
 from tlmscore import __version__
 from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
+from tlmscore.cli._checks import one_line
 from tlmscore.cli._compare import add_compare_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
@@ -46,6 +49,13 @@ docs: see docs/ in the source tree (docs/cli.md lists every flag)"""
 def _default(name: str) -> Any:
     """The default of a `Settings` field, as the help texts show it."""
     return Settings.model_fields[name].get_default(call_default_factory=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose error is one line saying where the flags are listed, not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tlmscore: error: {message} (see {self.prog} --help)\n")
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -259,7 +269,7 @@ def _add_calibrate(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="tlmscore", description=DESCRIPTION, epilog=_TOP_EPILOG,
+    parser = _Parser(prog="tlmscore", description=DESCRIPTION, epilog=_TOP_EPILOG,
                                      formatter_class=_formatter)
     parser.add_argument("--version", action="version", version=f"tlmscore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -342,4 +352,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if getattr(args, "hydrate", False):
         values["hydrate"] = True
     values.update(_network_values(args))
-    return Settings(**values)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc, _SETTING_FLAGS)) from None
+
+
+_SETTING_FLAGS = {"allow_hosts": "--allow-host", "page_files": "--pages", "batch_inputs": "--batch-input",
+                  "input_format": "--format"}
+"""The flag of each `Settings` field whose flag is not its name with dashes."""

@@ -9,13 +9,19 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from tlmscore.annotate import read_side_file
+from tlmscore.cli._annotate import SIDE_SUFFIX, side_file, target_files
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import check_readable
-from tlmscore.output import output_format
+from tlmscore.output import checkpoint_path, manifest_path, output_format
+from tlmscore.settings import default_cache_dir
 
 
 def check_files(paths: Iterable[Path], *, what: str, folders: bool = False) -> None:
@@ -38,11 +44,13 @@ def _existing_parent(path: Path) -> Path:
     return parent
 
 
-def check_output(output: Path) -> None:
-    """`output` can be written: a file of a known format in a writable folder."""
-    output_format(output)
+def check_output(output: Path, *, known_format: bool = True) -> None:
+    """`output` can be written: a file (of a known format, with `known_format`) in a writable folder."""
+    if known_format:
+        output_format(output)
     if output.is_dir():
-        raise ConfigError(f"{output}: is a folder; OUT must be a file name such as {output / 'scores.parquet'}")
+        example = output / ("scores.parquet" if known_format else "calibration.json")
+        raise ConfigError(f"{output}: is a folder; OUT must be a file name such as {example}")
     parent = output.absolute().parent
     if not parent.exists():
         above = _existing_parent(output)
@@ -51,13 +59,149 @@ def check_output(output: Path) -> None:
         raise ConfigError(f"{output}: cannot be written: no folder {parent}")
     if not parent.is_dir():
         raise ConfigError(f"{output}: cannot be written: {parent} is a file, not a folder")
+    problem = _write_problem(parent)
+    if problem:
+        raise ConfigError(f"{output}: cannot be written: {problem}")
+
+
+def _write_problem(folder: Path) -> str | None:
+    """Why no file can be made in the existing folder `folder` (None: one can); tried, and removed at once.
+
+    Trying is the only sure test: root passes every permission check, yet a read-only file
+    system, /sys or /proc still refuse it.
+    """
     try:
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".tlmscore-check-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tlmscore-check-"):
             pass
     except OSError as exc:
-        if exc.errno == errno.ENOENT:  # the folder is there (checked above) but makes no new files (/proc, /sys)
-            raise ConfigError(f"{output}: cannot be written: {parent} takes no new files") from None
-        raise ConfigError(f"{output}: cannot be written: {parent}: {exc.strerror or exc}") from None
+        if exc.errno == errno.ENOENT:  # the folder is there but makes no new files (/proc)
+            return f"{folder} takes no new files"
+        return f"{folder}: {exc.strerror or exc}"
+    return None
+
+
+def check_cache(directory: Path, *, offline: bool) -> None:
+    """The page cache folder can be used: a folder or none yet, and (unless offline, which only reads it) writable.
+
+    Checked before any file is written, so a cache that cannot be used leaves no manifest behind.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"{directory}: the cache folder (--cache-dir) is a file; give a folder")
+    if offline:
+        return
+    above = _existing_parent(directory / "cache.db")
+    problem = f"{above} is a file, not a folder" if not above.is_dir() else _write_problem(above)
+    if problem:
+        raise ConfigError(f"{directory}: the cache folder cannot be written: {problem} (give --cache-dir DIR "
+                          "or set TLMSCORE_CACHE_DIR to a writable folder, or run --offline)")
+
+
+def _same(one: Path, other: Path) -> bool:
+    """Whether two names are one file: the same file on disk (a hard or symbolic link, another spelling)."""
+    try:
+        if one.exists() and other.exists():
+            return one.samefile(other)
+    except OSError:
+        pass
+    return one.resolve() == other.resolve()
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+@dataclass(frozen=True)
+class Written:
+    """A path a command writes (or replaces, or removes), what it is, and the flag that moves it."""
+
+    path: Path
+    what: str
+    flag: str
+    folder: bool = False
+    """A folder the command removes or fills: nothing read may be inside it either."""
+
+
+def check_distinct(reads: Iterable[tuple[Path, str]], writes: Iterable[Written]) -> None:
+    """Nothing a command reads is a path it writes (nor inside a folder it removes), and no two writes meet.
+
+    `reads` are `(path, what)`: an input, a `--pages` file… A `ConfigError` names the first clash,
+    before anything is written: a user's file is never overwritten by its own run.
+    """
+    written = list(writes)
+    for path, what in reads:
+        for out in written:
+            if _same(path, out.path) or (out.folder and _within(path, out.path)):
+                raise ConfigError(f"{path}: is {what} and {out.what}: it would be overwritten; "
+                                  f"give another {out.flag}")
+    for number, out in enumerate(written):
+        for other in written[number + 1:]:
+            if _same(out.path, other.path):
+                raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
+
+
+def check_annotate(args: Any) -> None:
+    """`annotate SCORED`: SCORED is there, and no file written (the side file, an annotation file) is SCORED.
+
+    Replaying a side file rewrites that side file, as it should; a scored output is never written.
+    """
+    check_files([args.scored], what="input")
+    check_annotation_numbers(args)
+    writes = [Written(path, "an annotation file (--to)", "--to target") for path in target_files(args.to)]
+    if read_side_file(args.scored) is None:
+        writes.append(Written(side_file(args.scored, args.failed), "the side file of annotations that failed",
+                              "--failed FILE"))
+    check_distinct([(args.scored, "SCORED")], writes)
+
+
+def check_pull(args: Any) -> None:
+    """`pull IDS -o OUT`: no file of ids is OUT."""
+    ids = [(Path(given), "a file of ids") for given in args.ids if Path(given).is_file()]
+    check_distinct(ids, [Written(args.output, "the output (-o)", "-o OUT.jsonl")])
+
+
+def check_fixtures_args(args: Any) -> None:
+    """`fixtures`: the cache its renders read (and, online, write) can be used; a tolerance is not negative."""
+    check_cache(args.cache_dir or default_cache_dir(), offline=args.offline)
+    if args.score_tolerance is not None and not args.score_tolerance >= 0:
+        raise ConfigError(f"--score-tolerance {_number(args.score_tolerance)}: must be at least 0")
+
+
+def check_calibrate(args: Any) -> None:
+    """`calibrate`: its files are there, its output can be written and is none of them, its folds are folds."""
+    reads = [(args.scored, "SCORED")] + ([(args.labels_from, "the --labels-from file")] if args.labels_from else [])
+    check_files([path for path, _ in reads[:1]], what="input")
+    check_files([path for path, _ in reads[1:]], what="--labels-from")
+    check_output(args.output, known_format=False)
+    check_distinct(reads, [Written(args.output, "the output (-o)", "-o CALIB.json")])
+    if args.folds < 2:  # noqa: PLR2004  (cross-validation holds one fold out of at least two)
+        raise ConfigError(f"--folds {args.folds}: must be at least 2")
+
+
+_COUNTS = {"fetchers": ("--fetchers", 1), "scorer_concurrency": ("--scorer-concurrency", 1)}
+"""A run's whole-number flags outside `Settings`, and the least each takes."""
+def check_counts(args: Any) -> None:
+    """A run's numbers outside `Settings`: counts of at least their least, and its annotation numbers."""
+    for name, (flag, least) in _COUNTS.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            raise ConfigError(f"{flag} {value}: must be at least {least}")
+    check_annotation_numbers(args, prefix="annotate_")
+
+
+def check_annotation_numbers(args: Any, *, prefix: str = "") -> None:
+    """Write-back's timeout above 0, its deadline not negative, its threshold in [0, 1].
+
+    A deadline of 0 keeps every row in the side file at once. `prefix`: `score`'s `--annotate-` flags.
+    """
+    for name, least in (("timeout", "more than 0"), ("deadline", "at least 0")):
+        value = getattr(args, prefix + name, None)
+        if value is not None and not (value > 0 or (value == 0 and name == "deadline")):
+            flag = "--" + (prefix + name).replace("_", "-")
+            raise ConfigError(f"{flag} {_number(value)}: must be {least} seconds")
+    threshold = getattr(args, prefix + "threshold", None)
+    if threshold is not None and not 0 <= threshold <= 1:
+        flag = "--" + (prefix + "threshold").replace("_", "-")
+        raise ConfigError(f"{flag} {_number(threshold)}: must be between 0 and 1")
 
 
 def check_scorer(scorer: str, options: dict[str, Any]) -> None:
@@ -86,3 +230,71 @@ def check_page_model(args: Any) -> None:
     variable = getattr(args, "page_api_key_env", None)
     if variable and not os.environ.get(variable):
         raise ConfigError(f"--page-api-key-env: the environment variable {variable} is not set")
+
+
+def check_run_paths(args: Any, cache_dir: Path, annotated: Sequence[Path]) -> None:
+    """A run's files: no input (nor `--pages`, `--batch-input`, `--calibration` file) is a file the run writes.
+
+    What a run writes: OUT, its manifest, its checkpoint, the judge batch's folder, the side file of
+    annotations that failed and the files annotations go to (`annotated`), and the cache folder.
+    """
+    output: Path = args.output
+    reads = [(p, "an input") for p in args.inputs if isinstance(p, Path)]
+    reads += [(p, "a --batch-input file") for p in args.batch_input] + [(p, "a --pages file") for p in args.pages]
+    if getattr(args, "calibration", None) is not None:
+        reads.append((args.calibration, "the --calibration file"))
+    checkpoint = checkpoint_path(output)
+    writes = [Written(output, "the output (-o)", "-o OUT"),
+              Written(manifest_path(output), "the output's manifest (OUT.manifest.json)", "-o OUT"),
+              Written(manifest_path(output).with_name(manifest_path(output).name + ".tmp"),
+                      "the output's manifest being written", "-o OUT"),
+              Written(checkpoint, f"the output's checkpoint ({checkpoint.name})", "-o OUT",
+                      folder=checkpoint.suffix == ".partial")]
+    if getattr(args, "judge_batch", False):
+        writes.append(Written(Path(f"{output}.judge-batch"), "the judge batch's folder (OUT.judge-batch)", "-o OUT",
+                              folder=True))
+    if getattr(args, "annotate", None):
+        writes.append(Written(Path(f"{output}{SIDE_SUFFIX}"), f"the annotations' side file (OUT{SIDE_SUFFIX})",
+                              "-o OUT"))
+    writes += [Written(path, "an annotation file (--annotate)", "--annotate target") for path in annotated]
+    writes.append(Written(cache_dir, "the cache folder (--cache-dir)", "--cache-dir DIR"))
+    check_distinct(reads, writes)
+
+
+_LIMITS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "more than"),
+           "less_than_equal": ("le", "at most"), "less_than": ("lt", "less than")}
+
+
+SCORER_FLAGS = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env",
+                "quality_preset": "--quality-preset"}
+"""The scorer options that have a flag of their own; any other is given as `--option NAME=VALUE`."""
+
+
+def one_line(exc: ValidationError, flags: dict[str, str] | None = None, *, options: bool = False) -> str:
+    """A validation error as one line naming the flag, the value given and what it takes.
+
+    A field is named by its flag (`chunk_size` → `--chunk-size`, or as `flags` say; with `options`,
+    a scorer option as `--option NAME`); a bound as words ("must be at least 1"), anything else in
+    pydantic's words without its link.
+    """
+    first = exc.errors(include_url=False)[0]
+    where = [str(part) for part in first["loc"]]
+    field = where[0] if where else ""
+    own = f"--option {field}" if options else "--" + field.replace("_", "-")
+    flag = (flags or {}).get(field) or (own if field else "")
+    given = first.get("input")
+    shown = f" {_number(given)}" if field and not isinstance(given, (dict, list, tuple, frozenset)) else ""
+    kind = str(first["type"])
+    if kind in _LIMITS:
+        key, words = _LIMITS[kind]
+        said = f"must be {words} {_number(first.get('ctx', {}).get(key))}"
+    else:
+        said = str(first["msg"]).removeprefix("Value error, ")
+    more = len(exc.errors()) - 1
+    rest = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{flag}{shown}: {said}{rest}" if flag else f"{said}{rest}"
+
+
+def _number(value: Any) -> str:
+    """A value as the command line spells it: `-5`, not `-5.0`."""
+    return f"{value:g}" if isinstance(value, float) else str(value)

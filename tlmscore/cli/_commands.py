@@ -16,9 +16,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate
+from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate, target_files
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
-from tlmscore.cli._checks import check_files, check_output, check_page_model, check_scorer
+from tlmscore.cli._checks import (
+    SCORER_FLAGS,
+    check_annotate,
+    check_cache,
+    check_calibrate,
+    check_counts,
+    check_files,
+    check_fixtures_args,
+    check_output,
+    check_page_model,
+    check_pull,
+    check_run_paths,
+    check_scorer,
+    one_line,
+)
 from tlmscore.cli._compare import run_compare
 from tlmscore.cli._plugins import run_plugins
 from tlmscore.cli._progress import ProgressBars
@@ -27,13 +41,17 @@ from tlmscore.cli._summary import Summary
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
+from tlmscore.output import checkpoint_path
 from tlmscore.pipeline import Engine, Local, run
 from tlmscore.settings import Settings, default_cache_dir
+from tlmscore.stores import find_reader
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
 EXIT_NO_ROWS = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, as shells report a process SIGINT ended (128 + 2)."""
 
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,12 +111,14 @@ def _reads_pages(args: argparse.Namespace) -> bool:
     return getattr(args, "page_source", None) in ("chat", "chat:always")
 
 
-def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
-    """Every path and option of a run checked before work starts; returns the scorer's options."""
+def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, Any], Settings]:
+    """Every path and option of a run checked before work starts; returns the scorer's options and the settings."""
     ray = args.engine == "ray"
     args.inputs = run_inputs(args)
     if ray and any(isinstance(i, str) for i in args.inputs):
         raise ConfigError("live sources: not available with --engine ray yet (read them on one machine)")
+    if args.input_format is not None:
+        find_reader("", args.input_format)  # an unknown --format: one line, before anything is written
     check_files([p for p in args.inputs if isinstance(p, Path)], what="input")
     check_files(args.batch_input, what="--batch-input")
     check_files(args.pages, what="--pages", folders=True)
@@ -112,33 +132,49 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> dict[str, Any]:
         options = _scorer_options(args)
         check_scorer(args.scorer, options)
         check_targets(targets, args.inputs, args.input_format)
+    if scoring and args.calibration is not None:
+        check_files([args.calibration], what="--calibration")
+    settings = settings_from_args(args)
+    check_run_paths(args, settings.cache_dir, target_files(targets))
+    check_cache(settings.cache_dir, offline=settings.offline)
+    check_counts(args)
     if not ray:
         check_live_inputs(args.inputs, targets)  # a live store that is down or not that store: one line, no output
-    return options
+    return options, settings
 
 
 def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
-    options = _check_run(args, scoring=scoring)
+    options, settings = _check_run(args, scoring=scoring)
     options = _judge_batch(args, options) if scoring else {}
     if args.engine == "ray" and args.hydrate:
         raise ConfigError("--hydrate: not available with --engine ray yet")
-    settings = settings_from_args(args)
     summary = Summary()
+    kept = [0]  # rows saved in the checkpoint: an earlier run's, then each chunk's as it is handed on
+
+    def saved(rows: list[Any]) -> None:
+        kept[0] += len(rows)
+        summary.add(rows)
 
     def started(earlier: int) -> None:
+        kept[0] = earlier
         if earlier:
             print(f"tlmscore: resuming: {earlier} records already done", file=sys.stderr)
         if options.get("batch"):
             print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
                   file=sys.stderr)
 
-    with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or _reads_pages(args)), \
-            _engine(args, settings) as engine:
-        result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
-                     settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
-                     on_rows=summary.add, progress=bars.update, on_start=started, command=args.command,
-                     engine=engine)
+    try:
+        with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or _reads_pages(args)), \
+                _engine(args, settings) as engine:
+            result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
+                         settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
+                         on_rows=saved, progress=bars.update, on_start=started, command=args.command,
+                         engine=engine)
+    except KeyboardInterrupt:  # Ctrl-C: every chunk finished so far is in the checkpoint, synced
+        print(f"tlmscore: interrupted: {kept[0]} rows kept in {checkpoint_path(args.output)}; rerun the same "
+              "command with --resume to finish", file=sys.stderr)
+        return EXIT_INTERRUPTED
     _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
@@ -178,6 +214,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from tlmscore.cli._calibrate import calibrate_file, labelled_scores  # noqa: PLC0415  (numpy only when calibrating)
     from tlmscore.scoring.calibration import save as save_calibration  # noqa: PLC0415
 
+    check_calibrate(args)
     data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
     calibration = calibrate_file(data, method=args.method, folds=args.folds)
     save_calibration(calibration, args.output)
@@ -228,6 +265,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 def _cache(args: argparse.Namespace) -> int:
     directory: Path = args.cache_dir or default_cache_dir()
+    check_cache(directory, offline=True)  # a file is no cache; reading or clearing one needs no new file
     if args.action == "clear":
         removed = clear_cache(directory)
         print(f"tlmscore: removed {removed} cached pages from {directory}", file=sys.stderr)
@@ -292,19 +330,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
-        return _dispatch(args)
+        try:
+            return _dispatch(args)
+        except KeyboardInterrupt:
+            print("tlmscore: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _checked(check: Callable[[argparse.Namespace], None],
+             command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`command`, after `check` refused what it must (one line, exit 2) before any work."""
+
+    def checked(args: argparse.Namespace) -> int:
+        check(args)
+        return command(args)
+
+    return checked
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _fixtures, "calibrate": _calibrate, "compare": run_compare, "annotate": run_annotate,
-        "pull": _pull, "plugins": run_plugins}
+        "fixtures": _checked(check_fixtures_args, _fixtures), "calibrate": _calibrate, "compare": run_compare,
+        "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
+        "plugins": run_plugins}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")
         return commands.get(args.command, _cache)(args)
-    except (TlmscoreError, ValidationError) as exc:
+    except TlmscoreError as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as exc:  # a scorer's options (`--option`, `--model`…): the first problem, on one line
+        print(f"tlmscore: error: {one_line(exc, SCORER_FLAGS, options=True)}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-from tlmscore.output._checkpoint import Checkpoint, Done
+from tlmscore.output._checkpoint import Checkpoint, Done, checkpoint_path
 from tlmscore.output._encoding import FORMATS, arrow_table
-from tlmscore.output._manifest import build_manifest, describe_file, start_run
+from tlmscore.output._manifest import build_manifest, describe_file, manifest_path, start_run
 from tlmscore.output._read import read_rows, score_of
 from tlmscore.output._row import CALIBRATED_COLUMN, COLUMN_KINDS, ROW_COLUMNS, SCORE_COLUMNS, Row, column_kind
 from tlmscore.output._sinks import (
@@ -53,8 +53,10 @@ __all__ = [
     "SinkFactory",
     "arrow_table",
     "build_manifest",
+    "checkpoint_path",
     "column_kind",
     "describe_file",
+    "manifest_path",
     "open_sink",
     "output_format",
     "read_rows",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tlmscore._tables import json_cell, rows
+from tlmscore.errors import TranscriptError
 from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read
 
@@ -254,7 +255,11 @@ def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
         if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
             yield from _json(handle, first.lstrip(b"\xef\xbb\xbf"))
         else:
-            yield from _protobuf(first + handle.read())
+            try:
+                yield from _protobuf(first + handle.read())
+            except ImportError as exc:  # an install without it (tlmscore depends on it): one line, not a traceback
+                raise TranscriptError(f"{path}: an OTLP protobuf body needs the opentelemetry-proto package "
+                                      f"(pip install opentelemetry-proto): {exc}") from None
 
 
 def read(address: str) -> Iterator[Read]:

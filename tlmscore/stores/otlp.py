@@ -5,7 +5,7 @@ GenAI semantic conventions' attributes (`gen_ai.evaluation.name`, `gen_ai.evalua
 `gen_ai.evaluation.score.label`, `gen_ai.evaluation.explanation`, `gen_ai.response.id`) and, when
 the row's ids are known, the trace and span ids of the span the row came from, so a backend shows
 the event on that span. `logs_request` is the OTLP/JSON form (ids as hex, as OTLP/JSON writes
-them); `logs_protobuf` the same request as the OTLP/HTTP protobuf body (the `otel` extra).
+them); `logs_protobuf` the same request as the OTLP/HTTP protobuf body (opentelemetry-proto).
 
 Targets: `otlp:URL` (OTLP/HTTP; a URL without a path gets `/v1/logs`), `otlp` alone (the endpoint
 from `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs`) and
@@ -80,7 +80,7 @@ def logs_request(annotations: Sequence[Annotation], *, time_unix_nano: int, vers
 
 
 def _value(value: dict[str, Any]) -> Any:
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: PLC0415  (the `otel` extra)
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: PLC0415  (only for a protobuf body)
 
     if "doubleValue" in value:
         return AnyValue(double_value=value["doubleValue"])
@@ -88,13 +88,13 @@ def _value(value: dict[str, Any]) -> Any:
 
 
 def _attributes(items: list[dict[str, Any]]) -> list[Any]:
-    from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: PLC0415  (the `otel` extra)
+    from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: PLC0415  (only for a protobuf body)
 
     return [KeyValue(key=item["key"], value=_value(item["value"])) for item in items]
 
 
 def _record(record: dict[str, Any]) -> Any:
-    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord  # noqa: PLC0415  (the `otel` extra)
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord  # noqa: PLC0415  (only for a protobuf body)
 
     return LogRecord(time_unix_nano=int(record["timeUnixNano"]),
                      observed_time_unix_nano=int(record["observedTimeUnixNano"]),
@@ -105,7 +105,7 @@ def _record(record: dict[str, Any]) -> Any:
 
 def logs_protobuf(request: dict[str, Any]) -> bytes:
     """The OTLP/JSON request (as `logs_request` makes it) as the OTLP/HTTP protobuf body."""
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415  (the `otel` extra)
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415  (only for a protobuf body)
         ExportLogsServiceRequest,
     )
     from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope  # noqa: PLC0415
@@ -205,7 +205,7 @@ class OtlpConnector:
         try:
             body = logs_protobuf(request)
         except ImportError:
-            return Sent.failed(len(payloads), "OTLP/HTTP needs the otel extra: pip install 'tlmscore[otel]'",
+            return Sent.failed(len(payloads), "OTLP/HTTP needs opentelemetry-proto: pip install opentelemetry-proto",
                                retry=False)
         reply = call(session.client, "POST", target.location, headers, session.timeout, content=body)
         return Sent.failed(len(payloads), reply, retry=True) if isinstance(reply, str) else sent(reply, len(payloads))
