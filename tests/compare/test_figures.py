@@ -110,3 +110,25 @@ def test_a_drop_within_the_rounding_allowance_holds() -> None:
     assert [r.ok for r in check_gates(comparison, Gates(max_drop=0.0))] == [True]
     over = compare_rows([{"id": "x", "score": 3e-12, "error": None}], [{"id": "x", "score": 0.0, "error": None}])
     assert [r.ok for r in check_gates(over, Gates(max_drop=0.0))] == [False]
+
+
+def test_landing_exactly_on_the_threshold_passes_and_starting_there_passed() -> None:
+    base = [{"id": "down", "score": 0.75, "error": None}, {"id": "up", "score": 0.5, "error": None}]
+    new = [{"id": "down", "score": 0.5, "error": None, "explanation": "kept"},
+           {"id": "up", "score": 0.75, "error": None}]
+    comparison = compare_rows(base, new, key="id", by="model")
+    assert comparison.newly_flagged() == [] and comparison.newly_passing() == []
+    assert (comparison.summary.newly_flagged, comparison.summary.newly_passing) == (0, 0)
+    assert (comparison.key, comparison.by) == ("id", "model")
+    assert [r.explanation for r in comparison.rows] == ["kept", None]  # no explanation stays none, not "None"
+
+
+def test_each_group_has_its_own_seeded_interval_and_no_common_key_names_both_files() -> None:
+    base = [{"id": str(i), "score": (i % 5) / 8, "error": None, "model": "m"} for i in range(12)]
+    new = [{"id": str(i), "score": ((i * 3) % 7) / 8, "error": None, "model": "m"} for i in range(12)]
+    deltas = [n["score"] - b["score"] for b, n in zip(base, new, strict=True)]
+    group = compare_rows(base, new, by="model", seed=3, resamples=400).groups["m"]
+    assert group.mean_delta == paired_bootstrap(deltas, seed=3, resamples=400)
+    with pytest.raises(ConfigError) as none_in_common:
+        compare_rows(base, [{"id": "x", "score": 0.5}], names=("old.jsonl", "new.jsonl"))
+    assert str(none_in_common.value) == "old.jsonl and new.jsonl share no 'id': nothing to compare"
