@@ -82,3 +82,10 @@ def test_a_gate_limit_out_of_range_is_a_usage_error(tmp_path: Path, flag: str, v
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", base, new, flag, value])
     assert exit_info.value.code == 2
+
+
+def test_no_gate_given_is_exit_0_however_the_scores_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = _runs(tmp_path, [1.0] * 3, [0.0] * 3)
+    assert main(["compare", base, new]) == 0
+    err = capsys.readouterr().err
+    assert "3 dropped" in err and "tlmscore: gate " not in err
