@@ -249,13 +249,15 @@ def test_an_unknown_project_is_one_line_exit_2_before_any_work(recorded: Recorde
     assert list(tmp_path.iterdir()) == []
 
 
-def _annotations(recorded: Recorded, span_ids: list[str]) -> list[dict[str, Any]]:
+def _annotations(recorded: Recorded, span_ids: list[str], name: str = "tlmscore.grounding") -> list[dict[str, Any]]:
+    """The annotations called `name` on the spans (other tests write others)."""
     from phoenix.client import Client
 
     client = Client(base_url=recorded.server.url)
     return [dict(a) for start in range(0, len(span_ids), 100)
             for a in client.spans.get_span_annotations(span_ids=span_ids[start:start + 100],
-                                                       project_identifier=PROJECT, limit=1000)]
+                                                       project_identifier=PROJECT, limit=1000)
+            if a["name"] == name]
 
 
 def _check(annotations: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
@@ -373,7 +375,7 @@ def test_annotations_land_on_the_exported_ids_and_spans_phoenix_does_not_hold_ar
     side = [json.loads(line) for line in (tmp_path / "scored.jsonl.annotate-failed.jsonl").read_text(
         encoding="utf-8").splitlines()]
     assert [(r["id"], r["span_id"], r["target"]) for r in side] == [(r["id"], r["span_id"], target) for r in unheld]
-    found = [a for a in _annotations(recorded, [r["span_id"] for r in batch]) if a["name"] == "tlmscore.ids"]
+    found = _annotations(recorded, [r["span_id"] for r in batch], name="tlmscore.ids")
     assert sorted(a["span_id"] for a in found) == sorted(r["span_id"] for r in held)  # exactly one per held span
     for annotation in found:
         row = next(r for r in held if r["span_id"] == annotation["span_id"])
