@@ -18,7 +18,8 @@ from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 
-pytest.importorskip("opentelemetry.sdk", reason="the phoenix extra (OpenTelemetry SDK) is not installed")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.common.trace_encoder",
+                    reason="the OTLP exporter that encodes the spans is not installed: pip install -e '.[dev]'")
 
 SYSTEM = [{"type": "text", "content": "Answer briefly."}]
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather of a city",

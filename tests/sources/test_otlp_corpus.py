@@ -31,7 +31,8 @@ from tests.servers.trace_store_calls import corpus_calls
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 
-pytest.importorskip("opentelemetry.sdk", reason="the phoenix extra (OpenTelemetry SDK) is not installed")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.common.trace_encoder",
+                    reason="the OTLP exporter that encodes the spans is not installed: pip install -e '.[dev]'")
 
 CLIENT_CALLS = {"function_call", "custom_tool_call"}
 BUILT_IN = "is shown as a function call"

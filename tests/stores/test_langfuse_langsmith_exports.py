@@ -44,8 +44,11 @@ import pytest
 import tlmscore
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.trace_store_calls import corpus_calls
+from tests.servers.trace_store_fakes import LANGSMITH_KEY as FAKE_LANGSMITH_KEY
+from tests.servers.trace_store_fakes import PUBLIC_KEY, SECRET_KEY, Store, serve_langfuse, serve_langsmith
 from tests.servers.trace_store_server import TraceStoreServer
 from tests.support.paths import ROOT
+from tlmscore.cli import main
 from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
@@ -259,6 +262,47 @@ def test_a_langsmith_export_reads_as_the_raw_records_do(captured: Captured, kind
     assert all(runs[rid]["run_type"] == "llm" for rid in rows["span_id"])
     assert list(rows["trace_id"]) == [runs[rid]["trace_id"] for rid in rows["span_id"]]
     assert any(r["run_type"] == "chain" for r in runs.values())
+
+
+def _annotated(scored: Path, target: str, store: Store) -> list[dict[str, Any]]:
+    assert main(["annotate", str(scored), "--to", target]) == 0
+    return list(store.stored.values())
+
+
+def test_langfuse_scores_land_on_the_trace_and_observation_the_sdk_sent(captured: Captured, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids by value: the SDK's own OTLP spans (decoded here) against the score bodies the fake received."""
+    generations = sorted((_observation(s) for s in captured.store.spans
+                          if _observation(s)["type"] == "GENERATION"), key=lambda o: str(o["start_time"]))
+    assert len(generations) == len(captured.raw)  # one a call, in the order the calls were made
+    scored = tmp_path / "scored.jsonl"
+    tlmscore.score(captured.langfuse["parquet"], settings=_settings(tmp_path)).to_json(scored, orient="records",
+                                                                                         lines=True)
+    rows = [json.loads(line) for line in scored.read_text(encoding="utf-8").splitlines()]
+    for store in serve_langfuse():
+        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
+        scores = {s["metadata"]["tlmscore.record.id"]: s for s in _annotated(scored, f"langfuse:{store.url}", store)}
+    assert [(scores[r["id"]]["traceId"], scores[r["id"]]["observationId"]) for r in rows] == [
+        (g["trace_id"], g["id"]) for g in generations]
+
+
+def test_langsmith_feedback_lands_on_the_trace_and_run_the_sdk_sent(captured: Captured, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids by value: the SDK's own run posts against the feedback bodies the fake received."""
+    llm_runs = [r for r in _runs(captured.store) if r["run_type"] == "llm"]  # by start time: the calls' order
+    assert len(llm_runs) == len(captured.raw)
+    scored = tmp_path / "scored.jsonl"
+    tlmscore.score(captured.langsmith["parquet"], settings=_settings(tmp_path)).to_json(scored, orient="records",
+                                                                                          lines=True)
+    rows = [json.loads(line) for line in scored.read_text(encoding="utf-8").splitlines()]
+    for store in serve_langsmith():
+        monkeypatch.setenv("LANGSMITH_API_KEY", FAKE_LANGSMITH_KEY)
+        monkeypatch.setenv("LANGSMITH_ENDPOINT", store.url)  # the server the key is for
+        feedback = {f["feedback_source"]["metadata"]["tlmscore.record.id"]: f
+                    for f in _annotated(scored, "langsmith", store)}
+    assert [(feedback[r["id"]]["trace_id"], feedback[r["id"]]["run_id"]) for r in rows] == [
+        (str(run["trace_id"]), str(run["id"])) for run in llm_runs]
 
 
 def test_the_langfuse_records_say_what_the_integration_did_not_keep(captured: Captured) -> None:

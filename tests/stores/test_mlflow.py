@@ -141,15 +141,16 @@ def test_an_experiment_is_read_a_page_at_a_time_each_trace_once(recorded: Record
     assert list(limited["span_id"]) == list(whole["span_id"][:7])  # the oldest seven
 
 
-def _assessments(process: MlflowProcess, trace_ids: list[str]) -> list[dict[str, Any]]:
-    """Every tlmscore feedback on the traces, as the server keeps it."""
+def _assessments(process: MlflowProcess, trace_ids: list[str], name: str = "tlmscore.grounding",
+                 ) -> list[dict[str, Any]]:
+    """Every tlmscore feedback called `name` on the traces, as the server keeps it (other tests write others)."""
     found = []
     for start in range(0, len(trace_ids), 50):
         reply = httpx.get(f"{process.url}/api/3.0/mlflow/traces/batchGet",
                           params={"trace_ids": trace_ids[start:start + 50]}, timeout=60)
         reply.raise_for_status()
         found += [a for t in reply.json()["traces"] for a in t["trace_info"].get("assessments") or []
-                  if a["source"]["source_id"] == "tlmscore"]
+                  if a["source"]["source_id"] == "tlmscore" and a["assessment_name"] == name]
     return found
 
 
@@ -241,3 +242,26 @@ def test_a_token_goes_only_to_the_server_it_is_for(recorded: Recorded, tmp_path:
                       env={"MLFLOW_TRACKING_TOKEN": TOKEN, "MLFLOW_TRACKING_URI": configured.url})
         assert direct.returncode == 0, direct.stderr
         assert configured.keys and set(configured.keys) == {f"Bearer {TOKEN}"}
+
+
+def test_assessments_land_on_the_trace_and_span_ids_mlflow_itself_reports(recorded: Recorded, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=recorded.process.url)
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    assert experiment is not None
+    traces = client.search_traces(locations=[experiment.experiment_id], max_results=500)
+    by_call = {span.inputs["model"]: (trace.info.trace_id, span.span_id) for trace in traces
+               for span in trace.data.spans
+               if isinstance(span.inputs, dict) and span.inputs.get("model") in recorded.raw}
+    assert len(by_call) == len(recorded.raw)  # MLflow's own client: the ids of each call's LLM span
+    calls = [t.request["model"] for t in read_transcripts(f"{recorded.address}?limit=6")]
+    frame = tlmscore.score(f"{recorded.address}?limit=6", settings=_settings(tmp_path)).assign(scorer="ids")
+    rows = frame.to_dict("records")
+    assert [(r["trace_id"], r["span_id"]) for r in rows] == [by_call[c] for c in calls]
+    scored = tmp_path / "scored.jsonl"
+    frame.to_json(scored, orient="records", lines=True)
+    assert main(["annotate", str(scored), "--to", recorded.process.address]) == 0
+    found = _assessments(recorded.process, [by_call[c][0] for c in calls], name="tlmscore.ids")
+    assert sorted((a["trace_id"], a["span_id"], a["metadata"]["tlmscore.record.id"]) for a in found) == sorted(
+        (*by_call[c], r["id"]) for c, r in zip(calls, rows, strict=True))

@@ -249,13 +249,15 @@ def test_an_unknown_project_is_one_line_exit_2_before_any_work(recorded: Recorde
     assert list(tmp_path.iterdir()) == []
 
 
-def _annotations(recorded: Recorded, span_ids: list[str]) -> list[dict[str, Any]]:
+def _annotations(recorded: Recorded, span_ids: list[str], name: str = "tlmscore.grounding") -> list[dict[str, Any]]:
+    """The annotations called `name` on the spans (other tests write others)."""
     from phoenix.client import Client
 
     client = Client(base_url=recorded.server.url)
     return [dict(a) for start in range(0, len(span_ids), 100)
             for a in client.spans.get_span_annotations(span_ids=span_ids[start:start + 100],
-                                                       project_identifier=PROJECT, limit=1000)]
+                                                       project_identifier=PROJECT, limit=1000)
+            if a["name"] == name]
 
 
 def _check(annotations: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
@@ -339,3 +341,44 @@ def test_a_key_read_for_one_server_is_not_sent_to_a_second(recorded: Recorded, t
     assert source.keys and set(source.keys) == {f"Bearer {SECRET}"}
     assert other.keys and set(other.keys) == {None}
     assert SECRET not in done.stderr
+
+
+def _exported_spans(recorded: Recorded) -> dict[str, tuple[str, str]]:
+    """Span id → (trace id, input value) as `arize-phoenix-client` exported them, read with pandas only."""
+    frame = pd.read_parquet(recorded.exports["parquet"])
+    return {str(s): (str(t), str(i)) for s, t, i in
+            zip(frame["context.span_id"], frame["context.trace_id"], frame["attributes.input.value"], strict=True)}
+
+
+def test_annotations_land_on_the_exported_ids_and_spans_phoenix_does_not_hold_are_dropped_and_resent(
+        recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exported = _exported_spans(recorded)
+    live = tlmscore.prepare(f"{recorded.address}?limit=6", _settings(tmp_path)).to_dict("records")
+    held = [{"id": r["id"], "source": r["source"], "line": r["line"], "scorer": "ids", "score": 0.25 * (i % 4),
+             "explanation": f"row {i}", "error": None, "trace_id": r["trace_id"], "span_id": r["span_id"]}
+            for i, r in enumerate(live)]
+    calls = [t.request["model"] for t in read_transcripts(f"{recorded.address}?limit=6")]  # a name per call
+    for row, call in zip(held, calls, strict=True):  # the ids read live are the ids Phoenix exported for the call
+        trace_id, request = exported[row["span_id"]]
+        assert row["trace_id"] == trace_id
+        assert json.loads(request)["model"] == call
+    unheld = [{**held[0], "id": f"unheld-{i}", "span_id": f"{0xdead0000 + i:016x}"} for i in range(3)]
+    batch = [held[0], unheld[0], *held[1:4], unheld[1], *held[4:], unheld[2]]  # one request of 9: 6 held, 3 not
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("".join(json.dumps(r) + "\n" for r in batch), encoding="utf-8")
+    with StoreProxy(recorded.server.url) as proxy:
+        target = f"phoenix://{proxy.url.removeprefix('http://')}"
+        assert main(["annotate", str(scored), "--to", target]) == 1
+        posts = [path for method, path in proxy.seen if method == "POST"]
+    assert len(posts) == 2  # refused whole for the unheld spans, then sent again without them
+    assert "6 of 9 written" in capsys.readouterr().err
+    side = [json.loads(line) for line in (tmp_path / "scored.jsonl.annotate-failed.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert [(r["id"], r["span_id"], r["target"]) for r in side] == [(r["id"], r["span_id"], target) for r in unheld]
+    found = _annotations(recorded, [r["span_id"] for r in batch], name="tlmscore.ids")
+    assert sorted(a["span_id"] for a in found) == sorted(r["span_id"] for r in held)  # exactly one per held span
+    for annotation in found:
+        row = next(r for r in held if r["span_id"] == annotation["span_id"])
+        assert annotation["metadata"] == {"tlmscore.record.id": row["id"]}
+        assert (annotation["result"]["score"], annotation["result"]["explanation"]) == (row["score"],
+                                                                                        row["explanation"])

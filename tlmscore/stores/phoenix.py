@@ -212,14 +212,14 @@ class PhoenixConnector:
 
 
 def _missing(reply: httpx.Response) -> set[str]:
-    """The span ids a 404 of `POST /v1/span_annotations` names as missing."""
+    """The span ids a 404 of `POST /v1/span_annotations` names as missing.
+
+    Phoenix answers its errors as plain text (`Spans with IDs a, b do not exist.`); the search also
+    finds them in a JSON `detail`.
+    """
     if reply.status_code != _NOT_FOUND:
         return set()
-    try:
-        detail = str(reply.json().get("detail", ""))
-    except ValueError:
-        return set()
-    found = _MISSING.search(detail)
+    found = _MISSING.search(reply.text)
     return {part.strip() for part in found.group(1).split(",")} if found else set()
 
 
