@@ -1,0 +1,161 @@
+"""Recorded Responses calls replayed under the official `opentelemetry-instrumentation-genai-openai`.
+
+`python -m tests.servers.genai_openai_calls MODE CALLS OUT` sends each raw record of CALLS (JSON lines of
+`{"request", "response"}`, Responses calls only) through the official `openai` client to the local fake of
+the API of `tests.servers.instrumented_calls`, under the instrumentation (1.3b0 and its
+`opentelemetry-util-genai` 1.3b0, which the project's own environment cannot hold beside
+`opentelemetry-instrumentation-openai-v2`: run it with a Python that has them, e.g.
+`/path/to/venv/bin/python -m tests.servers.genai_openai_calls --fixtures`). MODE is how it keeps content:
+
+- `span_only`, `event_only`, `span_and_event`: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`;
+  with events, the messages go to `gen_ai.client.inference.operation.details` log records;
+- `upload`: `OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK=upload`, no content capture: the hook writes
+  the messages to files (`uploads/`, `OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH`) and the span names them.
+
+Spans and log records go over OTLP/HTTP (protobuf) to a local receiver, written as the Collector's
+file exporter writes them: `traces.jsonl` (`resourceSpans` lines) and `logs.jsonl` (`resourceLogs`
+lines), ids in hex. OUT also gets `calls.jsonl`, the records sent, in order. One process per mode,
+as the instrumentation patches `openai` for the whole process and reads its settings once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.servers.instrumented_calls import FIXTURES, _Fake, _hex_ids, _send, fixture_calls
+
+MODES = ("span_only", "event_only", "span_and_event", "upload")
+OUT = FIXTURES / "traces" / "genai-openai"
+
+
+class _Receiver:
+    """An OTLP/HTTP receiver of traces and logs keeping each body by the path it was sent to."""
+
+    def __init__(self) -> None:
+        self.bodies: list[tuple[str, bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.bodies.append((self.path, self.rfile.read(int(self.headers.get("Content-Length", "0")))))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- the base class's signature
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _collector_line(path: str, body: bytes) -> str:
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    message = ExportLogsServiceRequest() if path.endswith("/logs") else ExportTraceServiceRequest()
+    message.ParseFromString(body)
+    return json.dumps(_hex_ids(MessageToDict(message)), separators=(",", ":"), ensure_ascii=False)
+
+
+def _environment(mode: str, out: Path) -> dict[str, str]:
+    env = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+           "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "" if mode == "upload" else mode.upper(),
+           "OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK": "upload" if mode == "upload" else "",
+           "OTEL_SDK_DISABLED": "false"}
+    if mode == "upload":
+        env["OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH"] = str(out / "uploads")
+    return env
+
+
+def record(calls: list[dict[str, Any]], out: Path) -> None:
+    """Replay the Responses calls of `calls` under the instrumentation; its spans and logs go to `out`."""
+    import openai
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    fake, receiver = _Fake(), _Receiver()
+    tracer = TracerProvider()
+    tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces"),
+                                                 max_export_batch_size=16, schedule_delay_millis=60_000))
+    logger = LoggerProvider()
+    logger.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{receiver.url}/v1/logs"),
+                                                            max_export_batch_size=16, schedule_delay_millis=60_000))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer, logger_provider=logger)
+    client = openai.OpenAI(base_url=fake.url, api_key="sk-fake", max_retries=0)
+    sent = []
+    for call in calls:
+        if "messages" in call["request"]:
+            continue  # Responses calls only: the built-in tools are theirs
+        fake.answer = call["response"]
+        try:
+            _send(client, call["request"])
+        except TypeError as exc:  # xAI's items the SDK does not know break the instrumentation, and the call
+            print(f"not recorded: {call['response'].get('id')}: {exc}", file=sys.stderr)
+            continue
+        sent.append(call)
+    instrumentor.uninstrument()  # the upload hook's files are written before its spans are flushed
+    for provider in (tracer, logger):
+        provider.force_flush()
+        provider.shutdown()
+    lines: dict[str, list[str]] = {"traces": [], "logs": []}
+    for path, body in receiver.bodies:
+        lines["logs" if path.endswith("/logs") else "traces"].append(_collector_line(path, body))
+    for name, written in lines.items():
+        if written:
+            (out / f"{name}.jsonl").write_text("".join(f"{line}\n" for line in written), encoding="utf-8")
+    (out / "calls.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in sent),
+                                     encoding="utf-8")
+
+
+def remake_fixtures(python: str = sys.executable) -> None:
+    """`fixtures/traces/genai-openai/<mode>/`, made again from the project's own fixture records."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    calls = OUT / "replayed.jsonl"
+    calls.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in fixture_calls()), encoding="utf-8")
+    try:
+        for mode in MODES:
+            out = OUT / mode
+            shutil.rmtree(out, ignore_errors=True)
+            (out / "uploads").mkdir(parents=True)
+            env = {**os.environ, **_environment(mode, out)}
+            subprocess.run([python, "-m", "tests.servers.genai_openai_calls", mode, str(calls), str(out)],
+                           check=True, cwd=FIXTURES.parent, env=env, timeout=600)
+        sent = {(OUT / mode / "calls.jsonl").read_text(encoding="utf-8") for mode in MODES}
+        if len(sent) != 1:
+            raise RuntimeError("the modes sent different calls")
+        (OUT / "calls.jsonl").write_text(sent.pop(), encoding="utf-8")  # one copy: every mode sent the same
+        for mode in MODES:
+            (OUT / mode / "calls.jsonl").unlink()
+    finally:
+        calls.unlink()
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--fixtures"]:
+        remake_fixtures(*argv[1:])
+        return
+    _, calls, out = argv
+    records = [json.loads(line) for line in Path(calls).read_text(encoding="utf-8").splitlines() if line.strip()]
+    record(records, Path(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
