@@ -159,3 +159,87 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+_WRITTEN_INPUT = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+                  "reasoning"}
+_WRITTEN_OUTPUT = {"message", "function_call", "custom_tool_call", "reasoning", "code_interpreter_call",
+                   "file_search_call", "image_generation_call", "mcp_call", "mcp_list_tools", "web_search_call"}
+OUTPUT_ITEMS = "output items other than messages, function and custom calls, reasoning and server-side built-ins"
+CONFIGURATION = "a configuration update in the input (it sets the answer's format)"
+ANSWER_LOST = (OUTPUT_ITEMS, CONFIGURATION)
+"""The losses that change the answer too; with any other, the span holds the answer whole."""
+BUILT_IN = {"code_interpreter_call", "file_search_call", "image_generation_call", "mcp_call", "mcp_list_tools",
+            "web_search_call", "tool_search_call", "tool_search_output"}
+"""The built-in tool items the instrumentation writes as `server_tool_call` (`…_response`) parts."""
+
+
+def _held(item: dict[str, Any], output: bool) -> bool:
+    kind = item.get("type", "message")
+    if kind in ("tool_search_call", "tool_search_output"):
+        return output and item.get("execution") == "server"
+    return kind in (_WRITTEN_OUTPUT if output else _WRITTEN_INPUT)
+
+
+def _sdk_form(item: dict[str, Any]) -> dict[str, Any]:
+    """A built-in item as the instrumentation writes its payload: the SDK's fields, in its order, no nulls."""
+    from openai._models import construct_type  # how the SDK reads a reply (leniently)
+    from openai.types.responses import ResponseOutputItem
+
+    made = construct_type(type_=ResponseOutputItem, value=item)
+    return dict(made.model_dump(exclude_none=True, mode="json")) if hasattr(made, "model_dump") else item
+
+
+def _tools_lost(request: dict[str, Any]) -> str | None:
+    for tool in request.get("tools") or []:
+        kind = tool.get("type")
+        if kind == "namespace":
+            return "the tools of a namespace (the span keeps the namespace's name only)"
+        if kind in ("custom", "computer", "computer_use_preview", "tool_search") or kind not in (
+                "function", "web_search", "web_search_preview", "file_search", "code_interpreter",
+                "image_generation", "mcp"):
+            return f"the definition of a {kind} tool (the span keeps its name and type)"
+        if tool.get("allowed_callers") or tool.get("defer_loading"):
+            return "which tools only programs call, and deferred loading"
+        if kind == "function" and tool.get("strict") is False:
+            return "function tools' strict flag"
+    return None
+
+
+def lost_in_genai_span(call: dict[str, Any]) -> str | None:  # noqa: PLR0911  (one return per loss)
+    """What of a raw Responses record a span of the genai-openai instrumentation cannot hold (None: nothing).
+
+    Read from its source (`response_extractors.py`): input items other than messages, function and
+    custom tool calls and results and reasoning are not written (built-in items, compaction, item
+    references, configuration updates, additional tools); of the output, MCP approval requests,
+    shell and patch calls and client tool searches are not; built-in items are their SDK form (no
+    nulls, the SDK's field order); tools keep only a name and a type (functions: description and
+    parameters); a JSON text format becomes `gen_ai.output.type` json; annotations, a file's name,
+    a refusal (as text), a message's phase, a function call's caller are dropped.
+    """
+    request, response = call["request"], call["response"]
+    items = request["input"] if isinstance(request.get("input"), list) else []
+    output = response.get("output") or []
+    if any(i.get("type") == "configuration_update" for i in items):
+        return CONFIGURATION
+    if not all(_held(i, True) for i in output):
+        return OUTPUT_ITEMS
+    if not all(_held(i, False) for i in items):
+        return "input items other than messages, function and custom tool calls and results, and reasoning"
+    if any(i.get("type") in BUILT_IN and _sdk_form(i) != i for i in output):
+        return "a built-in item's null fields and field order (its SDK form)"
+    lost = _tools_lost(request)
+    if lost:
+        return lost
+    if isinstance(request.get("text"), dict) and (request["text"].get("format") or {}).get("type") != "text":
+        return "a structured output's schema"
+    parts = [p for i in [*items, *output] for p in (i.get("content") if isinstance(i.get("content"), list) else [])]
+    if any(p.get("annotations") for p in parts):
+        return "citations (annotations)"
+    if any(p.get("type") == "refusal" for p in parts):
+        return "a refusal (written as text)"
+    if any(p.get("type") == "input_file" and p.get("file_data") for p in parts):
+        return "the name of a file sent inline"
+    if any(i.get("phase") or i.get("caller") or i.get("call_id") == "" for i in [*items, *output]):
+        return "a message's phase, a call's caller or an empty call id"
+    return None

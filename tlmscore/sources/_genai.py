@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.sources._genai_openai import output_format, provider_item, read_back
+from tlmscore.sources._genai_openai import KEPT_GENAI_OPENAI, output_format, provider_item, read_back
 
 TRACELOOP, LOGFIRE, OFFICIAL, GENAI_OPENAI = "traceloop", "logfire", "openai-v2", "genai-openai"
 _SCOPES = {"opentelemetry.instrumentation.openai.v1": TRACELOOP, "opentelemetry.instrumentation.openai": TRACELOOP,
@@ -382,7 +382,7 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
         warnings.append(lost)
     if not tools and any(e["kind"] == "call" for e in (*inputs, *outputs)):
         warnings.append(NO_TOOLS)
-    warnings.extend(read_back(attributes, inputs, outputs, tools))
+    warnings.extend(read_back(attributes, inputs, outputs, tools) if who == GENAI_OPENAI else [])
     programs_only = {t.get("name") for t in tools if isinstance(t.get("allowed_callers"), list)
                      and "direct" not in t["allowed_callers"]}
     if any(e["kind"] == "call" and e["name"] in programs_only for e in (*inputs, *outputs)):
@@ -394,7 +394,7 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
     if chat and any(_NUMBERED.search(str(p.get("text") or "")) for e in outputs if e["kind"] == "message"
                     for p in e["parts"]):
         warnings.append(NUMBERED_LOST)
-    if who in (TRACELOOP, LOGFIRE) and not chat and not warnings:
-        warnings.append(KEPT_ONLY)  # nothing in the span tells what it dropped: the row says what it may have
+    if who in (TRACELOOP, LOGFIRE, GENAI_OPENAI) and not chat and not warnings:  # the span does not tell what
+        warnings.append(KEPT_ONLY if who != GENAI_OPENAI else KEPT_GENAI_OPENAI)  # it dropped: say what it may have
     request, response = (chat_call if chat else responses_call)(attributes, inputs, outputs)
     return request, response, list(dict.fromkeys(warnings))

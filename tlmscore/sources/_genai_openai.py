@@ -1,7 +1,7 @@
 """What the official `opentelemetry-instrumentation-genai-openai` writes of a Responses call, read back.
 
 Built-in tool parts as the provider's own items, the namespaces of function calls, calls of custom
-tools, and the JSON output a call asked for.
+tools and of the computer tool, and the JSON output a call asked for.
 
 The official `opentelemetry-instrumentation-genai-openai` writes each built-in tool item of a
 Responses output (web search, file search, code interpreter, image generation, MCP, tool search)
@@ -34,6 +34,11 @@ CALL_ITEMS = {"code_interpreter": "code_interpreter_call", "file_search": "file_
 """The item type of a `server_tool_call` part's payload, by the payload's `type` (the tool's name)."""
 RESPONSE_ITEMS = {"tool_search": "tool_search_output"}
 """The item type of a `server_tool_call_response` part's payload, by the payload's `type`."""
+KEPT_GENAI_OPENAI = ("the span keeps the messages, function and custom tool calls, reasoning and the provider's "
+                     "built-in items of the answer (without their null fields): citations, the definitions of "
+                     "tools other than functions (and functions' strict flag), replayed built-in items, compaction, "
+                     "item references and configuration updates, MCP approval requests and shell or patch calls, "
+                     "if the call had any, are not in the trace (--hydrate reads the stored response)")
 JSON_SCHEMA_LOST = ("the call asked for a JSON answer (gen_ai.output.type json) and the span keeps no schema: "
                     "the answer is shown as a structured output of an unknown schema")
 NAMESPACE_UNKNOWN = ("the span names function {names} without a namespace, and it declares several namespaces: "
@@ -109,9 +114,32 @@ def _custom_calls(entries: list[dict[str, Any]], custom: set[str]) -> None:
         entry.update({"kind": "item", "item": item})
 
 
+def _computer_calls(entries: list[dict[str, Any]]) -> None:
+    """Computer calls (the span writes each as a call of `computer` with its action) and screenshots as the API's items.
+
+    So the call renders as the raw record's, and a screenshot as an image placeholder, not its bytes.
+    """
+    called: set[str] = set()
+    for entry in entries:
+        arguments = entry.get("arguments")
+        if entry["kind"] == "call" and entry["name"] == "computer" and isinstance(arguments, Mapping) \
+                and arguments and set(arguments) <= {"action", "actions"}:
+            called.add(entry["id"])
+            item = {"type": "computer_call", "call_id": entry["id"], **arguments}
+        elif entry["kind"] == "result" and entry["id"] in called:
+            output = json.loads(entry["output"]) if isinstance(entry["output"], str) and \
+                entry["output"].startswith("{") else entry["output"]
+            item = {"type": "computer_call_output", "call_id": entry["id"], "output": output}
+        else:
+            continue
+        entry.clear()
+        entry.update({"kind": "item", "item": item})
+
+
 def qualify_calls(entries: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each function call of `entries` given its namespace, where the span tells it; the names it cannot tell."""
     _custom_calls(entries, {str(t.get("name")) for t in tools if t.get("type") == "custom"})
+    _computer_calls(entries)
     items = [e["item"] for e in entries if e["kind"] == "item"]
     unknown: list[str] = []
     for entry in (e for e in entries if e["kind"] == "call"):

@@ -40,10 +40,9 @@ def _places(uri: str, base: Path) -> list[Path]:
 
 def _parsed(text: str) -> Any:
     """An uploaded file's value: its one JSON array, or its JSON lines (each with its `index`) in order."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) == 1:
-        return json.loads(lines[0])
-    values = [json.loads(line) for line in lines]
+    values = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if len(values) == 1 and not isinstance(values[0], Mapping):
+        return values[0]  # `json`: the one array
     values.sort(key=lambda v: v.get("index", 0) if isinstance(v, Mapping) else 0)
     return [{k: v for k, v in value.items() if k != "index"} if isinstance(value, Mapping) else value
             for value in values]
