@@ -156,6 +156,8 @@ def test_spans_without_their_logs_hold_only_the_response_ids(tmp_path: Path) -> 
     assert rows and all(r["prompt"] is None and r["error"] for r in rows)
     responses = sum(1 for c in _calls() if c["response"]["id"].startswith("resp_"))
     assert sum("holds only the response id" in r["error"] for r in rows) == responses >= 60
+    xai = [r["error"] for r in rows if "holds only" not in r["error"] and "failed" not in r["error"]]
+    assert xai and all("logs.jsonl beside traces.jsonl" in e for e in xai)  # not a Responses id: says where to look
 
 
 def _by_id(rows: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:

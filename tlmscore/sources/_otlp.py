@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tlmscore._tables import json_cell, rows
-from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
+from tlmscore.sources._genai import GENAI_OPENAI, LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "otlp"
@@ -126,10 +126,13 @@ def _ids(span: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+_IN_LOGS = ("if OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT was EVENT_ONLY the messages are in log records, "
+            "read with the spans when in the same file or in the logs file beside it (logs.jsonl beside "
+            "traces.jsonl); else set it to SPAN_ONLY where the calls are traced")
 _CAPTURE = {OFFICIAL: "set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
                       "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY where the calls are traced "
                       "(without them the instrumentation writes content only as log events, if at all)",
-            TRACELOOP: "set TRACELOOP_TRACE_CONTENT=true where the calls are traced"}
+            TRACELOOP: "set TRACELOOP_TRACE_CONTENT=true where the calls are traced", GENAI_OPENAI: _IN_LOGS}
 _CAPTURE_ANY = ("turn on the instrumentation's message content capture (OpenTelemetry GenAI instrumentations: "
                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)")
 
