@@ -14,8 +14,11 @@ the API of `tests.servers.instrumented_calls`, under the instrumentation (1.3b0 
 
 Spans and log records go over OTLP/HTTP (protobuf) to a local receiver, written as the Collector's
 file exporter writes them: `traces.jsonl` (`resourceSpans` lines) and `logs.jsonl` (`resourceLogs`
-lines), ids in hex. OUT also gets `calls.jsonl`, the records sent, in order. One process per mode,
+lines), ids in hex. OUT also gets `calls.jsonl`, the records sent, in order (`--fixtures` keeps one
+copy, `fixtures/traces/genai-openai/calls.jsonl`: every mode sends the same). One process per mode,
 as the instrumentation patches `openai` for the whole process and reads its settings once.
+`--corpus FOLDER OUT` records the real replies of the shared corpus (`../shared/corpus/responses`)
+in `span_only` into OUT, for the held-out figures of `docs/traces.md`.
 """
 
 from __future__ import annotations
@@ -148,9 +151,25 @@ def remake_fixtures(python: str = sys.executable) -> None:
         calls.unlink()
 
 
+def record_corpus(folder: Path, out: Path, mode: str = "span_only") -> None:
+    """The responses of `folder` (the shared corpus's `responses/`, real replies) recorded in `mode` into `out`."""
+    from tests.servers.instrumented_calls import corpus_records
+
+    out.mkdir(parents=True, exist_ok=True)
+    calls = out / "replayed.jsonl"
+    calls.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in corpus_records(folder)),
+                     encoding="utf-8")
+    env = {**os.environ, **_environment(mode, out)}
+    subprocess.run([sys.executable, "-m", "tests.servers.genai_openai_calls", mode, str(calls), str(out)],
+                   check=True, cwd=FIXTURES.parent, env=env, timeout=600)
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--fixtures"]:
         remake_fixtures(*argv[1:])
+        return
+    if argv[:1] == ["--corpus"]:
+        record_corpus(Path(argv[1]), Path(argv[2]))
         return
     _, calls, out = argv
     records = [json.loads(line) for line in Path(calls).read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -167,7 +186,8 @@ _WRITTEN_OUTPUT = {"message", "function_call", "custom_tool_call", "reasoning", 
                    "file_search_call", "image_generation_call", "mcp_call", "mcp_list_tools", "web_search_call"}
 OUTPUT_ITEMS = "output items other than messages, function and custom calls, reasoning and server-side built-ins"
 CONFIGURATION = "a configuration update in the input (it sets the answer's format)"
-ANSWER_LOST = (OUTPUT_ITEMS, CONFIGURATION)
+PHASE_OR_CALLER = "which messages were commentary (phase), which program made a call (caller)"
+ANSWER_LOST = (OUTPUT_ITEMS, CONFIGURATION, PHASE_OR_CALLER)
 """The losses that change the answer too; with any other, the span holds the answer whole."""
 BUILT_IN = {"code_interpreter_call", "file_search_call", "image_generation_call", "mcp_call", "mcp_list_tools",
             "web_search_call", "tool_search_call", "tool_search_output"}
@@ -203,6 +223,8 @@ def _tools_lost(request: dict[str, Any]) -> str | None:
             return "which tools only programs call, and deferred loading"
         if kind == "function" and tool.get("strict") is False:
             return "function tools' strict flag"
+        if kind == "function" and "description" in tool and tool["description"] is None:
+            return "a function tool's null description (the span writes null for none too)"
     return None
 
 
@@ -224,6 +246,8 @@ def lost_in_genai_span(call: dict[str, Any]) -> str | None:  # noqa: PLR0911  (o
         return CONFIGURATION
     if not all(_held(i, True) for i in output):
         return OUTPUT_ITEMS
+    if any(i.get("phase") or i.get("caller") for i in [*items, *output]):
+        return PHASE_OR_CALLER
     if not all(_held(i, False) for i in items):
         return "input items other than messages, function and custom tool calls and results, and reasoning"
     if any(i.get("type") in BUILT_IN and _sdk_form(i) != i for i in output):
@@ -240,6 +264,6 @@ def lost_in_genai_span(call: dict[str, Any]) -> str | None:  # noqa: PLR0911  (o
         return "a refusal (written as text)"
     if any(p.get("type") == "input_file" and p.get("file_data") for p in parts):
         return "the name of a file sent inline"
-    if any(i.get("phase") or i.get("caller") or i.get("call_id") == "" for i in [*items, *output]):
-        return "a message's phase, a call's caller or an empty call id"
+    if any(i.get("call_id") == "" for i in [*items, *output]):
+        return "an empty call id (xAI's)"
     return None
