@@ -10,7 +10,9 @@ the API of `tests.servers.instrumented_calls`, under the instrumentation (1.3b0 
 - `span_only`, `event_only`, `span_and_event`: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`;
   with events, the messages go to `gen_ai.client.inference.operation.details` log records;
 - `upload`: `OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK=upload`, no content capture: the hook writes
-  the messages to files (`uploads/`, `OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH`) and the span names them.
+  the messages to files (`OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH`: a temporary folder, whose
+  files `--fixtures` then moves to `upload/uploads/`, so the span's `file://` URIs name a place that
+  is gone, as when uploads are copied beside a trace) and the span names them.
 
 Spans and log records go over OTLP/HTTP (protobuf) to a local receiver, written as the Collector's
 file exporter writes them: `traces.jsonl` (`resourceSpans` lines) and `logs.jsonl` (`resourceLogs`
@@ -28,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -72,13 +75,13 @@ def _collector_line(path: str, body: bytes) -> str:
     return json.dumps(_hex_ids(MessageToDict(message)), separators=(",", ":"), ensure_ascii=False)
 
 
-def _environment(mode: str, out: Path) -> dict[str, str]:
+def _environment(mode: str, uploads: Path) -> dict[str, str]:
     env = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "" if mode == "upload" else mode.upper(),
            "OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK": "upload" if mode == "upload" else "",
            "OTEL_SDK_DISABLED": "false"}
     if mode == "upload":
-        env["OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH"] = str(out / "uploads")
+        env["OTEL_INSTRUMENTATION_GENAI_UPLOAD_BASE_PATH"] = str(uploads)
     return env
 
 
@@ -137,10 +140,15 @@ def remake_fixtures(python: str = sys.executable) -> None:
         for mode in MODES:
             out = OUT / mode
             shutil.rmtree(out, ignore_errors=True)
-            (out / "uploads").mkdir(parents=True)
-            env = {**os.environ, **_environment(mode, out)}
-            subprocess.run([python, "-m", "tests.servers.genai_openai_calls", mode, str(calls), str(out)],
-                           check=True, cwd=FIXTURES.parent, env=env, timeout=600)
+            out.mkdir()
+            with tempfile.TemporaryDirectory() as elsewhere:  # the hook uploads elsewhere; its files are then
+                uploads = Path(elsewhere) / "uploads"      # moved beside the trace, as a user copies them
+                uploads.mkdir()
+                env = {**os.environ, **_environment(mode, uploads)}
+                subprocess.run([python, "-m", "tests.servers.genai_openai_calls", mode, str(calls), str(out)],
+                               check=True, cwd=FIXTURES.parent, env=env, timeout=600)
+                if any(uploads.iterdir()):
+                    shutil.copytree(uploads, out / "uploads")
         sent = {(OUT / mode / "calls.jsonl").read_text(encoding="utf-8") for mode in MODES}
         if len(sent) != 1:
             raise RuntimeError("the modes sent different calls")
@@ -159,7 +167,7 @@ def record_corpus(folder: Path, out: Path, mode: str = "span_only") -> None:
     calls = out / "replayed.jsonl"
     calls.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in corpus_records(folder)),
                      encoding="utf-8")
-    env = {**os.environ, **_environment(mode, out)}
+    env = {**os.environ, **_environment(mode, out / "uploads")}
     subprocess.run([sys.executable, "-m", "tests.servers.genai_openai_calls", mode, str(calls), str(out)],
                    check=True, cwd=FIXTURES.parent, env=env, timeout=600)
 

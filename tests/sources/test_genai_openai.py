@@ -228,6 +228,8 @@ def test_uploads_are_read_where_the_refs_point_or_beside_the_trace(tmp_path: Pat
     refs = re.findall(r'"gen_ai\.(?:input|output)\.messages_ref","value":\{"stringValue":"([^"]+)"',
                       (FOLDER / "upload" / "traces.jsonl").read_text("utf-8"))
     assert refs and all(r.startswith("file://") for r in refs)
+    gone = [Path(r.removeprefix("file://")) for r in refs]  # the hook wrote to a folder since removed
+    assert not any(p.exists() for p in gone) and all((FOLDER / "upload" / "uploads" / p.name).is_file() for p in gone)
     path = _moved(tmp_path, "gs")
     missing = _rows(path)
     assert all(r["prompt"] is None for r in missing)
