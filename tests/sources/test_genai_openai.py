@@ -277,3 +277,33 @@ def test_a_row_that_differs_from_its_raw_record_says_what_the_span_may_have_lost
                                                                                        raw[rid]["response"])]
     assert len(differ) >= 20 and all(rows[rid]["warnings"] for rid in differ), [r for r in differ
                                                                                    if not rows[r]["warnings"]]
+
+
+def _call_span(tmp_path: Path, tools: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The row of one genai-openai span whose answer calls `name`, offering `tools` (as the span keeps them)."""
+    output = [{"role": "assistant", "finish_reason": "tool_call",
+               "parts": [{"type": "tool_call", "id": "call_1", "name": name, "arguments": {"q": "x"}}]}]
+    inputs = [{"role": "user", "parts": [{"type": "text", "content": "Find x."}]}]
+    attributes = [{"key": "gen_ai.response.id", "value": {"stringValue": "resp_ns1"}},
+                  {"key": "openai.api.type", "value": {"stringValue": "responses"}},
+                  {"key": "gen_ai.input.messages", "value": {"stringValue": json.dumps(inputs)}},
+                  {"key": "gen_ai.output.messages", "value": {"stringValue": json.dumps(output)}},
+                  {"key": "gen_ai.tool.definitions", "value": {"stringValue": json.dumps(tools)}}]
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "chat gpt-5.4", "attributes": attributes}
+    scope = {"scope": {"name": "opentelemetry.instrumentation.genai.openai"}, "spans": [span]}
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [scope]}]}) + "\n", encoding="utf-8")
+    [row] = _rows(path)
+    return row
+
+
+def test_a_call_is_named_by_its_namespace_only_where_the_span_tells_it(tmp_path: Path) -> None:
+    crm = {"type": "namespace", "name": "crm"}
+    row = _call_span(tmp_path, [crm], "search")
+    assert '"name": "crm.search"' in row["response"]
+    row = _call_span(tmp_path, [crm, {"type": "namespace", "name": "docs"}], "search")
+    assert '"name": "search"' in row["response"]
+    assert any("without a namespace, and it declares several" in w for w in row["warnings"])
+    row = _call_span(tmp_path, [crm, {"type": "function", "name": "search", "description": "d", "parameters": {}}],
+                     "search")  # a function of that name declared on its own: no namespace
+    assert '"name": "search"' in row["response"] and not any("namespace" in w for w in row["warnings"])
