@@ -11,7 +11,9 @@ exports) is its connector's, in `tlmscore.stores`.
   content looks at; the table files themselves (JSON lines, JSON, Parquet, CSV, streamed: `rows`,
   `table_kind`, `plain`) are read by `tlmscore._tables`, which output files read back share.
 - `_openinference`: OpenInference spans (`spans_records`), as Phoenix exports and serves them.
-- `_otlp`, `_genai`: OTLP traces with GenAI spans .
+- `_otlp`, `_genai`: OTLP traces with GenAI spans; `_otlp_logs`: the GenAI log events joined to
+  their spans (and a logs file read alone); `_uploads`: content the completion hook uploaded;
+  `_genai_openai`: what `opentelemetry-instrumentation-genai-openai` writes, read back.
 
 A reader's records are ingest's to normalise, so a call renders the same prompt whichever
 place it was read from.

@@ -4,11 +4,11 @@
 `gen_ai.tool.definitions` (JSON text or structured values) become the request's `instructions`,
 `input` and `tools` and the response's `output` (a Chat Completions call: `messages`, `tools` and
 `choices`). Parts: `text`; `tool_call`, `tool_call_response` (its value in `response` or
-`result`); `reasoning`; `server_tool_call` and `server_tool_call_response` (a built-in tool: shown
-as a call of that name and its result, with a warning, as the convention does not say which items
-the provider's API returned); media as the content parts the API takes, so they render as the raw
-record's do (`blob` and `uri` images and files as inline data, `file` by its id or name), never as
-their bytes. Tool definitions are kept as the request gave them (built-in tools and `strict`).
+`result`); `reasoning`; `server_tool_call` and `server_tool_call_response` (a built-in tool: the
+provider's item where the instrumentation writes it so, see `_genai_openai`; else a call of that
+name and its result, with a warning); media as the content parts the API takes, so they render as
+the raw record's do (`blob` and `uri` images and files as inline data, `file` by its id or name),
+never as their bytes. Tool definitions are kept as the request gave them (built-ins, `strict`).
 
 What each instrumentation leaves out is known from the span's instrumentation scope, and the
 warnings say what a span of it cannot hold (see `docs/traces.md`). Pure: values in, values out.
@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tlmscore._tables import json_cell
+from tlmscore.sources._genai_openai import KEPT_GENAI_OPENAI, output_format, provider_item, read_back
 
-TRACELOOP, LOGFIRE, OFFICIAL = "traceloop", "logfire", "openai-v2"
+TRACELOOP, LOGFIRE, OFFICIAL, GENAI_OPENAI = "traceloop", "logfire", "openai-v2", "genai-openai"
 _SCOPES = {"opentelemetry.instrumentation.openai.v1": TRACELOOP, "opentelemetry.instrumentation.openai": TRACELOOP,
            "logfire.openai": LOGFIRE, "opentelemetry.instrumentation.openai_v2": OFFICIAL,
-           "opentelemetry.util.genai.handler": OFFICIAL}
+           "opentelemetry.util.genai.handler": OFFICIAL, "opentelemetry.instrumentation.genai.openai": GENAI_OPENAI}
 REDACTED = "__REDACTED__"
 _CONTENT_PARTS = frozenset({"input_text", "output_text", "refusal", "input_image", "image_url", "input_file",
                             "input_audio", "audio"})
@@ -99,8 +100,8 @@ _MEDIA = {"uri": _uri, "blob": _blob, "file": _file}
 class _Items:
     """Messages, calls and results built from parts, and the warnings they call for."""
 
-    def __init__(self, output: bool) -> None:
-        self.output = output
+    def __init__(self, output: bool, items: bool = False) -> None:
+        self.output, self.items = output, items  # items: built-in tool parts hold the provider's items
         self.entries: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self._parts: list[dict[str, Any]] = []
@@ -131,7 +132,11 @@ class _Items:
         elif kind in ("tool_call", "server_tool_call", "tool_call_response", "server_tool_call_response",
                       "reasoning"):
             self.flush(role)
-            self._step(part, str(kind))
+            item = provider_item(part) if self.items else None
+            if item is None:
+                self._step(part, str(kind))
+            else:
+                self.entries.append({"kind": "item", "item": item})
         else:
             self._parts.append({"type": text_type, "text": _text(dict(part))})
             self.warn(f"message part of type {kind!r} is shown as its JSON")
@@ -161,9 +166,9 @@ def _summary(content: Any) -> list[str]:
     return [str(value or "")]
 
 
-def message_entries(messages: Any, *, output: bool) -> tuple[list[dict[str, Any]], list[str]]:
-    """The messages, calls, results and reasoning of GenAI messages, and warnings about what they could not hold."""
-    built = _Items(output)
+def message_entries(messages: Any, *, output: bool, items: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """The messages, calls, results, reasoning (and with `items`, built-in items) of GenAI messages, and warnings."""
+    built = _Items(output, items)
     for message in json_cell(messages) or []:
         if not isinstance(message, Mapping):
             raise TypeError(f"a GenAI message must be an object, not {type(message).__name__}")
@@ -215,7 +220,8 @@ def responses_tools(value: Any) -> list[dict[str, Any]]:
         if isinstance(inner, Mapping):  # the Chat Completions shape
             tools.append({"type": "function", **dict(inner)})
         else:
-            tools.append({"type": tool.get("type") or "function", **{k: v for k, v in tool.items() if k != "type"}})
+            kept = {k: v for k, v in tool.items() if k != "type" and (v is not None or k != "description")}
+            tools.append({"type": tool.get("type") or "function", **kept})
     return tools
 
 
@@ -247,8 +253,11 @@ def _responses_item(entry: dict[str, Any], number: int, output: bool) -> dict[st
     if kind == "message":
         return {"role": entry["role"], "content": entry["parts"]}
     if kind == "call":
+        named = {"namespace": entry["namespace"]} if "namespace" in entry else {}
         return {"type": "function_call", "call_id": entry["id"], "name": entry["name"],
-                "arguments": _text(entry["arguments"])}
+                "arguments": _text(entry["arguments"]), **named}
+    if kind == "item":
+        return dict(entry["item"])
     if kind == "result":
         return {"type": "function_call_output", "call_id": entry["id"], "output": entry["output"]}
     return {"type": "reasoning", "id": f"rs_{number}",
@@ -291,6 +300,7 @@ def responses_call(attributes: Mapping[str, Any], inputs: list[dict[str, Any]],
     tools = responses_tools(attributes.get("gen_ai.tool.definitions"))
     if tools:
         request["tools"] = tools
+    request.update(output_format(attributes))
     finish = finish_reason(attributes, attributes.get("gen_ai.output.messages"))
     incomplete = finish in ("length", "max_tokens")
     response = {"id": attributes.get("gen_ai.response.id"), "object": "response",
@@ -328,7 +338,7 @@ def is_chat(attributes: Mapping[str, Any], span_name: str | None, who: str | Non
     """Whether a span is a Chat Completions call (else a Responses call, which the convention's messages fit)."""
     rid = str(attributes.get("gen_ai.response.id") or "")
     name = span_name or ""
-    if rid.startswith("resp_") or name.startswith(_RESPONSES_SPANS):
+    if rid.startswith("resp_") or name.startswith(_RESPONSES_SPANS) or attributes.get("openai.api.type") == "responses":
         return False
     return name.startswith(_CHAT_SPANS) or rid.startswith("chatcmpl") or who == OFFICIAL
 
@@ -353,7 +363,8 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
     """(request, response, warnings) of a GenAI span's attributes, written by the instrumentation `scope` names."""
     who = instrumentation(scope)
     inputs, warned_in = message_entries(attributes.get("gen_ai.input.messages"), output=False)
-    outputs, warned_out = message_entries(attributes.get("gen_ai.output.messages"), output=True)
+    outputs, warned_out = message_entries(attributes.get("gen_ai.output.messages"), output=True,
+                                          items=who == GENAI_OPENAI)
     warnings = [*warned_in, *warned_out]
     matched = matched_in_order(inputs)
     if matched:
@@ -371,6 +382,7 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
         warnings.append(lost)
     if not tools and any(e["kind"] == "call" for e in (*inputs, *outputs)):
         warnings.append(NO_TOOLS)
+    warnings.extend(read_back(attributes, inputs, outputs, tools) if who == GENAI_OPENAI else [])
     programs_only = {t.get("name") for t in tools if isinstance(t.get("allowed_callers"), list)
                      and "direct" not in t["allowed_callers"]}
     if any(e["kind"] == "call" and e["name"] in programs_only for e in (*inputs, *outputs)):
@@ -382,7 +394,7 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
     if chat and any(_NUMBERED.search(str(p.get("text") or "")) for e in outputs if e["kind"] == "message"
                     for p in e["parts"]):
         warnings.append(NUMBERED_LOST)
-    if who in (TRACELOOP, LOGFIRE) and not chat and not warnings:
-        warnings.append(KEPT_ONLY)  # nothing in the span tells what it dropped: the row says what it may have
+    if who in (TRACELOOP, LOGFIRE, GENAI_OPENAI) and not chat and not warnings:  # the span does not tell what
+        warnings.append(KEPT_ONLY if who != GENAI_OPENAI else KEPT_GENAI_OPENAI)  # it dropped: say what it may have
     request, response = (chat_call if chat else responses_call)(attributes, inputs, outputs)
     return request, response, list(dict.fromkeys(warnings))

@@ -23,13 +23,13 @@ import base64
 import binascii
 import gzip
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from tlmscore._tables import json_cell, rows
 from tlmscore.errors import TranscriptError
-from tlmscore.sources._genai import LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
+from tlmscore.sources._genai import GENAI_OPENAI, LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
 from tlmscore.sources._tables import Peek, Read
 
 ORIGIN = "otlp"
@@ -127,10 +127,13 @@ def _ids(span: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+_IN_LOGS = ("if OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT was EVENT_ONLY the messages are in log records, "
+            "read with the spans when in the same file or in the logs file beside it (logs.jsonl beside "
+            "traces.jsonl); else set it to SPAN_ONLY where the calls are traced")
 _CAPTURE = {OFFICIAL: "set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental and "
                       "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY where the calls are traced "
                       "(without them the instrumentation writes content only as log events, if at all)",
-            TRACELOOP: "set TRACELOOP_TRACE_CONTENT=true where the calls are traced"}
+            TRACELOOP: "set TRACELOOP_TRACE_CONTENT=true where the calls are traced", GENAI_OPENAI: _IN_LOGS}
 _CAPTURE_ANY = ("turn on the instrumentation's message content capture (OpenTelemetry GenAI instrumentations: "
                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)")
 
@@ -157,17 +160,21 @@ def _unanswered(span: Mapping[str, Any], attributes: Mapping[str, Any], scope: s
     A call that failed has no answer; logfire's span of a streamed call holds only the request,
     and the span it logs when the stream ends holds the whole call.
     """
-    if "gen_ai.output.messages" in attributes or attributes.get("gen_ai.response.id"):
+    failed = (span.get("status") or {}).get("code") in ("STATUS_CODE_ERROR", 2)
+    if "gen_ai.output.messages" in attributes or (attributes.get("gen_ai.response.id") and not failed):
         return None
-    status = span.get("status") or {}
-    if status.get("code") in ("STATUS_CODE_ERROR", 2):
+    if failed:  # an answer that came and broke the instrumentation (so the call) is no answer either
         return "failed"
     return "stream" if instrumentation(scope) == LOGFIRE and "gen_ai.input.messages" in attributes else None
 
 
-def span_record(span: Mapping[str, Any], scope: str | None = None) -> dict[str, Any] | None:
-    """The record of one OTLP span with GenAI content (`scope`: its instrumentation scope); None for another span."""
-    attributes = attributes_of(span.get("attributes"))
+def span_record(span: Mapping[str, Any], scope: str | None = None,
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The record of one OTLP span with GenAI content (`scope`: its instrumentation scope); None for another span.
+
+    `extra`: attributes kept apart from the span (its log events', uploaded content), which the span's own override.
+    """
+    attributes = {**(extra or {}), **attributes_of(span.get("attributes"))}
     unanswered = _unanswered(span, attributes, scope)
     if unanswered == "failed":
         said = (span.get("status") or {}).get("message") or "status ERROR"
@@ -201,7 +208,7 @@ def _spans(request: Mapping[str, Any]) -> Iterator[tuple[str | None, Mapping[str
                 yield name, span
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_body(path: Path) -> IO[bytes]:
     """The file, gzip decoded when its first bytes say it is gzip (whatever its name)."""
     with path.open("rb") as handle:
         gzipped = handle.read(2) == b"\x1f\x8b"
@@ -250,7 +257,7 @@ def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     if path.suffix.lower() == ".parquet":
         yield from rows(path, "parquet")
         return
-    with _open(path) as handle:
+    with open_body(path) as handle:
         first = handle.readline()
         if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
             yield from _json(handle, first.lstrip(b"\xef\xbb\xbf"))
@@ -262,8 +269,8 @@ def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
                                       f"(pip install opentelemetry-proto): {exc}") from None
 
 
-def read(address: str) -> Iterator[Read]:
-    """The GenAI spans of an OTLP file, numbered in order."""
+def read(address: str, content: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None) -> Iterator[Read]:
+    """The GenAI spans of an OTLP file, numbered in order; `content(span)`: what is kept apart from a span."""
     number = 0
     for line, request in requests_of(Path(address)):
         if isinstance(request, str):
@@ -272,7 +279,7 @@ def read(address: str) -> Iterator[Read]:
             continue
         for scope, span in _spans(request):
             try:
-                record = span_record(span, scope)
+                record = span_record(span, scope, content(span) if content is not None else None)
             except (ValueError, TypeError, AttributeError, json.JSONDecodeError) as exc:
                 number += 1
                 yield Read(number, error=f"line {line}: span {span.get('spanId')}: {exc}")

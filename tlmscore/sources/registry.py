@@ -4,7 +4,7 @@ A reader (`SourceReader`) turns a file (or a live address) into transcript recor
 the record contract (`{"id", "request", "response", "metadata"}` plus the origin fields `origin`,
 `trace_id`, `span_id` and, where something was lost on the way, `warnings`), which ingest
 normalises as it does any record. `GENERIC` holds the readers of file formats no one store owns
-(OpenInference span exports, OTLP traces); each trace store brings its own, and the registry of
+(OpenInference span exports, OTLP traces and logs); each trace store brings its own, and the registry of
 every reader (with the `tlmscore.sources` entry points', `SOURCES_GROUP`) is
 `tlmscore.stores.readers`, where `find_reader` picks a file's reader.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tlmscore.sources import _openinference, _otlp
+from tlmscore.sources import _openinference, _otlp, _otlp_logs
 from tlmscore.sources._tables import Peek, Read
 
 __all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "is_live", "scheme", "with_window"]
@@ -40,7 +40,8 @@ class SourceReader:
 
 GENERIC: Mapping[str, SourceReader] = MappingProxyType({r.name: r for r in (
     SourceReader("openinference", _openinference.detect, _openinference.read),
-    SourceReader("otlp", _otlp.detect, _otlp.read),
+    SourceReader("otlp", _otlp.detect, _otlp_logs.read_spans),
+    SourceReader("otlp-logs", _otlp_logs.detect, _otlp_logs.read),
 )})
 """The readers of file formats no one store owns, by name (each store's own are `tlmscore.stores`')."""
 
