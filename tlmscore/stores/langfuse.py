@@ -345,8 +345,9 @@ class LangfuseConnector:
 
     name = "langfuse"
     origins = (ORIGIN,)
-    readers = (SourceReader("langfuse", detect, read),
-               SourceReader("langfuse-trace", langfuse_trace.detect, _trace_read))
+    readers = (SourceReader("langfuse", detect, read, wants="`id`, `trace_id` (or `traceId`) and a `type`"),
+               SourceReader("langfuse-trace", langfuse_trace.detect, _trace_read,
+                            wants="a trace's `id` and its `observations`"))
     keys = KEYS
     batch_size = 512
     forms = ("langfuse (LANGFUSE_HOST)", "langfuse-json:FILE")

@@ -299,7 +299,9 @@ class MlflowConnector:
     name = "mlflow"
     origins = (ORIGIN,)
     readers = (SourceReader("mlflow", lambda _: False, read_live, schemes=("mlflow", "mlflows")),
-               SourceReader("mlflow-export", mlflow_export.detect, _export_read))
+               SourceReader("mlflow-export", mlflow_export.detect, _export_read,
+                            wants="`info` and `data.spans` (Trace.to_json), or `trace_id` (tr-…) with `trace` or "
+                                  "`spans` (search_traces)"))
     keys = KEYS
     batch_size = 100
     forms = ("mlflow://HOST:PORT",)
