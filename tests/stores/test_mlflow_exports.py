@@ -77,9 +77,15 @@ def test_an_export_is_read_by_its_reader_one_row_per_llm_span(name: str, tmp_pat
     assert rows["span_id"].str.fullmatch(r"[0-9a-f]{16}").all()
 
 
-def test_both_exports_give_the_same_rows(tmp_path: Path) -> None:
+def test_both_exports_and_the_table_saved_as_csv_or_json_lines_give_the_same_rows(tmp_path: Path) -> None:
     lines, table = (tlmscore.prepare(str(FOLDER / name), _settings(tmp_path)) for name in EXPORTS)
     assert lines[[*COLUMNS, "warnings"]].equals(table[[*COLUMNS, "warnings"]])
+    frame = pd.read_parquet(FOLDER / "traces.parquet")
+    frame.to_csv(tmp_path / "traces.csv", index=False)
+    frame[["trace_id", "trace", "state"]].to_json(tmp_path / "traces.ndjson", orient="records", lines=True)
+    for saved in ("traces.csv", "traces.ndjson"):
+        rows = tlmscore.prepare(str(tmp_path / saved), _settings(tmp_path))
+        assert rows[[*COLUMNS, "warnings"]].equals(lines[[*COLUMNS, "warnings"]]), saved
 
 
 def test_export_rows_equal_the_raw_records_but_for_attachments_and_the_sdks_key_order(
