@@ -66,6 +66,13 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
     "c0c0c0c0c0c00007": (["You schedule meetings.", "Set up a call with Dana on Friday at 3pm."],
                          ["create_event", '"Dana"', '"Friday 15:00"']),
     "c0c0c0c0c0c00008": (["Reply in French.", "Say good morning to the team."], ["Bonjour à toute l'équipe !"]),
+    "c0c0c0c0c0c00009": (["You answer from the HR handbook.", "How many vacation days do new hires get?",
+                          "query_handbook", "New hires get 25 vacation days a year, prorated in the first year."],
+                         ["New hires get 25 vacation days a year, prorated in their first year."]),
+    "c0c0c0c0c0c00010": (["What's the weather in Oslo right now?"],
+                         ["Let me check the current weather.", "get_weather", '"Oslo"']),
+    "c0c0c0c0c0c00011": (["Summarise in one line.", "Deploy finished in 4 minutes; 2 pods restarted; no errors."],
+                         ["Deploy done in 4 min, 2 pod restarts, no errors."]),
 }
 FILES = {"openai-agents.ui.json": "langfuse-trace", "langgraph.trpc.json": "langfuse-trace",
          "frameworks.observations.jsonl": "langfuse"}

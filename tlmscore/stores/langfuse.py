@@ -61,6 +61,8 @@ _TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RE
 _LANGCHAIN = frozenset({"ai", "AIMessage", "AIMessageChunk"})
 _PAIR = 2  # a Parquet map cell reads as (key, value) pairs
 _PROMPT_KEYS = frozenset({"input", "instructions", "tools", "tool_choice", "parallel_tool_calls"})
+_REQUEST_KEYS = _PROMPT_KEYS | {"previous_response_id", "text"}
+"""What an integration logging the request's keyword arguments as the input keeps of them (not model or metadata)."""
 _FOLDED = ("instructions: Langfuse folds them into the input as its leading system message, "
            "read back as that message")
 _RESPONSE_LOST = ("Langfuse keeps only the Response's output: its id, status (read as completed), "
@@ -127,7 +129,10 @@ def _is_chat(output: Any, prompt: Any) -> bool:
 
 def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
     request: dict[str, Any] = {"model": model}
-    fields = dict(prompt) if isinstance(prompt, Mapping) and set(prompt) <= _PROMPT_KEYS else None
+    fields = None
+    if isinstance(prompt, Mapping) and (set(prompt) <= _PROMPT_KEYS or ("input" in prompt
+                                                                         and "messages" not in prompt)):
+        fields = {k: v for k, v in prompt.items() if k in _REQUEST_KEYS}
     if fields is None:
         request["input"] = prompt if prompt is not None else []
     else:

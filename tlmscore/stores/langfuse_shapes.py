@@ -56,7 +56,10 @@ _ITEM_SHAPES: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({"role", "content"}), "message"),
 )
 """Keys a Responses item of each type always holds, most specific first (the API reference's item objects)."""
-_FRAMEWORK_PARTS = frozenset({"tool-call", "tool-result", "tool_call", "tool_call_response"})
+_CALL_PARTS = frozenset({"tool_call", "tool-call", "function_call", "tool_use"})
+_RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "function_call_output", "function_result",
+                           "tool_result"})
+_FRAMEWORK_PARTS = _CALL_PARTS | _RESULT_PARTS
 _CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
 
@@ -143,7 +146,7 @@ def _is_openai(message: Mapping[str, Any]) -> bool:
     """A Chat Completions message as the API takes it (kept as it is): no framework's fields or parts."""
     if message.get("role") not in ("system", "developer", "user", "assistant", "tool") or "parts" in message:
         return False
-    if "additional_kwargs" in message or "toolCalls" in message:
+    if "additional_kwargs" in message or "toolCalls" in message or "blocks" in message:
         return False
     content = message.get("content")
     if message["role"] == "tool" and not isinstance(content, str):
@@ -235,14 +238,14 @@ def _from_parts(role: str, parts: Sequence[Any]) -> list[dict[str, Any]]:
         kind = part.get("type")
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("content", part.get("text")), str):
             texts.append(part.get("content", part.get("text")))
-        elif kind in ("tool_call", "tool-call", "function_call"):
+        elif kind in _CALL_PARTS:
             call = _call(part)
             calls += [call] if call else []
-        elif kind in ("tool_call_response", "tool-result", "function_call_output", "function_result"):
+        elif kind in _RESULT_PARTS:
             value = next((part[k] for k in ("result", "response", "output", "content") if k in part), "")
             if isinstance(value, Mapping) and value.get("type") in ("text", "json") and "value" in value:
                 value = value["value"]
-            ident = part.get("id") or part.get("toolCallId") or part.get("call_id") or ""
+            ident = part.get("id") or part.get("toolCallId") or part.get("call_id") or part.get("tool_use_id") or ""
             if isinstance(ident, list):
                 ident = next((i for i in ident if str(i).startswith("call_")), ident[-1] if ident else "")
             results.append({"role": "tool", "tool_call_id": str(ident), "content": _text(value, compact=False)})
@@ -253,6 +256,21 @@ def _from_parts(role: str, parts: Sequence[Any]) -> list[dict[str, Any]]:
             message["tool_calls"] = calls
         out.append(message)
     return out + results
+
+
+def _content(message: Mapping[str, Any]) -> Any:
+    """A message's content: `content`, else LlamaIndex's `blocks` (their text joined); a tool's text parts joined."""
+    content = message.get("content")
+    blocks = message.get("blocks")
+    if content is None and isinstance(blocks, list):
+        content = "".join(str(b.get("text") or "") for b in blocks if isinstance(b, Mapping)
+                          and b.get("block_type", "text") == "text")
+    role = str(message.get("role") or message.get("type") or "")
+    if role == "tool" and isinstance(content, list) and content and all(
+            isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
+            for p in content):
+        content = "\n".join(p["text"] for p in content)
+    return content
 
 
 def chat_messages(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -266,13 +284,13 @@ def chat_messages(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[d
         if not isinstance(message, Mapping):
             continue
         role = _ROLES.get(str(message.get("role") or message.get("type") or "user").lower(), "user")
-        content = message.get("content")
+        content = _content(message)
         definition = _definition(content) if role == "tool" and not message.get("tool_call_id") else None
         if definition is not None:  # LangChain's integration logs the declared tools as tool messages
             tools.append(definition)
             continue
         if _is_openai(message):
-            out.append(dict(message))
+            out.append(dict(message) if content is message.get("content") else {**message, "content": content})
             continue
         if isinstance(message.get("parts"), list):
             out += _from_parts(role, message["parts"])
@@ -289,7 +307,8 @@ def chat_messages(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[d
         calls = _calls(message)
         if calls:
             made["tool_calls"] = calls
-        ident = message.get("tool_call_id") or message.get("toolCallId")
+        extra = _inner(message, "additional_kwargs", {})
+        ident = message.get("tool_call_id") or message.get("toolCallId") or extra.get("tool_call_id")
         if ident:
             made["tool_call_id"] = str(ident)
         if role == "tool" and message.get("name"):
