@@ -118,6 +118,16 @@ def test_json_text_and_json_values_give_the_same_rows(tmp_path: Path) -> None:
         assert list(text[column]) == list(parsed[column])
 
 
+def test_a_page_of_the_observations_api_is_read_as_its_generations(tmp_path: Path) -> None:
+    given = json.loads((FOLDER / "openai-agents.ui.json").read_text(encoding="utf-8"))
+    page = tmp_path / "observations.json"
+    page.write_text(json.dumps({"data": given["observations"], "meta": {"page": 1, "limit": 50, "totalItems": 5,
+                                                                        "totalPages": 1}}), encoding="utf-8")
+    rows, trace = _rows(page, tmp_path), _rows(FOLDER / "openai-agents.ui.json", tmp_path)
+    for column in ("span_id", "trace_id", "prompt", "response"):
+        assert list(rows[column]) == list(trace[column])
+
+
 def test_responses_items_without_their_type_are_read_by_their_shape() -> None:
     from tlmscore.stores.langfuse_shapes import item_type, typed_items
 

@@ -2,8 +2,9 @@
 
 The UI's "Download trace" JSON is `{"trace": {…}, "observations": […]}`; the web API's answer is the
 same with the observations also inside the trace; `GET /api/public/traces/{id}` returns the trace
-with its `observations` inside. Input, output and metadata are JSON values or JSON text. A file holds
-one trace, a JSON array of them, or one a line.
+with its `observations` inside; a page of `GET /api/public/observations` is `{"data": […], "meta": …}`.
+Input, output and metadata are JSON values or JSON text. A file holds one trace (or page), a JSON
+array of them, or one a line.
 
 Each `GENERATION` observation is one record, read as an observation export's row is (the
 `observation_record` of `tlmscore.stores.langfuse`, which registers this reader), in start-time
@@ -31,7 +32,16 @@ def _trace(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return inner if isinstance(inner, Mapping) else row
 
 
+def _is_page(row: Mapping[str, Any]) -> bool:
+    """A page of `GET /api/public/observations`: `{"data": [observation, …], "meta": {…}}`."""
+    data = row.get("data")
+    return isinstance(data, list) and isinstance(row.get("meta"), Mapping) and all(
+        isinstance(o, Mapping) and "type" in o and ("traceId" in o or "trace_id" in o) for o in data)
+
+
 def _observations(row: Mapping[str, Any]) -> list[Any]:
+    if _is_page(row):
+        return list(row["data"])
     found = row.get("observations")
     if not isinstance(found, list):
         found = _trace(row).get("observations")
@@ -39,7 +49,9 @@ def _observations(row: Mapping[str, Any]) -> list[Any]:
 
 
 def is_trace(row: Mapping[str, Any]) -> bool:
-    """Whether a row is a Langfuse trace with its observations (not one observation)."""
+    """Whether a row is a Langfuse trace with its observations (not one observation), or a page of them."""
+    if _is_page(row):
+        return True
     return "type" not in row and _trace(row).get("id") is not None and (
         isinstance(row.get("observations"), list) or isinstance(_trace(row).get("observations"), list))
 
@@ -57,21 +69,21 @@ def _start(observation: Any) -> str:
 
 def trace_records(row: Mapping[str, Any], first: int, observation_record: Observation) -> Iterator[Read]:
     """One record (or error) per generation of a trace, numbered on from `first`."""
-    trace_id = str(_trace(row).get("id"))
+    trace_id = str(_trace(row).get("id") or "(a page of observations)")
     generations = sorted((o for o in _observations(row) if isinstance(o, Mapping)
                           and str(o.get("type") or "").upper() == "GENERATION"), key=_start)
     if not generations:
         yield Read(first, error=f"trace {trace_id}: it holds no GENERATION observation (no LLM call to read)")
         return
     for number, observation in enumerate(generations, start=first):
-        given = {**observation, "traceId": observation.get("traceId") or trace_id}
+        given = {**observation, "traceId": observation.get("traceId") or observation.get("trace_id") or trace_id}
         try:
             record = observation_record(given)
         except (ValueError, TypeError, AttributeError) as exc:
             yield Read(number, error=f"trace {trace_id}, observation {observation.get('id')}: {exc}")
             continue
         if record is not None:
-            yield Read(number, {**record, "trace_id": trace_id})
+            yield Read(number, record)
 
 
 def read(address: str, observation_record: Observation) -> Iterator[Read]:
