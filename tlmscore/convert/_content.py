@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -13,8 +14,26 @@ REASONING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 """Content parts that hold a model's reasoning, not its answer (Mistral's and others' `thinking`, `reasoning`)."""
 
 
+_ATTACHMENT = "mlflow-attachment://"
+"""MLflow's reference to media it keeps apart from a trace (its query names the media type and size)."""
+
+
+def _attachment_summary(uri: str) -> str:
+    """An MLflow attachment's media type and size as its URI states them; its bytes are not in the record."""
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(uri).query))
+    size = query.get("size", "")
+    pieces = [query.get("content_type", ""), f"{int(size):,} bytes" if size.isdigit() else "",
+              f"kept in MLflow ({uri.split('?', 1)[0]})"]
+    return ", ".join(p for p in pieces if p)
+
+
 def blob_summary(data: str) -> str:
-    """Describe inline data (a data: URL or bare base64) by media type, size and a short hash."""
+    """Describe inline data (a data: URL or bare base64) by media type, size and a short hash.
+
+    An MLflow attachment URI in its place is described by what the URI states, never by its own length.
+    """
+    if _ATTACHMENT in data[:100]:
+        return _attachment_summary(data[data.index(_ATTACHMENT):])
     media = ""
     payload = data
     if data.startswith("data:"):
@@ -33,7 +52,7 @@ def _image(part: dict[str, Any]) -> str:
     url = part.get("image_url")
     if isinstance(url, dict):
         url = url.get("url")
-    if isinstance(url, str) and url.startswith("data:"):
+    if isinstance(url, str) and url.startswith(("data:", _ATTACHMENT)):
         return f"[image: {blob_summary(url)}]"
     if isinstance(url, str) and url:
         return f"[image: {url}]"

@@ -29,19 +29,23 @@ SOURCES_GROUP = "tlmscore.sources"
 class SourceReader:
     """A kind of log: `detect(peek)` says whether a file is one; `read(address)` yields its records.
 
-    `schemes` are the URL schemes of a live source (`phoenix`), read from the address itself.
+    `schemes` are the URL schemes of a live source (`phoenix`), read from the address itself;
+    `wants` says what a file's rows must hold for `detect` (for the message when no reader matches a table).
     """
 
     name: str
     detect: Callable[[Peek], bool]
     read: Callable[[str], Iterator[Read]]
     schemes: tuple[str, ...] = ()
+    wants: str = ""
 
 
 GENERIC: Mapping[str, SourceReader] = MappingProxyType({r.name: r for r in (
-    SourceReader("openinference", _openinference.detect, _openinference.read),
-    SourceReader("otlp", _otlp.detect, _otlp_logs.read_spans),
-    SourceReader("otlp-logs", _otlp_logs.detect, _otlp_logs.read),
+    SourceReader("openinference", _openinference.detect, _openinference.read,
+                 wants="`context.span_id` and an OpenInference span kind (`span_kind`, `attributes.openinference…`)"),
+    SourceReader("otlp", _otlp.detect, _otlp_logs.read_spans, wants="`resourceSpans` (OTLP JSON) or a protobuf body"),
+    SourceReader("otlp-logs", _otlp_logs.detect, _otlp_logs.read,
+                 wants="`resourceLogs` holding `gen_ai.client.inference.operation.details` events"),
 )})
 """The readers of file formats no one store owns, by name (each store's own are `tlmscore.stores`')."""
 

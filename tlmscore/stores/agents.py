@@ -88,7 +88,7 @@ class AgentsConnector(ReadOnly):
 
     name = "agents"
     origins = (ORIGIN,)
-    readers = (SourceReader("agents", detect, read),)
+    readers = (SourceReader("agents", detect, read, wants="`object` `trace`, or `trace.span` with `span_data`"),)
     keys = Keys()
     annotates = "span"
     kept = "the Agents SDK's traces"

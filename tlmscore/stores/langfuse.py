@@ -37,8 +37,18 @@ import httpx
 
 from tlmscore._tables import json_cell
 from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
+from tlmscore.stores import langfuse_trace
 from tlmscore.stores._http import RETRY_STATUS, failure, hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.langfuse_shapes import (
+    chat_messages,
+    chat_tools,
+    declared_tools,
+    instructions_of,
+    is_response,
+    is_responses_items,
+    typed_items,
+)
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
 
@@ -48,8 +58,11 @@ _NAMESPACE = uuid.UUID("5b0c3f0e-7a51-4d1e-9f3c-0c1b7d2a6e41")
 """Fixed namespace of tlmscore's score ids (changing it would make every re-run add new scores)."""
 _TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL", "CHAIN", "RETRIEVER", "EVALUATOR",
                     "EMBEDDING", "GUARDRAIL"})
+_LANGCHAIN = frozenset({"ai", "AIMessage", "AIMessageChunk"})
 _PAIR = 2  # a Parquet map cell reads as (key, value) pairs
 _PROMPT_KEYS = frozenset({"input", "instructions", "tools", "tool_choice", "parallel_tool_calls"})
+_REQUEST_KEYS = _PROMPT_KEYS | {"previous_response_id", "text"}
+"""What an integration logging the request's keyword arguments as the input keeps of them (not model or metadata)."""
 _FOLDED = ("instructions: Langfuse folds them into the input as its leading system message, "
            "read back as that message")
 _RESPONSE_LOST = ("Langfuse keeps only the Response's output: its id, status (read as completed), "
@@ -97,13 +110,18 @@ def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _is_chat(output: Any, prompt: Any) -> bool:
-    """A Chat Completions call: its output is a message (or several, or streamed text) without an item type."""
-    if isinstance(output, str):  # a streamed chat call's text: a Response's output is always items
+    """A Chat Completions call: its output is messages of any framework's shape (or streamed text).
+
+    Responses items (typed or not) are no chat call.
+    """
+    if isinstance(output, str) or (isinstance(output, Mapping) and isinstance(output.get("choices"), list)):
+        return True  # a streamed chat call's text (a Response's output is always items), or a whole completion
+    if is_responses_items(output):
+        return False
+    outs = output if isinstance(output, list) else [output]
+    if outs and all(isinstance(o, Mapping) and ("role" in o or "parts" in o or "toolCallId" in o
+                                                or o.get("type") in _LANGCHAIN) for o in outs):
         return True
-    if isinstance(output, Mapping):
-        return "type" not in output and "role" in output
-    if isinstance(output, list) and output:
-        return all(isinstance(o, Mapping) and "type" not in o and "role" in o for o in output)
     if isinstance(prompt, Mapping):
         return "messages" in prompt
     return False
@@ -111,7 +129,10 @@ def _is_chat(output: Any, prompt: Any) -> bool:
 
 def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
     request: dict[str, Any] = {"model": model}
-    fields = dict(prompt) if isinstance(prompt, Mapping) and set(prompt) <= _PROMPT_KEYS else None
+    fields = None
+    if isinstance(prompt, Mapping) and (set(prompt) <= _PROMPT_KEYS or ("input" in prompt
+                                                                         and "messages" not in prompt)):
+        fields = {k: v for k, v in prompt.items() if k in _REQUEST_KEYS}
     if fields is None:
         request["input"] = prompt if prompt is not None else []
     else:
@@ -153,11 +174,19 @@ def _unfold(request: dict[str, Any], instructions: Any, warnings: list[str]) -> 
     return warnings
 
 
-def _responses_call(prompt: Any, output: Any, model: Any,
-                    meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def _responses_call(prompt: Any, output: Any, model: Any, meta: Mapping[str, Any],
+                    parameters: Any = None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     request, warnings = _responses_request(prompt, model)
+    if isinstance(request.get("input"), list):
+        request["input"] = typed_items(request["input"])
+    if is_response(output):  # the whole Response (an agents framework's integration): its fields are all there
+        whole = {**output, "output": typed_items(output["output"])}
+        for key in ("instructions", "tools"):
+            if whole.get(key) and key not in request:
+                request[key] = whole[key]
+        return request, whole, _unfold(request, whole.get("instructions"), warnings)
     items = output if isinstance(output, list) else [output] if isinstance(output, Mapping) else []
-    response: dict[str, Any] = {"object": "response", "model": model, "output": items}
+    response: dict[str, Any] = {"object": "response", "model": model, "output": typed_items(items)}
     if meta.get("object") == "response":  # a streamed call: the Response's other fields are in the metadata
         response.update({k: meta.get(k) for k in ("id", "status", "incomplete_details", "error") if k in meta})
         warnings = _unfold(request, meta.get("instructions"), warnings)
@@ -167,21 +196,48 @@ def _responses_call(prompt: Any, output: Any, model: Any,
     else:
         response["status"] = "completed"
         warnings.append(_RESPONSE_LOST)
+    instructions = instructions_of(meta, parameters)
+    if instructions and "instructions" not in request and not warnings.count(_FOLDED):
+        request["instructions"] = instructions
     return request, response, warnings
 
 
-def _chat_call(prompt: Any, output: Any, model: Any,
-               meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def _chat_request(prompt: Any, model: Any, meta: Mapping[str, Any], parameters: Any) -> dict[str, Any]:
+    """The Chat Completions request: the messages (any framework's shape), its tools and instructions."""
     request: dict[str, Any] = {"model": model}
     if isinstance(prompt, Mapping):
         request.update({k: v for k, v in prompt.items() if v is not None})
     else:
         request["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-    messages = output if isinstance(output, list) else [output]
-    reason = meta.get("finish_reason") or "stop"  # a streamed call keeps its finish reason in the metadata
-    choices = [{"index": i, "finish_reason": reason,
-                "message": dict(m) if isinstance(m, Mapping) else {"role": "assistant", "content": m}}
-               for i, m in enumerate(messages)]
+    given = request["messages"] if isinstance(request.get("messages"), list) else []
+    messages, logged = chat_messages(given)
+    request["messages"] = messages
+    tools = chat_tools(request.get("tools")) or logged or declared_tools(meta)
+    if tools:
+        request["tools"] = request["tools"] if chat_tools(request.get("tools")) else tools
+    instructions = instructions_of(meta, parameters)
+    if instructions and not any(m.get("role") in ("system", "developer") and m.get("content") == instructions
+                                for m in messages):
+        request["messages"] = [{"role": "system", "content": instructions}, *messages]
+    return request
+
+
+def _chat_call(prompt: Any, output: Any, model: Any, meta: Mapping[str, Any],
+               parameters: Any = None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    request = _chat_request(prompt, model, meta, parameters)
+    if isinstance(output, Mapping) and isinstance(output.get("choices"), list):  # the whole completion: nothing lost
+        return request, {"object": "chat.completion", "model": model, **output}, []
+    outs = output if isinstance(output, list) else [output]
+    if outs and all(isinstance(o, Mapping) and "toolCallId" in o and "role" not in o for o in outs):
+        outs = [{"role": "assistant", "content": [{"type": "tool-call", **o} for o in outs]}]  # AI SDK's calls
+    messages, _ = chat_messages([m if isinstance(m, Mapping) else {"role": "assistant", "content": m}
+                                 for m in outs])
+    stated = next((o["response_metadata"].get("finish_reason") for o in outs if isinstance(o, Mapping)
+                   and isinstance(o.get("response_metadata"), Mapping)), None)
+    choices = []
+    for index, message in enumerate(m for m in messages if m.get("role") != "tool"):
+        reason = meta.get("finish_reason") or stated or ("tool_calls" if message.get("tool_calls") else "stop")
+        choices.append({"index": index, "finish_reason": reason, "message": {**message, "role": "assistant"}})
     response = {"object": "chat.completion", "model": model, "choices": choices}
     return request, response, [_STREAMED_CHAT_LOST if meta.get("finish_reason") else _CHAT_LOST]
 
@@ -203,15 +259,16 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
                          else "the generation has no output")
     if prompt is None:
         raise ValueError("the generation has no input")
-    model = _get(row, "provided_model_name", "providedModelName", "model")
     meta = _metadata(row)
-    build = _chat_call if _is_chat(output, prompt) else _responses_call
-    request, response, warnings = build(prompt, output, model, meta)
+    model = _get(row, "provided_model_name", "providedModelName", "model") or meta.get("ls_model_name")
+    parameters = _json(_get(row, "model_parameters", "modelParameters"))
+    build = _chat_call if _is_chat(output, prompt) and not is_response(output) else _responses_call
+    request, response, warnings = build(prompt, output, model, meta, parameters)
     warnings += _media_lost(prompt, output)
     oid = str(row.get("id"))
     extra = {"name": row.get("name"), "start_time": _get(row, "start_time", "startTime"),
              "parent_observation_id": _get(row, "parent_observation_id", "parentObservationId"),
-             "model_parameters": _json(_get(row, "model_parameters", "modelParameters"))}
+             "model_parameters": parameters}
     return {"id": oid, "request": request, "response": response, "origin": ORIGIN,
             "trace_id": str(_get(row, "trace_id", "traceId")), "span_id": oid,
             "metadata": {k: v for k, v in extra.items() if v is not None}, "warnings": warnings}
@@ -283,12 +340,19 @@ def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) ->
     return Sent.stored(len(bodies))
 
 
+def _trace_read(address: str) -> Iterator[Read]:
+    """The generations of a file of Langfuse traces, each read as an observation export's row."""
+    return langfuse_trace.read(address, observation_record)
+
+
 class LangfuseConnector:
     """Langfuse: observation exports in, scores out."""
 
     name = "langfuse"
     origins = (ORIGIN,)
-    readers = (SourceReader("langfuse", detect, read),)
+    readers = (SourceReader("langfuse", detect, read, wants="`id`, `trace_id` (or `traceId`) and a `type`"),
+               SourceReader("langfuse-trace", langfuse_trace.detect, _trace_read,
+                            wants="a trace's `id` and its `observations`"))
     keys = KEYS
     batch_size = 512
     forms = ("langfuse (LANGFUSE_HOST)", "langfuse-json:FILE")

@@ -217,7 +217,7 @@ class LangSmithConnector:
 
     name = "langsmith"
     origins = (ORIGIN,)
-    readers = (SourceReader("langsmith", detect, read),)
+    readers = (SourceReader("langsmith", detect, read, wants="`id` and `run_type`"),)
     keys = KEYS
     batch_size = 512
     forms = ("langsmith (LANGSMITH_API_KEY)", "langsmith-json:FILE")

@@ -35,7 +35,8 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import Read, SourceReader, attributes_of
+from tlmscore.sources import Read, SourceReader, attributes_of, json_cell
+from tlmscore.stores import mlflow_export
 from tlmscore.stores._http import RETRY_STATUS, answered, call
 from tlmscore.stores.base import (
     Annotation,
@@ -49,6 +50,7 @@ from tlmscore.stores.base import (
     live_origin,
     live_target,
 )
+from tlmscore.stores.mlflow_attachments import ARTIFACT_PATH, Fetch, references, restore
 
 __all__ = ["CONNECTOR", "MlflowConnector", "assessment", "parse_address", "read_live",
            "span_records"]
@@ -146,12 +148,45 @@ def _hex(value: Any) -> str | None:
         return None
 
 
+def _attributes(span: Mapping[str, Any]) -> dict[str, Any]:
+    """A span's attributes: key-value pairs (the API), or an object of JSON texts (`Span.to_dict`, exports)."""
+    given = span.get("attributes")
+    if isinstance(given, Mapping):
+        return {str(key): json_cell(value) for key, value in given.items()}
+    return attributes_of(given)
+
+
+def _with_streamed_calls(response: dict[str, Any], events: Any) -> dict[str, Any]:
+    """A streamed chat completion with the tool calls MLflow's aggregate dropped, from its chunk events."""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not any(isinstance(c, dict) and c.get("finish_reason") == "tool_calls"
+                                                and not (c.get("message") or {}).get("tool_calls") for c in choices):
+        return response
+    calls: dict[int, dict[int, dict[str, Any]]] = {}
+    empty = {"name": "", "arguments": ""}
+    for event in events or []:
+        chunk = json_cell(_attributes(event).get("mlflow.chunk.value")) if isinstance(event, Mapping) else None
+        for choice in chunk.get("choices") or [] if isinstance(chunk, dict) else []:
+            for delta in (choice.get("delta") or {}).get("tool_calls") or []:
+                call = calls.setdefault(int(choice.get("index") or 0), {}).setdefault(
+                    int(delta.get("index") or 0), {"id": "", "type": "function", "function": dict(empty)})
+                call["id"] = delta.get("id") or call["id"]
+                function = delta.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+    if not calls:
+        return response
+    rebuilt = [{**c, "message": {**(c.get("message") or {}), "tool_calls": list(calls[c.get("index", 0)].values())}}
+               if isinstance(c, dict) and c.get("index", 0) in calls else c for c in choices]
+    return {**response, "choices": rebuilt}
+
+
 def span_records(trace: Mapping[str, Any], source: str) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
-    """(span id, record, error) for each LLM span of a trace, in start order."""
-    trace_id = str(trace["trace_info"]["trace_id"])
+    """(span id, record, error) for each LLM span of a trace (`trace_info`, or an export's `info`), in start order."""
+    trace_id = str((trace.get("trace_info") or trace.get("info") or {})["trace_id"])
     spans = sorted(trace.get("spans") or [], key=lambda s: int(s.get("start_time_unix_nano") or 0))
     for span in spans:
-        attributes = attributes_of(span.get("attributes"))
+        attributes = _attributes(span)
         if attributes.get("mlflow.spanType") not in LLM_SPANS:
             continue
         span_id = _hex(span.get("span_id")) or ""
@@ -161,6 +196,7 @@ def span_records(trace: Mapping[str, Any], source: str) -> Iterator[tuple[str, d
             yield span_id, None, (f"span {span_id}: the LLM call failed: {status}" if status else
                                   f"span {span_id}: its outputs hold no Response or Chat Completion")
             continue
+        response = _with_streamed_calls(response, span.get("events"))
         metadata = {"name": span.get("name"), "experiment": source, "start_time_unix_nano":
                     span.get("start_time_unix_nano"), "parent_id": _hex(span.get("parent_span_id"))}
         yield span_id, {"id": span_id, "request": request if isinstance(request, dict) else {},
@@ -177,10 +213,32 @@ def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Re
     with httpx.Client(timeout=READ_TIMEOUT) as client:
         session = Session(client, READ_TIMEOUT, 0)
         exp_id = experiment_id(where, session, headers)
+        fetch = _fetcher(where.base_url, session, headers)
         for trace in _traces(where, exp_id, session, headers):
             for _, record, error in span_records(trace, where.name):
                 number += 1
-                yield Read(number, record) if error is None else Read(number, error=error)
+                yield Read(number, _with_media(record, fetch)) if record is not None else Read(number, error=error)
+
+
+def _fetcher(base_url: str, session: Session, headers: Mapping[str, str]) -> Fetch:
+    """An attachment's bytes, fetched as MLflow's UI fetches them (or why they cannot be)."""
+    def fetch(trace_id: str, attachment_id: str) -> bytes | str:
+        reply = call(session.client, "GET", f"{base_url}{ARTIFACT_PATH}", headers, session.timeout,
+                     params={"request_id": trace_id, "path": attachment_id})
+        if isinstance(reply, str):
+            return reply
+        return reply.content if reply.is_success else f"the server answered {answered(reply)}"
+    return fetch
+
+
+def _with_media(record: dict[str, Any], fetch: Fetch) -> dict[str, Any]:
+    """The record with its attachments' media put back (those that cannot be fetched named in its warnings)."""
+    if not references([record["request"], record["response"]]):
+        return record
+    failures: list[str] = []
+    restored = {**record, "request": restore(record["request"], fetch, failures),
+                "response": restore(record["response"], fetch, failures)}
+    return restored | ({"warnings": [f"MLflow attachment not fetched: {f}" for f in failures]} if failures else {})
 
 
 def assessment(annotation: Annotation) -> dict[str, Any] | None:
@@ -230,12 +288,20 @@ def _write(target: Target, payload: dict[str, Any], earlier: str | None, session
     return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
 
 
+def _export_read(address: str) -> Iterator[Read]:
+    """The LLM spans of an export's traces, each read as a live read reads it."""
+    return mlflow_export.read(address, span_records)
+
+
 class MlflowConnector:
     """MLflow: an experiment's traces in, feedback assessments out."""
 
     name = "mlflow"
     origins = (ORIGIN,)
-    readers = (SourceReader("mlflow", lambda _: False, read_live, schemes=("mlflow", "mlflows")),)
+    readers = (SourceReader("mlflow", lambda _: False, read_live, schemes=("mlflow", "mlflows")),
+               SourceReader("mlflow-export", mlflow_export.detect, _export_read,
+                            wants="`info` and `data.spans` (Trace.to_json), or `trace_id` (tr-…) with `trace` or "
+                                  "`spans` (search_traces)"))
     keys = KEYS
     batch_size = 100
     forms = ("mlflow://HOST:PORT",)

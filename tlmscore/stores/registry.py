@@ -14,7 +14,7 @@ from typing import Any
 
 from tlmscore.errors import TranscriptError
 from tlmscore.plugins import Kind, plugins
-from tlmscore.sources import GENERIC, SOURCES_GROUP, SourceReader, peek, scheme
+from tlmscore.sources import GENERIC, SOURCES_GROUP, Peek, SourceReader, peek, scheme
 from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
 from tlmscore.stores.base import Connector
 
@@ -105,4 +105,19 @@ def find_reader(address: str, fmt: str | None = None) -> SourceReader | None:
     for reader in table.values():
         if not reader.schemes and reader.detect(sample):
             return reader
+    if sample.kind in _TABLES:
+        raise TranscriptError(unmatched(address, sample, table))
     return None
+
+
+_TABLES = {"parquet": "a Parquet table", "csv": "a CSV table"}
+"""Kinds of file that hold no transcript records of their own: one no reader recognises is an error."""
+
+
+def unmatched(address: str, sample: Peek, table: Mapping[str, SourceReader]) -> str:
+    """One line: the table's columns match no reader; what each reader looks for."""
+    columns = list(sample.first)
+    shown = ", ".join(columns[:8]) + (f", … ({len(columns)} columns)" if len(columns) > 8 else "")  # noqa: PLR2004
+    wants = "; ".join(f"{r.name}: {r.wants or 'its own rows'}" for r in table.values() if not r.schemes)
+    return (f"{address}: {_TABLES[sample.kind]} whose columns ({shown}) match no reader; the readers look for "
+            f"{wants} (or name one with --format)")
