@@ -104,6 +104,9 @@ class Settings(BaseModel):
         default=False, description="escape non-ASCII in JSON blocks as cleanlab-tlm does (tlmscore.compat sets it)")
     progress: bool | None = Field(default=None, description="None: only on a terminal")
     chunk_size: int = Field(default=1000, ge=1)
+    score_workers: int | None = Field(
+        default=None, ge=1, description="processes a CPU-bound scorer (grounding) runs in; None: one per core, "
+                                        "1: in the run's own process")
 
     @field_validator("proxy")
     @classmethod

@@ -183,6 +183,8 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
                        help="judge: refuse to start (exit 2) when the estimated cost is above this")
     group.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
+    group.add_argument("--score-workers", type=int, default=None, metavar="N",
+                       help="processes the grounding scorer runs in (default: one per core; 1: in this process)")
 
 
 def _add_engine(parser: argparse.ArgumentParser) -> None:
@@ -336,6 +338,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["timeout"] = args.timeout
     if args.chunk_size is not None:
         values["chunk_size"] = args.chunk_size
+    if getattr(args, "score_workers", None) is not None:
+        values["score_workers"] = args.score_workers
     for flag in ("extract_timeout", "extractor", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
         if getattr(args, flag, None) is not None:
             values[flag] = getattr(args, flag)
