@@ -10,12 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["PageSourceName", "Settings", "UrlPolicy", "default_cache_dir"]
+__all__ = ["ExtractorName", "PageSourceName", "Settings", "UrlPolicy", "default_cache_dir"]
 
 UrlPolicy = Literal["cited", "sources", "all"]
 PageSourceName = Literal["fetch", "chat", "chat:always"]
 """Where pages come from: `fetch` the cache, the web and the archive; `chat` those, then a model for what
 they could not give; `chat:always` a model for every page (the web is not fetched)."""
+ExtractorName = Literal["recall", "balanced", "precision", "resiliparse"]
+"""How an HTML page's main text is found: trafilatura favouring recall (the default), balanced, or favouring
+precision; or resiliparse's main-content extraction (the `resiliparse` extra). docs/fetching.md compares them."""
 
 
 def default_cache_dir() -> Path:
@@ -69,6 +72,9 @@ class Settings(BaseModel):
         default="off", description="read pages from a web archive as of the answer (sends cited URLs to it)")
     archive_url: str = Field(default="https://web.archive.org", description="a Wayback-compatible archive")
     extract_timeout: float = Field(default=30.0, gt=0, description="CPU seconds one page's extraction may take")
+    extractor: ExtractorName = Field(
+        default="recall", description="how a page's main text is found: trafilatura favouring recall, balanced or "
+                                      "favouring precision, or resiliparse (the resiliparse extra); docs/fetching.md")
     extract_memory: int = Field(default=384 * 2**20, ge=2**20,
                                 description="bytes an extraction worker may allocate beyond its start")
 
@@ -100,6 +106,9 @@ class Settings(BaseModel):
         default=False, description="escape non-ASCII in JSON blocks as cleanlab-tlm does (tlmscore.compat sets it)")
     progress: bool | None = Field(default=None, description="None: only on a terminal")
     chunk_size: int = Field(default=1000, ge=1)
+    score_workers: int | None = Field(
+        default=None, ge=1, description="processes a CPU-bound scorer (grounding) runs in; None: one per core, "
+                                        "1: in the run's own process")
 
     @field_validator("proxy")
     @classmethod

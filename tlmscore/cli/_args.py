@@ -121,6 +121,10 @@ def _add_evidence(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--extract-timeout", type=float, default=None, metavar="SECONDS",
                        help="CPU seconds one page's text extraction may take "
                             f"(default {_default('extract_timeout'):g})")
+    group.add_argument("--extractor", choices=("recall", "balanced", "precision", "resiliparse"), default=None,
+                       help="how a page's main text is found: trafilatura favouring recall, balanced or favouring "
+                            "precision, or resiliparse, the fastest (extra resiliparse) "
+                            f"(default: {_default('extractor')}; docs/fetching.md)")
     group.add_argument("--archive", choices=("off", "fallback", "prefer"), default=None,
                        help="pages as of the answer from a web archive: off, fallback (when the live page "
                             f"fails) or prefer (default: {_default('archive')}); sends cited URLs to the archive")
@@ -189,6 +193,8 @@ def _add_scoring(parser: argparse.ArgumentParser) -> None:
                        help="judge: refuse to start (exit 2) when the estimated cost is above this")
     group.add_argument("--calibration", type=Path, metavar="CALIB.json",
                        help="add a calibrated_score column with this `tlmscore calibrate` file")
+    group.add_argument("--score-workers", type=int, default=None, metavar="N",
+                       help="processes the grounding scorer runs in (default: one per core; 1: in this process)")
 
 
 def _add_engine(parser: argparse.ArgumentParser) -> None:
@@ -342,7 +348,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["timeout"] = args.timeout
     if args.chunk_size is not None:
         values["chunk_size"] = args.chunk_size
-    for flag in ("extract_timeout", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
+    if getattr(args, "score_workers", None) is not None:
+        values["score_workers"] = args.score_workers
+    for flag in ("extract_timeout", "extractor", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
         if getattr(args, flag, None) is not None:
             values[flag] = getattr(args, flag)
     if args.quiet:

@@ -16,7 +16,7 @@ import signal
 from multiprocessing.process import BaseProcess
 
 from tlmscore.evidence._template import FORK, TAKEN, Limits, receive_worker, serve_spawned, serve_template
-from tlmscore.evidence.extract import Extracted
+from tlmscore.evidence.extract import Extracted, Extractor
 
 _START_SECONDS = 120.0  # how long a new worker may take to be ready (the template imports first)
 _STOP_SECONDS = 5.0  # how long a closing pool waits for a process to exit before it kills it
@@ -114,7 +114,7 @@ class Worker:
         except OSError:
             return False
 
-    def run(self, task: tuple[bytes, str | None, str]) -> Extracted:
+    def run(self, task: tuple[bytes, str | None, str, Extractor]) -> Extracted:
         """Extract one page; raise `LostError` if the worker is gone or has to be killed."""
         self._hand_over(task)
         try:
@@ -127,7 +127,7 @@ class Worker:
             raise LostError("the text extractor ended on this page (it crashed or ran out of memory)") from exc
         return found
 
-    def _hand_over(self, task: tuple[bytes, str | None, str]) -> None:
+    def _hand_over(self, task: tuple[bytes, str | None, str, Extractor]) -> None:
         """Send the page; the worker says it has it before it starts, so one already gone is told apart."""
         try:
             self._conn.send(task)

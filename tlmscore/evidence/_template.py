@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass
 from types import FrameType
 
-from tlmscore.evidence.extract import Extracted, extract_safely
+from tlmscore.evidence.extract import Extracted, Extractor, extract_safely
 
 TAKEN = "taken"
 """What a worker answers as it takes a page, before it starts on it."""
@@ -147,15 +147,16 @@ def _exit_with(sentinel: int) -> None:
     os._exit(0)
 
 
-def _timed_extract(body: bytes, content_type: str | None, url: str, limits: Limits) -> Extracted:
+def _timed_extract(body: bytes, content_type: str | None, url: str, extractor: Extractor,
+                   limits: Limits) -> Extracted:
     """`extract_safely` under the CPU timer (where there is one)."""
     if not hasattr(signal, "setitimer"):
-        return extract_safely(body, content_type, url)
+        return extract_safely(body, content_type, url, extractor)
     _limit_cpu(limits.cpu_seconds * _HARD_CPU_MARGIN + 1)
     previous = signal.signal(signal.SIGPROF, _on_timer)
     try:
         signal.setitimer(signal.ITIMER_PROF, limits.cpu_seconds)
-        return extract_safely(body, content_type, url)
+        return extract_safely(body, content_type, url, extractor)
     except _OutOfTimeError:
         return Extracted(None, None, "extract_failed",
                          f"extracting the text took more than {limits.cpu_seconds:g} s of CPU")
@@ -165,7 +166,7 @@ def _timed_extract(body: bytes, content_type: str | None, url: str, limits: Limi
 
 
 def _serve_pages(conn: multiprocessing.connection.Connection, limits: Limits) -> None:
-    """Take `(body, content_type, url)` from the pipe, send back `Extracted`, until told to stop."""
+    """Take `(body, content_type, url, extractor)` from the pipe, send back `Extracted`, until told to stop."""
     while True:
         try:
             task = conn.recv()
@@ -175,8 +176,8 @@ def _serve_pages(conn: multiprocessing.connection.Connection, limits: Limits) ->
             return
         conn.send(TAKEN)
         try:
-            body, content_type, url = task
-            conn.send(_timed_extract(body, content_type, url, limits))
+            body, content_type, url, extractor = task
+            conn.send(_timed_extract(body, content_type, url, extractor, limits))
         except _OutOfTimeError:  # the timer fired just after the page was done: the answer stands
             conn.send(Extracted(None, None, "extract_failed", "the extraction ran out of time"))
 

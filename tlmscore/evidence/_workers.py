@@ -28,14 +28,14 @@ from dataclasses import dataclass
 
 from tlmscore.evidence._processes import GoneError, LostError, Template, Worker
 from tlmscore.evidence._template import CAN_FORK, Limits
-from tlmscore.evidence.extract import Extracted
+from tlmscore.evidence.extract import Extracted, Extractor
 
 
 @dataclass(frozen=True)
 class _Job:
     """One page to extract, and where its answer goes: a future of the event loop that asked."""
 
-    task: tuple[bytes, str | None, str]
+    task: tuple[bytes, str | None, str, Extractor]
     answer: asyncio.Future[Extracted]
     loop: asyncio.AbstractEventLoop
 
@@ -69,9 +69,11 @@ class ExtractPool:
     work under `if __name__ == "__main__":`, since the workers import the main module.
     """
 
-    def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, workers: int | None = None, limits: Limits | None = None,
+                 extractor: Extractor = "recall") -> None:
         self._workers = workers or _cores()
         self._limits = limits or Limits()
+        self._extractor: Extractor = extractor
         self._jobs: queue.PriorityQueue[tuple[float, int, _Job | None]] = queue.PriorityQueue()
         self._order = itertools.count()  # ties between equal sizes: the page asked for first
         self._feeders: list[threading.Thread] = []
@@ -114,7 +116,7 @@ class ExtractPool:
             return _CLOSED
         self.start()
         loop = asyncio.get_running_loop()
-        job = _Job((body, content_type, url), loop.create_future(), loop)
+        job = _Job((body, content_type, url, self._extractor), loop.create_future(), loop)
         with self._counting:
             self._unanswered += 1
         self._jobs.put((-len(body), next(self._order), job))
@@ -145,7 +147,8 @@ class ExtractPool:
         with self._counting:
             self._unanswered -= 1
 
-    def _run(self, worker: Worker | None, task: tuple[bytes, str | None, str]) -> tuple[Worker | None, Extracted]:
+    def _run(self, worker: Worker | None, task: tuple[bytes, str | None, str, Extractor],
+             ) -> tuple[Worker | None, Extracted]:
         """Extract `task` in `worker` (or its replacement): the worker to use next, and the answer."""
         for _ in range(2):  # a second worker only when the first had ended before it got the page
             try:

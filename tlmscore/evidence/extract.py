@@ -1,8 +1,11 @@
 """Extraction: turn a fetched body into the readable text a scorer sees.
 
-`extract` is pure (bytes in, text out) and knows nothing of the network: HTML goes through
-trafilatura (main text as Markdown, favouring recall, title from the page's metadata), plain text
-is decoded as is, JSON is pretty-printed, PDF text comes from pypdf. Unicode is kept.
+`extract` is pure (bytes in, text out) and knows nothing of the network: HTML goes through the
+chosen extractor (`Extractor`: trafilatura's main text as Markdown, favouring recall by default,
+or its balanced or precision mode, or resiliparse's main-content text; the title from the page's
+metadata), plain text is decoded as is, JSON is pretty-printed, PDF text comes from pypdf. Unicode
+is kept. `docs/fetching.md` gives each extractor's cost and what the scorer keeps of a page with
+it (`benchmarks/extractors.py`).
 
 Extraction costs CPU on every page, so a batch of hundreds of pages must not run it on the event
 loop: `_workers.ExtractPool` runs `extract_safely` in worker processes, each page
@@ -15,23 +18,49 @@ from __future__ import annotations
 import io
 import json
 import re
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from typing import Literal, NamedTuple
 
 __all__ = [
+    "EXTRACTORS",
     "EXTRACTOR_VERSION",
     "WARM_UP_PAGE",
     "ExtractStatus",
     "Extracted",
+    "Extractor",
     "content_kind",
     "extract",
     "extract_safely",
+    "extractor_version",
     "media_type",
     "supported_type",
 ]
 
-EXTRACTOR_VERSION = f"1;trafilatura={version('trafilatura')};pypdf={version('pypdf')}"
-"""Stored with every cached body: a change re-extracts cached pages without fetching them again."""
+Extractor = Literal["recall", "balanced", "precision", "resiliparse"]
+"""How an HTML page's main text is found: the names of `tlmscore.settings.ExtractorName`, spelled again here
+because extraction workers import this module and never the settings (nor pydantic); a test holds them equal."""
+EXTRACTORS: tuple[Extractor, ...] = ("recall", "balanced", "precision", "resiliparse")
+
+
+def extractor_version(extractor: Extractor = "recall") -> str:
+    """What made a cached page's text: the extractor and its library's version, stored with every cached body.
+
+    A change (another extractor, a new release) re-extracts cached pages from their bodies without fetching
+    them again. The default's string is the one every earlier release stored, so its caches stay valid.
+    """
+    base = f"1;trafilatura={version('trafilatura')};pypdf={version('pypdf')}"
+    if extractor == "recall":
+        return base
+    if extractor == "resiliparse":
+        try:
+            return f"{base};resiliparse={version('resiliparse')}"
+        except PackageNotFoundError:
+            return f"{base};resiliparse=missing"
+    return f"{base};mode={extractor}"
+
+
+EXTRACTOR_VERSION = extractor_version()
+"""The default extractor's `extractor_version`."""
 
 ExtractStatus = Literal["ok", "empty", "unsupported_type", "extract_failed"]
 Kind = Literal["html", "text", "json", "pdf"]
@@ -174,10 +203,12 @@ def _decode(body: bytes, charset: str | None) -> str:
         return body.decode("cp1252", errors="replace")
 
 
-def _html(body: bytes, content_type: str | None, url: str) -> tuple[str | None, str | None]:
-    """Title and main text (Markdown) of an HTML page."""
+def _html(body: bytes, content_type: str | None, url: str, extractor: Extractor) -> tuple[str | None, str | None]:
+    """Title and main text of an HTML page (Markdown from trafilatura, plain text from resiliparse)."""
     meta = _META_CHARSET.search(body[:4096])
     charset = _charset(content_type) or (_known_codec(meta.group(1).decode("ascii")) if meta else None)
+    if extractor == "resiliparse":
+        return _resiliparse(body, charset)
     document = body.decode(charset, errors="replace") if charset else body
     # Imported here: only extraction workers need trafilatura, the fetching process never does.
     import trafilatura  # noqa: PLC0415
@@ -187,7 +218,26 @@ def _html(body: bytes, content_type: str | None, url: str) -> tuple[str | None, 
     if tree is None:
         return None, None
     title = extract_title(tree)
-    text = trafilatura.extract(tree, url=url or None, output_format="markdown", favor_recall=True)
+    text = trafilatura.extract(tree, url=url or None, output_format="markdown",
+                               favor_recall=extractor == "recall", favor_precision=extractor == "precision")
+    return title, text
+
+
+def _resiliparse(body: bytes, charset: str | None) -> tuple[str | None, str | None]:
+    """Title and main-content text of a page by resiliparse, lists as bullets (the `resiliparse` extra).
+
+    The page is decoded as for plain text (its declared charset, else UTF-8, else Windows-1252), and the
+    title is the document's `<title>`.
+    """
+    try:
+        from resiliparse.extract.html2text import extract_plain_text  # noqa: PLC0415
+        from resiliparse.parse.html import HTMLTree  # noqa: PLC0415
+    except ImportError as exc:  # a run checks for it first; a worker that still lacks it says so per page
+        raise RuntimeError("the resiliparse extractor needs the resiliparse extra: "
+                           "pip install 'tlmscore[resiliparse]'") from exc
+    tree = HTMLTree.parse(_decode(body, charset))
+    text: str = extract_plain_text(tree, main_content=True, preserve_formatting=True, list_bullets=True)
+    title: str | None = tree.title
     return title, text
 
 
@@ -216,19 +266,20 @@ def _json(body: bytes, charset: str | None) -> str:
         return _decode(body, charset)
 
 
-def extract(body: bytes, content_type: str | None, url: str) -> Extracted:
+def extract(body: bytes, content_type: str | None, url: str, extractor: Extractor = "recall") -> Extracted:
     """Extract the readable text of a fetched body.
 
     `content_type` is the response's `Content-Type` header (parameters allowed); `url` is where the
-    body came from (trafilatura uses it to resolve links). Returns status `unsupported_type` for
-    a type no extractor handles and `empty` when nothing readable is left.
+    body came from (trafilatura uses it to resolve links); `extractor` how an HTML page's main text
+    is found. Returns status `unsupported_type` for a type no extractor handles and `empty` when
+    nothing readable is left.
     """
     kind = content_kind(content_type, body)
     if kind is None:
         return Extracted(None, None, "unsupported_type")
     title: str | None = None
     if kind == "html":
-        title, text = _html(body, content_type, url)
+        title, text = _html(body, content_type, url, extractor)
     elif kind == "pdf":
         title, text = _pdf(body)
     elif kind == "json":
@@ -242,14 +293,14 @@ def extract(body: bytes, content_type: str | None, url: str) -> Extracted:
     return Extracted(title or None, text, "ok")
 
 
-def extract_safely(body: bytes, content_type: str | None, url: str) -> Extracted:
+def extract_safely(body: bytes, content_type: str | None, url: str, extractor: Extractor = "recall") -> Extracted:
     """`extract`, with any failure of the extractors on this body as status `extract_failed`.
 
     Parsers meet hostile input (pypdf has raised AssertionError and AttributeError on mutated
     PDFs; lxml can run out of memory); whatever they raise is this page's problem, never the batch's.
     """
     try:
-        return extract(body, content_type, url)
+        return extract(body, content_type, url, extractor)
     except Exception as exc:  # noqa: BLE001  (one page's failure must stay that page's)
         detail = str(exc).splitlines()[0][:200] if str(exc) else ""
         reason = f"the text could not be extracted ({type(exc).__name__}{': ' + detail if detail else ''})"

@@ -13,6 +13,7 @@ for a bad URL.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
@@ -21,13 +22,14 @@ from typing import TypeVar
 
 import httpx
 
+from tlmscore.errors import ConfigError
 from tlmscore.evidence._download import Downloader
 from tlmscore.evidence._guard import Resolver, system_resolver
 from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
-from tlmscore.evidence.extract import EXTRACTOR_VERSION, media_type
+from tlmscore.evidence.extract import extractor_version, media_type
 from tlmscore.evidence.page import AsOf, Page, in_given_order
 from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
@@ -47,6 +49,17 @@ _REASONS = {
     "offline_miss": "not in the cache, and offline mode never fetches",
     "empty": "no readable text found in the page",
 }
+
+
+def _check_installed(extractor: str) -> None:
+    """Refuse, before any page is fetched, an extractor whose package is not installed."""
+    if extractor != "resiliparse":
+        return
+    try:
+        importlib.import_module("resiliparse.extract.html2text")
+    except ImportError:
+        raise ConfigError("--extractor resiliparse needs the resiliparse extra: "
+                          "pip install 'tlmscore[resiliparse]'") from None
 
 
 class Fetcher:
@@ -77,10 +90,12 @@ class Fetcher:
         self._extractor: ExtractPool | None = None
 
     async def __aenter__(self) -> Fetcher:
-        self._cache = await PageCache(self._settings, extractor_version=EXTRACTOR_VERSION,
+        extractor = self._settings.extractor
+        _check_installed(extractor)
+        self._cache = await PageCache(self._settings, extractor_version=extractor_version(extractor),
                                       resolver=self._resolver).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers, Limits(
-            cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory))
+            cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory), extractor)
         self._downloader = Downloader(self._settings, self._resolver, client=self._given_client,
                                       headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
         return self

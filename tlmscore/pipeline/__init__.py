@@ -6,7 +6,8 @@ stages chunk by chunk (each chunk on its own, so an engine can map the same func
 partitions) and hands rows to a sink as each chunk completes. `_frames` is `tlmscore.prepare`,
 `tlmscore.score` and their async forms. For the later stages: `aiter_chunks` (rows chunk by chunk),
 `run_sync` (a coroutine run to its end, inside a running event loop too), and `convert_record`,
-`record_row`, `score_rows`, a chunk's steps one record at a time (the Ray engine's).
+`record_row`, `score_rows`, a chunk's steps one record at a time (the Ray engine's). `_scoring` scores a
+chunk in this process, or a CPU-bound scorer's in worker processes on every core (`Scoring`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from __future__ import annotations
 from tlmscore.output import ROW_COLUMNS, SCORE_COLUMNS
 from tlmscore.pipeline._frames import Pages, aiter_rows, aprepare, ascore, frame, prepare, score
 from tlmscore.pipeline._run import Engine, Job, Local, RunResult, run
+from tlmscore.pipeline._scoring import POOLED_AT_LEAST, Scoring
 from tlmscore.pipeline._stages import aiter_chunks, convert_record, record_row, run_batch, run_sync, score_rows
 
 __all__ = [
+    "POOLED_AT_LEAST",
     "ROW_COLUMNS",
     "SCORE_COLUMNS",
     "Engine",
@@ -24,6 +27,7 @@ __all__ = [
     "Local",
     "Pages",
     "RunResult",
+    "Scoring",
     "aiter_chunks",
     "aiter_rows",
     "aprepare",

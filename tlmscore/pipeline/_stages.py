@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import math
+from collections import deque
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -37,6 +38,7 @@ from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, read_trans
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
+from tlmscore.pipeline._scoring import Scoring
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
@@ -149,10 +151,12 @@ def _scored(row: Row, scorer: Scorer, score: Score | None) -> Row:
                             details=score.details, error=error, **(added | score.columns))
 
 
-async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None], scorer: Scorer) -> list[Row]:
+async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None], scorer: Scorer | Scoring) -> list[Row]:
     """`rows` with the score columns; a scorer failure becomes that row's error."""
     todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
     scores = await scorer.score_many([x for _, x in todo])
+    if isinstance(scorer, Scoring):
+        scorer = scorer.scorer
     by_row = {i: s for (i, _), s in zip(todo, scores, strict=True)}
     return [_scored(row, scorer, by_row.get(i)) for i, row in enumerate(rows)]
 
@@ -175,9 +179,20 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
                         converters: Mapping[str, ItemConverter] | None = None) -> list[Row]:
     """Rows for one chunk: convert all, fetch the chunk's distinct pages once, render each, score.
 
+    With `chains`, a follow-up call is converted with the history it continues; with `scorer`,
+    the rows get the score columns.
+    """
+    rows, inputs = await _rendered(transcripts, settings, source, chains, converters=converters)
+    return rows if scorer is None else await _score(rows, inputs, scorer)
+
+
+async def _rendered(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
+                    chains: ChainIndex | None = None, *, converters: Mapping[str, ItemConverter] | None = None,
+                    ) -> tuple[list[Row], list[ScoringInput | None]]:
+    """A chunk's rows before scoring, and what a scorer needs of each (None for an error row).
+
     A record is rendered as soon as its own pages are ready (from a source that streams them),
-    while the pages of later records are still on their way. With `chains`, a follow-up call is
-    converted with the history it continues; with `scorer`, the rows get the score columns.
+    while the pages of later records are still on their way.
     """
     converted = [_convert(t, settings, chains, converters) for t in transcripts]
     rendered: list[tuple[Row, ScoringInput | None] | None] = [None] * len(converted)
@@ -201,10 +216,7 @@ async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, s
                     if not missing[i]:
                         rendered[i] = _row(converted[i], pages, settings)
     done = [r if r is not None else _row(c, pages, settings) for r, c in zip(rendered, converted, strict=True)]
-    rows = [row for row, _ in done]
-    if scorer is None:
-        return rows
-    return await _score(rows, [x for _, x in done], scorer)
+    return [row for row, _ in done], [x for _, x in done]
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -242,15 +254,44 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
         records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
+        scoring = Scoring(scorer, settings.score_workers) if scorer is not None else None
+        if scoring is not None:
+            stack.callback(scoring.close)
+        # Chunks being scored while the next is prepared (worker processes score; this process converts).
+        scored: deque[asyncio.Future[list[Row]]] = deque()
+        stack.callback(_cancel_all, scored)
         empty: list[Transcript] = []
         while chunk := await asyncio.to_thread(next, chunks, empty):
             if client is not None:
                 chunk = await hydrated(chunk, client, settings.concurrency)
-            rows = await prepare_chunk(chunk, settings, page_source, chains, scorer, converters=table)
+            rows, inputs = await _rendered(chunk, settings, page_source, chains, converters=table)
+            scored.append(asyncio.ensure_future(_score(rows, inputs, scoring)) if scoring is not None
+                          else _ready(rows))
+            while len(scored) > (scoring.ahead if scoring is not None else 0):
+                rows = await scored.popleft()
+                done += len(rows)
+                if progress is not None:
+                    progress("records", done, None)
+                yield rows
+        while scored:
+            rows = await scored.popleft()
             done += len(rows)
             if progress is not None:
                 progress("records", done, None)
             yield rows
+
+
+def _ready(rows: list[Row]) -> asyncio.Future[list[Row]]:
+    """`rows` as a finished future (a chunk with nothing to score)."""
+    future: asyncio.Future[list[Row]] = asyncio.get_running_loop().create_future()
+    future.set_result(rows)
+    return future
+
+
+def _cancel_all(futures: Iterable[asyncio.Future[list[Row]]]) -> None:
+    """Cancel the chunks still being scored when the run stops early (an error, Ctrl-C, a consumer that left)."""
+    for future in futures:
+        future.cancel()
 
 
 def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:

@@ -211,6 +211,11 @@ class Calibrated:
         """The wrapped scorer's name: the rows' `scorer` column is the one that gave the raw score."""
         return self._scorer.name
 
+    @property
+    def cpu_bound(self) -> bool:
+        """As the wrapped scorer: calibrating a score costs next to nothing."""
+        return bool(getattr(self._scorer, "cpu_bound", False))
+
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """The wrapped scorer's scores, each with `calibrated_score` (NaN where the score is NaN)."""
         scores = await self._scorer.score_many(inputs)

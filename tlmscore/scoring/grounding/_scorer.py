@@ -155,6 +155,8 @@ class GroundingScorer:
     """Scores each response by how well the prompt's evidence supports its sentences and citations."""
 
     name = "grounding"
+    cpu_bound = True
+    """Pure Python on the run's CPU: a run scores its chunks in worker processes, one per core."""
 
     def __init__(self, options: GroundingOptions | None = None) -> None:
         self.options = options or GroundingOptions()
@@ -167,6 +169,10 @@ class GroundingScorer:
         # Answers in a batch often share their evidence: the same documents give the same index.
         self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
             self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
+
+    def __reduce__(self) -> tuple[type[GroundingScorer], tuple[GroundingOptions]]:
+        """Pickled as its options: a worker process builds its own scorer (its caches start empty)."""
+        return GroundingScorer, (self.options,)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input; CPU-bound, so the event loop gets a turn between rows."""
