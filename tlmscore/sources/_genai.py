@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.sources._genai_openai import KEPT_GENAI_OPENAI, output_format, provider_item, read_back
+from tlmscore.sources._genai_openai import KEPT_GENAI_OPENAI, as_requested, output_format, provider_item, read_back
 
 TRACELOOP, LOGFIRE, OFFICIAL, GENAI_OPENAI = "traceloop", "logfire", "openai-v2", "genai-openai"
 _SCOPES = {"opentelemetry.instrumentation.openai.v1": TRACELOOP, "opentelemetry.instrumentation.openai": TRACELOOP,
@@ -220,8 +220,7 @@ def responses_tools(value: Any) -> list[dict[str, Any]]:
         if isinstance(inner, Mapping):  # the Chat Completions shape
             tools.append({"type": "function", **dict(inner)})
         else:
-            kept = {k: v for k, v in tool.items() if k != "type" and (v is not None or k != "description")}
-            tools.append({"type": tool.get("type") or "function", **kept})
+            tools.append({"type": tool.get("type") or "function", **{k: v for k, v in tool.items() if k != "type"}})
     return tools
 
 
@@ -397,4 +396,4 @@ def genai_call(attributes: Mapping[str, Any], scope: str | None = None,
     if who in (TRACELOOP, LOGFIRE, GENAI_OPENAI) and not chat and not warnings:  # the span does not tell what
         warnings.append(KEPT_ONLY if who != GENAI_OPENAI else KEPT_GENAI_OPENAI)  # it dropped: say what it may have
     request, response = (chat_call if chat else responses_call)(attributes, inputs, outputs)
-    return request, response, list(dict.fromkeys(warnings))
+    return as_requested(request) if who == GENAI_OPENAI else request, response, list(dict.fromkeys(warnings))

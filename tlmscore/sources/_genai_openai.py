@@ -151,6 +151,18 @@ def qualify_calls(entries: list[dict[str, Any]], tools: Sequence[Mapping[str, An
     return unknown
 
 
+def as_requested(request: dict[str, Any]) -> dict[str, Any]:
+    """`request` with its tools as the call gave them.
+
+    This instrumentation writes `"description": null` for a function tool that had none; other
+    instrumentations keep what the call gave, a null included.
+    """
+    if not request.get("tools"):
+        return request
+    tools = [{k: v for k, v in t.items() if k != "description" or v is not None} for t in request["tools"]]
+    return {**request, "tools": tools}
+
+
 def output_format(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The request's `text` when the span says the call asked for JSON (`gen_ai.output.type`), else nothing."""
     if attributes.get("gen_ai.output.type") != "json":
