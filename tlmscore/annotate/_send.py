@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from tlmscore._breaker import Breaker
 from tlmscore.annotate._values import annotations_of, side_row
 from tlmscore.errors import ConfigError
 from tlmscore.output import Row, read_rows
@@ -81,19 +82,24 @@ class Clock:
 
 @dataclass
 class _Run:
-    """One target's delivery as it goes: failed attempts in a row, and why it stopped (None: it goes on)."""
+    """One target's delivery as it goes: failed attempts in a row (its breaker), and why it stopped (None: not)."""
 
     policy: Policy
     clock: Clock
-    in_a_row: int = 0
+    breaker: Breaker = field(default_factory=Breaker)
     stopped: str | None = None
+
+    def __post_init__(self) -> None:
+        self.breaker = Breaker(self.policy.give_up_after)
 
     def attempted(self, stored: int, failures: Sequence[Any]) -> None:
         """Count an attempt; after `give_up_after` failed ones in a row, stop."""
-        self.in_a_row = 0 if stored or not failures else self.in_a_row + 1
-        if self.in_a_row >= self.policy.give_up_after:
-            self.stopped = (f"gave up after {self.in_a_row} failed attempts in a row "
-                            f"(last: {failures[-1].reason})")
+        if stored or not failures:
+            self.breaker.succeeded()
+        else:
+            self.breaker.failed(failures[-1].reason)
+        if self.stopped is None and self.breaker.opened is not None:
+            self.stopped = self.breaker.opened
 
     def may_send(self) -> bool:
         if self.stopped is None and self.clock.passed():
