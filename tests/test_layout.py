@@ -256,6 +256,7 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.ingest._streams": "the event-stream reassembly, fuzzed line by line",
     "tlmscore.output._checkpoint": "where a run keeps its checkpoint, which the resume tests break on purpose",
     "tlmscore.output._manifest": "the resume manifest, read back to check what a run wrote",
+    "tlmscore.pipeline._meter": "the progress bar's byte count, checked without a terminal",
     "tlmscore.ray._pages": "the Ray engine's fetch actor, run without a cluster",
     "tlmscore.ray._read": "how the Ray engine splits inputs into rows, checked without a cluster",
     "tlmscore.rendering._prompt": "the JSON and text blocks a prompt is built of, byte for byte",

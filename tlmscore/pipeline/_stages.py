@@ -33,10 +33,11 @@ from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, read_transcripts, with_history
+from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, Location, read_located, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
+from tlmscore.pipeline._meter import InputMeter
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
@@ -239,18 +240,41 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
         if chains is not None:
             stack.callback(chains.close)
         client = await stack.enter_async_context(open_client()) if settings.hydrate else None
-        records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
+        records = ((where, t) for where, t in read_located(source, batch_inputs=joined, fmt=settings.input_format)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
-        empty: list[Transcript] = []
-        while chunk := await asyncio.to_thread(next, chunks, empty):
+        meter = _start_progress(source, progress)
+        empty: list[tuple[Location, Transcript]] = []
+        while located := await asyncio.to_thread(next, chunks, empty):
+            chunk = [t for _, t in located]
             if client is not None:
                 chunk = await hydrated(chunk, client, settings.concurrency)
             rows = await prepare_chunk(chunk, settings, page_source, chains, scorer, converters=table)
             done += len(rows)
-            if progress is not None:
-                progress("records", done, None)
+            if progress is not None and meter is not None:
+                _report(progress, meter, done, located[-1][0])
             yield rows
+        if progress is not None and meter is not None and meter.total is not None:
+            progress("input", meter.total, meter.total)
+
+
+def _start_progress(source: Inputs, progress: Progress | None) -> InputMeter | None:
+    """The meter of the input files, their total reported at 0 before the first chunk (None: no progress)."""
+    if progress is None:
+        return None
+    meter = InputMeter(list(source) if isinstance(source, (list, tuple)) else [source])
+    if meter.total is not None:
+        progress("input", 0, meter.total)
+    progress("records", 0, None)
+    return meter
+
+
+def _report(progress: Progress, meter: InputMeter, done: int, last: Location) -> None:
+    """Records done, and bytes of the inputs up to the last of them."""
+    position = meter.position(last)
+    if position is not None:
+        progress("input", position, meter.total)
+    progress("records", done, None)
 
 
 def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
