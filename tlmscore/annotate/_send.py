@@ -6,7 +6,8 @@ Written once for every store (`tlmscore.stores.Connector` says what a batch is s
   `attempts` times (0.5 s, then 1 s apart) while its failure may pass (a timeout, HTTP 408, 429 or
   5xx); the items a store stored are counted, and only the others are sent again;
 - a target that fails `give_up_after` attempts in a row (3: a batch's three tries, or three batches
-  refused) is given up at once: the rows not yet sent go straight to the side file, in one line;
+  refused) is given up at once (`tlmscore._breaker`, as the model clients give up an endpoint): the
+  rows not yet sent go straight to the side file, in one line;
 - a total `deadline` (seconds, for every target of a run): when it passes, what is left goes to the
   side file; no request waits longer than `timeout`;
 - every row that is not written is kept, as a side file row naming the target it failed at.
@@ -86,8 +87,8 @@ class _Run:
 
     policy: Policy
     clock: Clock
-    breaker: Breaker = field(default_factory=Breaker)
     stopped: str | None = None
+    breaker: Breaker = field(init=False)
 
     def __post_init__(self) -> None:
         self.breaker = Breaker(self.policy.give_up_after)
