@@ -10,6 +10,9 @@ without (log-probabilities, a temperature other than the model's default) or wan
 every later request is sent so. Any other failure is an error naming the status and the start of
 the body, for the caller's row or page: a `ScorerError` by default (the judge), or what the
 caller's `failure` makes of the message (the page source that asks a model to read pages).
+An endpoint that fails for good three requests in a row (no connection, no answer in time, a status
+the SDK retries) is given up (`tlmscore._breaker`): every later request fails at once, saying why,
+instead of costing its own four tries.
 
 `openai` is imported here only, and this module only by the judge and by that page source, so a
 run that uses neither never pays for importing it.
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from tlmscore._breaker import Breaker
 from tlmscore.errors import ScorerError
 
 if TYPE_CHECKING:
@@ -156,6 +160,7 @@ class ChatClient:
         self.logprobs_supported = True
         self.temperature_supported = True
         self.length_field = "max_tokens"
+        self.breaker = Breaker(noun="requests")
 
     def learn(self, parameter: str) -> None:
         """Remember that the endpoint rejected `parameter` (a name `rejected_parameter` gives)."""
@@ -191,6 +196,8 @@ class ChatClient:
                        logprobs: bool = False) -> Completion:
         """One completion; raises `failure(...)` (a `ScorerError` by default) when the endpoint fails for good."""
         async with self._gate:
+            if self.breaker.opened is not None:  # a dead endpoint: no more tries
+                raise self._failed(f"{self._endpoint} not asked: {self.breaker.opened}")
             # built inside the gate: a request that waited sees what was learnt meanwhile
             body = self.body(messages, temperature=temperature, max_tokens=max_tokens, logprobs=logprobs)
             for _ in range(_ADAPTATIONS):
@@ -220,8 +227,10 @@ class ChatClient:
                 extra_body=extra or None, extra_headers=request_headers(self._client))
         except openai.APIConnectionError as exc:
             problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.breaker.failed(problem)
             raise self._failed(f"{self._endpoint} failed after {self._client.max_retries + 1} attempts: "
                                f"{problem}") from None
+        self.breaker.succeeded()
         try:
             return _completion(raw.parse(), self._endpoint, self._failed)
         except (ValueError, TypeError, AttributeError, IndexError) as exc:
@@ -232,6 +241,8 @@ class ChatClient:
         status = exc.status_code
         text = exc.response.text[:_BODY_CHARS]
         retried = status in _RETRIED or status >= _SERVER_ERROR
+        if retried:
+            self.breaker.failed(f"HTTP {status}")
         if retried and self._client.max_retries:
             return self._failed(f"{self._endpoint} failed after {self._client.max_retries + 1} attempts: "
                                 f"HTTP {status}: {text!r}")

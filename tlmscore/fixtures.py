@@ -192,10 +192,15 @@ def _portable(row: Row, folder: Path) -> Row:
 
 async def _record(folder: Path, settings: Settings, pages: PageSource | None,
                   scorer: Scorer | None) -> tuple[list[Row], list[Page]]:
+    """The folder's rows and every page they used: from its saved pages, `settings.page_files`, then `pages`.
+
+    The page files (`--pages`) are read behind the recorder, not in front of it as a run reads them,
+    so the pages taken from them are saved in the folder too and `check` finds them there.
+    """
     async with AsyncExitStack() as stack:
-        inner = pages if pages is not None else await stack.enter_async_context(open_page_source(settings))
+        inner = await stack.enter_async_context(open_page_source(settings, given=pages))
         recorder = RecordingPages(LayeredPages(_saved_pages(folder), inner))
-        rows = await _render(folder, settings, recorder, scorer)
+        rows = await _render(folder, settings.model_copy(update={"page_files": ()}), recorder, scorer)
     return rows, list(recorder.seen.values())
 
 
@@ -203,8 +208,9 @@ def record_fixtures(folder: Path, settings: Settings | None = None,
                     pages: PageSource | None = None, *, scoring: GoldenScoring | None = None) -> int:
     """Render every transcript in `folder` and write its golden files and the pages it used.
 
-    Pages already saved in the folder are used first; the rest come from `pages` (default: the
-    cache, then the network unless `settings.offline`). With `scoring` (or a folder recorded with
+    Pages already saved in the folder are used first, then `settings.page_files`; the rest come from
+    `pages` (default: the cache, then the network unless `settings.offline`). Every page used is
+    saved in the folder's `pages/`, so `check_fixtures` passes straight after. With `scoring` (or a folder recorded with
     one before), every answer is scored too and its score kept. Returns the number of transcripts.
     """
     settings = settings or Settings()

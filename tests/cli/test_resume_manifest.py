@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers.evidence_server import EvidenceServer
+from tests.servers.judge_server import JsonHandler, LoopbackServer
 from tests.servers.killed_run import kill_when_saved, report_server, write_log
 from tests.support.paths import ROOT
 from tlmscore.cli import main
@@ -92,7 +93,7 @@ def test_resume_under_a_symlink_redoes_nothing(tmp_path: Path, capsys: pytest.Ca
 
 @pytest.mark.parametrize(("command", "change", "message"), [
     ("prepare", [], "scorer"),
-    ("score", ["--scorer", "judge", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+    ("score", ["--scorer", "judge", "--base-url", "{judge}", "--model", "m"],
      "with scorer 'grounding', this one `score` with scorer 'judge'"),
     ("score", ["--option", "threshold=0.7"], "options of scorer 'grounding'"),
     ("score", ["--urls", "all"], "urls: 'cited' then, 'all' now"),
@@ -103,7 +104,8 @@ def test_resume_with_another_scorer_or_settings_is_refused(tmp_path: Path, capsy
     log, out, args = finished_run(tmp_path)
     before = out.read_bytes()
     capsys.readouterr()
-    assert main([command, str(log), *args, *change, "--resume"]) == 2
+    with LoopbackServer(JsonHandler) as judge:  # an endpoint that answers: the run gets as far as the resume check
+        assert main([command, str(log), *args, *(c.replace("{judge}", judge.url) for c in change), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "--resume refused" in err and message in err and "without --resume" in err
     assert out.read_bytes() == before

@@ -149,7 +149,7 @@ def test_rows_keep_unicode_and_awkward_values(tmp_path: Path, suffix: str) -> No
         first = json.loads(text.split("\n")[0])  # not splitlines(): U+2028 is a line break to it
     else:
         first = pd.read_parquet(out).iloc[0].to_dict()
-        first["details"] = json.loads(first["details"])
+    first["details"] = json.loads(first["details"])  # JSON text in every file format
     assert first["prompt"] == odd["prompt"]
     assert first["score"] is None or first["score"] != first["score"]  # null in JSON, NaN in Parquet
     assert first["details"]["big"] == 2**70 and first["details"]["1"] == "int key"

@@ -12,6 +12,7 @@ import pytest
 
 import tlmscore
 import tlmscore.pipeline
+from tests.servers.judge_server import JsonHandler, LoopbackServer
 from tlmscore.errors import ConfigError
 from tlmscore.scoring import calibration
 
@@ -104,22 +105,23 @@ def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) ->
     assert isinstance(engine, tlmscore.pipeline.Engine) and isinstance(tlmscore.Local(), tlmscore.pipeline.Engine)
     config = settings(tmp_path, demo_path)
     out = tmp_path / "out.jsonl"
-    options = {"model": "m", "base_url": "http://127.0.0.1:9"}
-    result = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config,
-                          calibration=tmp_path / "calib.json", engine=engine)
-    (job,) = engine.jobs
-    assert job.inputs == (demo_path,) and job.output == out and job.command == "score"
-    assert job.calibration == fitted  # the file, loaded and checked against the scorer before the engine runs
-    assert job.options["cache_dir"] == str(tmp_path / "c" / "judge")  # the verdict cache, as the local run has it
-    assert job.columns()[-1] == "calibrated_score"
-    made = job.make_scorer()
-    assert isinstance(made, calibration.Calibrated) and made.name == "judge"
-    # the engine makes the rows; the run writes them, and resumes any engine under the same rules
-    assert (result.rows, result.total) == (1, 1) and json.loads(out.read_text(encoding="utf-8"))["id"] == "a"
-    again = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config, resume=True,
-                         calibration=tmp_path / "calib.json", engine=engine)
-    assert ("made", 1) in engine.skips[-1] and (again.rows, again.earlier, again.total) == (0, 1, 1)
-    with pytest.raises(ConfigError, match="urls"):
-        tlmscore.run([demo_path], out, scorer="judge", options=options, resume=True, engine=engine,
-                     settings=config.model_copy(update={"urls": "all"}), calibration=tmp_path / "calib.json")
+    with LoopbackServer(JsonHandler) as judge:  # an endpoint that answers (the run checks it before the engine)
+        options = {"model": "m", "base_url": judge.url}
+        result = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config,
+                              calibration=tmp_path / "calib.json", engine=engine)
+        (job,) = engine.jobs
+        assert job.inputs == (demo_path,) and job.output == out and job.command == "score"
+        assert job.calibration == fitted  # the file, loaded and checked against the scorer before the engine runs
+        assert job.options["cache_dir"] == str(tmp_path / "c" / "judge")  # the verdict cache, as the local run has it
+        assert job.columns()[-1] == "calibrated_score"
+        made = job.make_scorer()
+        assert isinstance(made, calibration.Calibrated) and made.name == "judge"
+        # the engine makes the rows; the run writes them, and resumes any engine under the same rules
+        assert (result.rows, result.total) == (1, 1) and json.loads(out.read_text(encoding="utf-8"))["id"] == "a"
+        again = tlmscore.run([demo_path], out, scorer="judge", options=options, settings=config, resume=True,
+                             calibration=tmp_path / "calib.json", engine=engine)
+        assert ("made", 1) in engine.skips[-1] and (again.rows, again.earlier, again.total) == (0, 1, 1)
+        with pytest.raises(ConfigError, match="urls"):
+            tlmscore.run([demo_path], out, scorer="judge", options=options, resume=True, engine=engine,
+                         settings=config.model_copy(update={"urls": "all"}), calibration=tmp_path / "calib.json")
     assert len(engine.jobs) == 2  # the changed setting was refused before the engine was asked

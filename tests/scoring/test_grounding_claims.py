@@ -14,6 +14,7 @@ from tlmscore.cli import main
 from tlmscore.convert import convert_transcript
 from tlmscore.ingest import read_transcripts
 from tlmscore.model import Evidence, ScoringInput
+from tlmscore.output import read_rows
 from tlmscore.rendering import render
 from tlmscore.scoring import Score
 from tlmscore.scoring.grounding import GroundingScorer
@@ -294,7 +295,7 @@ def test_the_four_recorded_shapes_score_right_through_the_command(tmp_path: Path
     source.write_text("".join(json.dumps(r) + "\n" for r in _recorded_shapes()), encoding="utf-8")
     out = tmp_path / "scored.jsonl"
     assert main(["score", str(source), "-o", str(out), "--offline", "--cache-dir", str(tmp_path / "c")]) == 0
-    rows = {row["id"]: row for row in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    rows = {row["id"]: dict(row) for row in read_rows(out)}
     assert list(rows) == ["closing-question", "derived-figure", "image-placeholder", "markdown-link"]
     asked = rows["closing-question"]
     assert asked["score"] >= 0.8 and "Would you like" not in json.dumps(asked["details"])

@@ -196,3 +196,32 @@ def test_quality_preset_not_known_to_tlm_is_a_usage_error_before_any_request(tmp
         proc = run_tlm(tmp_path, server, "--quality-preset", "ultra")
     assert proc.returncode == 2 and "quality_preset" in proc.stderr
     assert not server.seen and not (tmp_path / "out.jsonl").exists()
+
+
+class DeadTLM:
+    """A TLM whose every call fails as a client without network does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_trustworthiness_score(self, prompt: Sequence[str], response: Sequence[str]) -> list[dict[str, Any]]:
+        self.calls += 1
+        raise ConnectionError("network is unreachable")
+
+
+def test_tlm_is_given_up_after_three_failed_calls_in_a_row_and_the_rows_say_why() -> None:
+    dead = DeadTLM()
+    scorer = TLMScorer(TLMOptions(batch_size=1), client=dead)
+    scores = asyncio.run(scorer.score_many(INPUTS))
+    assert dead.calls == 3  # five batches of one: three calls, then none
+    assert [s.error for s in scores[:3]] == ["TLM call failed: ConnectionError: network is unreachable"] * 3
+    assert [s.error for s in scores[3:]] == ["TLM not asked: gave up after 3 failed TLM calls in a row "
+                                             "(last: ConnectionError: network is unreachable)"] * 2
+    assert all(math.isnan(s.score) for s in scores)
+
+
+def test_tlm_has_a_timeout_per_item_unless_one_is_given() -> None:
+    assert TLMOptions().timeout == 120.0
+    assert TLMOptions(timeout=5).timeout == 5.0
+    with pytest.raises(ValueError, match="greater than 0"):
+        TLMOptions(timeout=0)

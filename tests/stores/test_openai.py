@@ -83,6 +83,21 @@ def test_pulled_responses_read_as_the_sdk_returns_them(recorded_responses: Path,
     assert done.stderr.strip().endswith("1 could not be pulled (error records)")
 
 
+def test_a_pull_that_pulls_nothing_exits_1_with_one_line(recorded_responses: Path, tmp_path: Path) -> None:
+    stored = _stored(recorded_responses)
+    ids = tmp_path / "ids.txt"
+    ids.write_text("resp_never_stored\nresp_expired\n", encoding="utf-8")
+    out = tmp_path / "records.jsonl"
+    with OpenAIServer(recorded_responses, stored=stored) as server:
+        done = _pull(server, ids, out)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"tlmscore: error: none of the 2 ids could be pulled (the error records in {out} say why)"]
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in records] == ["resp_never_stored", "resp_expired"]  # the records say why, each
+    assert all("could not be pulled" in r["error"]["message"] for r in records)
+
+
 def test_ids_from_a_table_column(recorded_responses: Path, tmp_path: Path) -> None:
     stored = _stored(recorded_responses)
     wanted = list(stored)[:2]

@@ -43,6 +43,21 @@ def test_record_writes_readable_golden_files(folder: Path, capsys: pytest.Captur
     assert "3 transcripts match" in capsys.readouterr().err
 
 
+def test_record_with_pages_from_elsewhere_keeps_them_so_check_passes_straight_after(
+        folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path / "my-pages"
+    shutil.move(folder / "pages", elsewhere)  # the pages are the user's, outside the fixture folder
+    assert main(["fixtures", "record", str(folder), "--pages", str(elsewhere), "--offline",
+                 "--cache-dir", str(tmp_path / "c")]) == 0
+    kept = sorted(p.name for p in (folder / "pages").iterdir())
+    assert kept and len(kept) <= len(list(elsewhere.iterdir()))  # the pages the records used, copied in
+    capsys.readouterr()
+    assert main(["fixtures", "check", str(folder), "--cache-dir", str(tmp_path / "empty")]) == 0
+    assert "3 transcripts match" in capsys.readouterr().err
+    golden = (folder / "golden" / "cases" / "web-search-jwst-sources.json").read_text(encoding="utf-8")
+    assert '"n_urls_ok": 2' in golden  # recorded with the pages (the third URL has none), not without them
+
+
 def test_a_prompt_format_change_fails_check_with_a_diff_until_updated(
         folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     record(folder, capsys)

@@ -6,7 +6,8 @@ Written once for every store (`tlmscore.stores.Connector` says what a batch is s
   `attempts` times (0.5 s, then 1 s apart) while its failure may pass (a timeout, HTTP 408, 429 or
   5xx); the items a store stored are counted, and only the others are sent again;
 - a target that fails `give_up_after` attempts in a row (3: a batch's three tries, or three batches
-  refused) is given up at once: the rows not yet sent go straight to the side file, in one line;
+  refused) is given up at once (`tlmscore._breaker`, as the model clients give up an endpoint): the
+  rows not yet sent go straight to the side file, in one line;
 - a total `deadline` (seconds, for every target of a run): when it passes, what is left goes to the
   side file; no request waits longer than `timeout`;
 - every row that is not written is kept, as a side file row naming the target it failed at.
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from tlmscore._breaker import Breaker
 from tlmscore.annotate._values import annotations_of, side_row
 from tlmscore.errors import ConfigError
 from tlmscore.output import Row, read_rows
@@ -81,19 +83,24 @@ class Clock:
 
 @dataclass
 class _Run:
-    """One target's delivery as it goes: failed attempts in a row, and why it stopped (None: it goes on)."""
+    """One target's delivery as it goes: failed attempts in a row (its breaker), and why it stopped (None: not)."""
 
     policy: Policy
     clock: Clock
-    in_a_row: int = 0
     stopped: str | None = None
+    breaker: Breaker = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.breaker = Breaker(self.policy.give_up_after)
 
     def attempted(self, stored: int, failures: Sequence[Any]) -> None:
         """Count an attempt; after `give_up_after` failed ones in a row, stop."""
-        self.in_a_row = 0 if stored or not failures else self.in_a_row + 1
-        if self.in_a_row >= self.policy.give_up_after:
-            self.stopped = (f"gave up after {self.in_a_row} failed attempts in a row "
-                            f"(last: {failures[-1].reason})")
+        if stored or not failures:
+            self.breaker.succeeded()
+        else:
+            self.breaker.failed(failures[-1].reason)
+        if self.stopped is None and self.breaker.opened is not None:
+            self.stopped = self.breaker.opened
 
     def may_send(self) -> bool:
         if self.stopped is None and self.clock.passed():

@@ -89,7 +89,7 @@ def _add_input(parser: argparse.ArgumentParser) -> None:
 def _add_output(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
     group.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
-                       help="OUT.jsonl, OUT.csv or OUT.parquet (with --engine ray: a folder)")
+                       help="OUT.jsonl, OUT.csv or OUT.parquet (a file, on either engine)")
     group.add_argument("--resume", action="store_true",
                        help="continue an interrupted run: skip records already in OUT's checkpoint")
     group.add_argument("--chunk-size", type=int, default=None, metavar="N",
@@ -97,7 +97,7 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--quiet", action="store_true", help="no progress bars (drawn only on a terminal anyway)")
 
 
-def _add_evidence(parser: argparse.ArgumentParser) -> None:
+def _add_evidence(parser: argparse.ArgumentParser, *, ray: bool = True) -> None:
     group = parser.add_argument_group("evidence (web pages the answers cite)")
     group.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                        help="page cache, and the judge's verdicts in DIR/judge (default: $TLMSCORE_CACHE_DIR, "
@@ -114,8 +114,8 @@ def _add_evidence(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--concurrency", type=int, default=None, metavar="N",
                        help=f"parallel fetches (default {_default('concurrency')})")
     group.add_argument("--per-host", type=int, default=None, metavar="N",
-                       help=f"parallel fetches per host (default {_default('per_host')}); "
-                            "with --engine ray, across the cluster")
+                       help=f"parallel fetches per host (default {_default('per_host')})"
+                            + ("; with --engine ray, across the cluster" if ray else ""))
     group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                        help=f"seconds per page, retries and redirects included (default {_default('timeout'):g})")
     group.add_argument("--extract-timeout", type=float, default=None, metavar="SECONDS",
@@ -231,7 +231,7 @@ def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--chunk-size", type=int, default=None, metavar="N",
                        help=f"records rendered together (default {_default('chunk_size')})")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_evidence(parser)
+    _add_evidence(parser, ray=False)  # fixtures render on this machine: no --engine
 
 
 def _network_values(args: argparse.Namespace) -> dict[str, Any]:

@@ -258,6 +258,10 @@ def _pull(args: argparse.Namespace) -> int:
             return await pull_to_file(client, ids, args.output, concurrency=args.concurrency, resume=args.resume)
 
     written, errors = asyncio.run(pull())
+    if errors and errors == written:  # not one response: a wrong key, base URL or id list, not a few expired ids
+        print(f"tlmscore: error: none of the {errors} ids could be pulled (the error records in {args.output} "
+              "say why)", file=sys.stderr)
+        return EXIT_NO_ROWS
     print(f"tlmscore: pulled {written - errors} stored responses into {args.output}"
           f"{f'; {errors} could not be pulled (error records)' if errors else ''}", file=sys.stderr)
     return EXIT_OK

@@ -82,7 +82,8 @@ def run_compare(args: argparse.Namespace) -> int:
     ci = s.mean_delta
     print(f"tlmscore: compared {s.rows} rows ({s.paired} scored on both sides): mean {s.base_mean:.3f} → "
           f"{s.new_mean:.3f}, difference {ci.mean:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]; "
-          f"{s.dropped} dropped, {s.rose} rose, {s.new_errors} new errors, {s.fixed_errors} fixed; "
+          f"{s.dropped} dropped, {s.rose} rose, {s.new_errors} new errors, {s.newly_unscored} newly unscored, "
+          f"{s.fixed_errors} fixed; "
           f"{len(comparison.only_base)} only in base, {len(comparison.only_new)} only in new", file=sys.stderr)
     for result in results:
         print(f"tlmscore: gate {result.name}: {'pass' if result.ok else 'FAIL'}: {result.reason}", file=sys.stderr)

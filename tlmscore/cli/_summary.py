@@ -24,7 +24,11 @@ class Summary:
     """Running totals for the end-of-run summary, kept small however many rows pass."""
 
     rows: int = 0
+    prepared: int = 0
+    """Rows with a prompt: rendered, whether or not the scorer then failed on them."""
     errors: int = 0
+    scoring_errors: int = 0
+    """Errors of rows that were prepared: the scorer failed on them."""
     warned: int = 0
     urls: int = 0
     urls_failed: int = 0
@@ -43,8 +47,11 @@ class Summary:
             self.urls += int(row.get("n_urls") or 0)
             self.urls_failed += int(row.get("n_urls_failed") or 0)
             self.urls_model += int(row.get("n_urls_model") or 0)
+            rendered = row.get("prompt") is not None
+            self.prepared += rendered
             if row.get("error"):
                 self.errors += 1
+                self.scoring_errors += rendered
                 if len(self.first_errors) < _ERRORS_SHOWN:
                     self.first_errors.append(str(row["error"]))
             score = row.get("score")
@@ -57,8 +64,9 @@ class Summary:
     def text(self, output: Path, *, scored: bool) -> str:
         """The summary printed on stderr."""
         summarised = f" ({self.urls_model} of them a model's summary)" if self.urls_model else ""
-        lines = [f"tlmscore: {self.rows} records → {output}: {self.rows - self.errors} prepared, "
-                 f"{self.errors} errors, {self.warned} with warnings; evidence pages: "
+        in_scoring = f" ({self.scoring_errors} of them in scoring)" if self.scoring_errors else ""
+        lines = [f"tlmscore: {self.rows} records → {output}: {self.prepared} prepared, "
+                 f"{self.errors} errors{in_scoring}, {self.warned} with warnings; evidence pages: "
                  f"{self.urls - self.urls_failed} ok{summarised}, {self.urls_failed} unavailable"]
         if scored:
             lines.append(f"  scored: {len(self.scores)} of {self.rows}")

@@ -2,6 +2,8 @@
 
 Pure: rows in, a `Comparison` out. A row is *scored* when its score is a number and it has no
 error; otherwise it is *not scorable* (an error row, or a NaN score) and the reason is its error.
+A row scored before that is not scorable now is a *new error* when it has an error, and *newly
+unscored* when it only has no score (its `error` empty: the scorer found nothing to score).
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ class RowChange:
     @property
     def base_scored(self) -> bool:
         """The base row has a score."""
-        return self.base_error is None and not math.isnan(self.base)
+        return not self.base_error and not math.isnan(self.base)
 
     @property
     def new_scored(self) -> bool:
         """The new row has a score."""
-        return self.new_error is None and not math.isnan(self.new)
+        return not self.new_error and not math.isnan(self.new)
 
     @property
     def delta(self) -> float:
@@ -58,8 +60,11 @@ class Summary:
     newly_flagged: int
     newly_passing: int
     new_errors: int
+    """Rows scored before that have an error now."""
     fixed_errors: int
     new_flagged_rate: float
+    newly_unscored: int = 0
+    """Rows scored before that have no score now and no error (the scorer found nothing to score)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,12 @@ class Comparison:
                 and r.new >= self.threshold > r.base]
 
     def new_errors(self) -> list[RowChange]:
-        """Rows scored before and not scorable now."""
-        return [r for r in self.rows if r.base_scored and not r.new_scored]
+        """Rows scored before that have an error now."""
+        return [r for r in self.rows if r.base_scored and bool(r.new_error)]
+
+    def newly_unscored(self) -> list[RowChange]:
+        """Rows scored before that have no score now and no error."""
+        return [r for r in self.rows if r.base_scored and not r.new_scored and not r.new_error]
 
     def fixed_errors(self) -> list[RowChange]:
         """Rows not scorable before and scored now."""
@@ -146,9 +155,10 @@ def summarise(rows: Sequence[RowChange], threshold: float, *, seed: int, resampl
         dropped=sum(r.delta < 0 for r in paired), rose=sum(r.delta > 0 for r in paired),
         newly_flagged=sum(r.base >= threshold > r.new for r in paired),
         newly_passing=sum(r.new >= threshold > r.base for r in paired),
-        new_errors=sum(r.base_scored and not r.new_scored for r in rows),
+        new_errors=sum(r.base_scored and bool(r.new_error) for r in rows),
         fixed_errors=sum(r.new_scored and not r.base_scored for r in rows),
         new_flagged_rate=_mean([float(s < threshold) for s in new_scored]),
+        newly_unscored=sum(r.base_scored and not r.new_scored and not r.new_error for r in rows),
     )
 
 

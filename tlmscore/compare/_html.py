@@ -41,7 +41,7 @@ def _summary(comparison: Comparison) -> str:
                             f"{figure(ci.high, signed=True)})"),
         ("dropped / rose", f"{s.dropped} / {s.rose}"),
         ("crossed the threshold down / up", f"{s.newly_flagged} / {s.newly_passing}"),
-        ("new errors / fixed", f"{s.new_errors} / {s.fixed_errors}"),
+        ("new errors / newly unscored / fixed", f"{s.new_errors} / {s.newly_unscored} / {s.fixed_errors}"),
         ("only in base / only in new", f"{len(comparison.only_base)} / {len(comparison.only_new)}"),
     ]
     return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in items) + "</table>"

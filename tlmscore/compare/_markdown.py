@@ -28,7 +28,8 @@ def render_markdown(comparison: Comparison, results: Sequence[GateResult], names
     lines += _summary_table(comparison)
     gated = {k for r in results for k in r.keys}
     lines += _rows("Dropped", comparison.dropped(), gated)
-    lines += _rows("Became not scorable", comparison.new_errors(), gated)
+    lines += _rows("New errors", comparison.new_errors(), gated)
+    lines += _rows("Newly unscored (no score now, no error)", comparison.newly_unscored(), gated)
     lines += _rows(f"Crossed the threshold ({comparison.threshold:g}) downwards", comparison.newly_flagged(), gated)
     lines += _rows(f"Crossed the threshold ({comparison.threshold:g}) upwards", comparison.newly_passing(), set())
     lines += _rows("Fixed (scored now, not before)", comparison.fixed_errors(), set())
@@ -54,7 +55,7 @@ def _summary_table(comparison: Comparison) -> list[str]:
         f"{figure(ci.low, signed=True)} to {figure(ci.high, signed=True)}, paired bootstrap) |",
         f"| dropped / rose | {s.dropped} / {s.rose} |",
         f"| crossed the threshold down / up | {s.newly_flagged} / {s.newly_passing} |",
-        f"| new errors / fixed | {s.new_errors} / {s.fixed_errors} |",
+        f"| new errors / newly unscored / fixed | {s.new_errors} / {s.newly_unscored} / {s.fixed_errors} |",
         f"| below threshold in the new run | {percent(s.new_flagged_rate)} |",
         f"| only in base / only in new | {len(comparison.only_base)} / {len(comparison.only_new)} |",
         "",

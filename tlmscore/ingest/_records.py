@@ -263,9 +263,16 @@ def read_transcripts(source: Inputs, *, batch_inputs: Sequence[str | Path] | Bat
     record with no id of its own gets `<file>:<line>`, the file named relative to the inputs
     (`input_names`), so the same logs read from another folder give the same ids.
     """
+    for _, transcript in read_located(source, batch_inputs=batch_inputs, fmt=fmt):
+        yield transcript
+
+
+def read_located(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+                 fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+    """`read_transcripts`, each record with its `Location` (a line's byte offset: how far a run has read)."""
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
     files = [source] if isinstance(source, (str, Path)) else source if isinstance(source, (list, tuple)) else []
     names = input_names(item for item in files if isinstance(item, (str, Path)))
-    for _, transcript in scan(source, batch, fmt=fmt):
-        yield with_input_id(transcript, names)
+    for location, transcript in scan(source, batch, fmt=fmt):
+        yield location, with_input_id(transcript, names)

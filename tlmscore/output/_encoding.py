@@ -1,7 +1,9 @@
 """Encoding rows: as JSON lines, as CSV or Parquet cells, as Arrow tables; the output formats by suffix.
 
 Pure functions of the rows (no file is opened here); `tlmscore.output._writers` writes what they give.
-pyarrow is imported only when an Arrow table is made.
+pyarrow is imported only when an Arrow table is made. In every format a dict column (`details`) is one
+JSON text, keys sorted: a Parquet struct cannot hold details that differ from scorer to scorer, and
+one type in every file is what a reader of several can count on (`read_rows` gives the dict back).
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def _to_json(value: Any, option: int) -> bytes:
 
 
 def json_line(row: dict[str, Any]) -> bytes:
-    """One row as a line of JSON, newline included."""
-    return _to_json(row, orjson.OPT_APPEND_NEWLINE)
+    """One row as a line of JSON, newline included; a dict column (`details`) as JSON text, as in every file."""
+    return _to_json({name: cell(value) if isinstance(value, dict) and column_kind(name) == "dict" else value
+                     for name, value in row.items()}, orjson.OPT_APPEND_NEWLINE)
 
 
 def cell(value: Any) -> Any:

@@ -64,6 +64,11 @@ def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911
         return _DEFAULTS.get(name)
     if kind == "float":
         return score_of(value)
+    if kind == "dict" and isinstance(value, str):  # JSON text in every file format (an object in older JSON lines)
+        found = json.loads(value)
+        if not isinstance(found, dict):
+            raise ValueError(f"{name} is {value[:40]!r}, not a JSON object")
+        return found
     if not text or not isinstance(value, str):
         if kind in _TYPES and (not isinstance(value, _TYPES[kind]) or (kind == "int" and isinstance(value, bool))):
             raise ValueError(f"{name} is {value!r}, not a {kind}")

@@ -9,6 +9,7 @@ file written from the dicts. A `Row` is also a read-only `Mapping` of its column
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -104,6 +105,8 @@ class Row(Mapping[str, Any]):
         extra = {name: value for name, value in record.items() if name not in _NAMED}
         if "score" in known:
             known["score"] = _score(known["score"])
+        if isinstance(known.get("details"), str):  # as every file holds it: JSON text
+            known["details"] = json.loads(known["details"])
         if known.get(CALIBRATED_COLUMN, 0) is None:
             known[CALIBRATED_COLUMN] = math.nan  # calibrated, NaN written as null
         return cls(**known, extra=extra)

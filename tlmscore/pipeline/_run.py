@@ -1,9 +1,10 @@
 """`tlmscore.run`: the library's one run, with everything the command line's run has, on an `Engine`.
 
 A run checks what it can before work starts (the output's format, the calibration's scorer, the
-scorer's options), checks `resume` against the manifest of the run it continues (the inputs, the
-settings that change rows, the scorer and its options: on every engine), then asks its engine for
-the rows of every record not done yet. The engine hands them over chunk by chunk in input order:
+scorer's options and keys, that the scorer's server answers: `ScorerSpec.check_endpoint`), checks
+`resume` against the manifest of the run it continues (the inputs, the settings that change rows,
+the scorer and its options: on every engine), then asks its engine for the rows of every record
+not done yet. The engine hands them over chunk by chunk in input order:
 `Local` (the default) makes them in this process, `tlmscore.ray.Engine` on a Ray cluster. The run
 saves each chunk to a checkpoint (a killed run loses at most one chunk), hands it to the caller's
 `on_rows`, and writes the output file at the end. `calibration` wraps the scorer
@@ -181,6 +182,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
               on_start)
     if job.scorer is not None:
         job.make_scorer()  # the scorer's options and keys, checked before any file is written
+    if spec is not None and job.scorer is not None:
+        spec.check_endpoint(options)  # its server answers: a run without network stops here, not row by row
     return _execute(job, engine)
 
 

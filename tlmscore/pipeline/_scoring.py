@@ -39,7 +39,7 @@ _BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
          "from tlmscore.pipeline._scoring import serve; serve(int(sys.argv[2]), int(sys.argv[3]))")
 """A worker's program: the run's import path first, so it imports the run's own tlmscore and scorer."""
 
-POOLED_AT_LEAST = 64
+POOLED_AT_LEAST = 500
 """The fewest inputs of one chunk that are scored in worker processes rather than in this process."""
 
 

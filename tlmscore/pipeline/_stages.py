@@ -34,10 +34,11 @@ from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, read_transcripts, with_history
+from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, Location, read_located, with_history
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
+from tlmscore.pipeline._meter import InputMeter
 from tlmscore.pipeline._scoring import Scoring
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
@@ -251,34 +252,61 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
         if chains is not None:
             stack.callback(chains.close)
         client = await stack.enter_async_context(open_client()) if settings.hydrate else None
-        records = (t for t in read_transcripts(source, batch_inputs=joined, fmt=settings.input_format)
+        records = ((where, t) for where, t in read_located(source, batch_inputs=joined, fmt=settings.input_format)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         scoring = Scoring(scorer, settings.score_workers) if scorer is not None else None
         if scoring is not None:
             stack.callback(scoring.close)
-        # Chunks being scored while the next is prepared (worker processes score; this process converts).
-        scored: deque[asyncio.Future[list[Row]]] = deque()
+        ahead = scoring.ahead if scoring is not None else 0
+        meter = _start_progress(source, progress)
+        # Chunks being scored while the next is prepared (worker processes score; this process converts),
+        # each with where its last record was read (the progress of the input's bytes).
+        scored: deque[tuple[asyncio.Future[list[Row]], Location]] = deque()
         stack.callback(_cancel_all, scored)
-        empty: list[Transcript] = []
-        while chunk := await asyncio.to_thread(next, chunks, empty):
+
+        async def finished() -> list[Row]:
+            nonlocal done
+            future, last = scored.popleft()
+            rows = await future
+            done += len(rows)
+            if progress is not None and meter is not None:
+                _report(progress, meter, done, last)
+            return rows
+
+        empty: list[tuple[Location, Transcript]] = []
+        while located := await asyncio.to_thread(next, chunks, empty):
+            chunk = [t for _, t in located]
             if client is not None:
                 chunk = await hydrated(chunk, client, settings.concurrency)
             rows, inputs = await _rendered(chunk, settings, page_source, chains, converters=table)
-            scored.append(asyncio.ensure_future(_score(rows, inputs, scoring)) if scoring is not None
-                          else _ready(rows))
-            while len(scored) > (scoring.ahead if scoring is not None else 0):
-                rows = await scored.popleft()
-                done += len(rows)
-                if progress is not None:
-                    progress("records", done, None)
-                yield rows
+            scoring_done = asyncio.ensure_future(_score(rows, inputs, scoring)) if scoring is not None else _ready(rows)
+            scored.append((scoring_done, located[-1][0]))
+            while len(scored) > ahead:
+                yield await finished()
         while scored:
-            rows = await scored.popleft()
-            done += len(rows)
-            if progress is not None:
-                progress("records", done, None)
-            yield rows
+            yield await finished()
+        if progress is not None and meter is not None and meter.total is not None:
+            progress("input", meter.total, meter.total)
+
+
+def _start_progress(source: Inputs, progress: Progress | None) -> InputMeter | None:
+    """The meter of the input files, their total reported at 0 before the first chunk (None: no progress)."""
+    if progress is None:
+        return None
+    meter = InputMeter(list(source) if isinstance(source, (list, tuple)) else [source])
+    if meter.total is not None:
+        progress("input", 0, meter.total)
+    progress("records", 0, None)
+    return meter
+
+
+def _report(progress: Progress, meter: InputMeter, done: int, last: Location) -> None:
+    """Records done, and bytes of the inputs up to the last of them."""
+    position = meter.position(last)
+    if position is not None:
+        progress("input", position, meter.total)
+    progress("records", done, None)
 
 
 def _ready(rows: list[Row]) -> asyncio.Future[list[Row]]:
@@ -288,9 +316,9 @@ def _ready(rows: list[Row]) -> asyncio.Future[list[Row]]:
     return future
 
 
-def _cancel_all(futures: Iterable[asyncio.Future[list[Row]]]) -> None:
+def _cancel_all(pending: Iterable[tuple[asyncio.Future[list[Row]], Location]]) -> None:
     """Cancel the chunks still being scored when the run stops early (an error, Ctrl-C, a consumer that left)."""
-    for future in futures:
+    for future, _ in pending:
         future.cancel()
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from tlmscore._reach import PROBE_TIMEOUT, check_reachable
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.plugins import Kind, plugins
@@ -130,6 +131,8 @@ class ScorerSpec:
     cache, which a run puts beside the page cache (`Settings.cache_dir / name`) when not given.
     `submit_ahead`: the option that, when true, has the run send every row's requests before it
     collects any (a Batch API mode), by first running the scorer with `submit_only` true.
+    `endpoint`: the address of the server the scorer asks, from its options (None: it asks none),
+    which a run checks is reachable before its first batch (`check_endpoint`).
     """
 
     name: str
@@ -137,6 +140,16 @@ class ScorerSpec:
     cache: str | None = None
     submit_ahead: str | None = None
     submit_only: str | None = None
+    endpoint: Callable[[Mapping[str, Any]], str | None] | None = None
+
+    def check_endpoint(self, options: Mapping[str, Any]) -> None:
+        """Raise `ConfigError` when the scorer's server does not answer (within its `timeout` option, at most 10 s)."""
+        url = self.endpoint(options) if self.endpoint is not None else None
+        if url is None:
+            return
+        given = options.get("timeout")
+        limit = min(PROBE_TIMEOUT, float(given)) if isinstance(given, (int, float)) and given > 0 else PROBE_TIMEOUT
+        check_reachable(url, f"{self.name} scorer: its endpoint", timeout=limit)
 
     def recorded(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The options a resumed run must share with the run it continues: all but what only decides spending."""

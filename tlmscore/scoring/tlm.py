@@ -6,7 +6,10 @@ Install with `pip install 'tlmscore[tlm]'` and set `CLEANLAB_API_KEY` (the packa
 passed through unchanged, and TLM's explanation is asked for (`log=["explanation"]`, unless the
 configuration cannot log explanations) and kept. A
 missing package or key is one `ScorerError` when the scorer is built, before any work; a row TLM
-could not score, or a batch whose call failed, becomes error rows.
+could not score, or a batch whose call failed, becomes error rows. Every item has a timeout
+(`timeout`, 120 s unless given, passed to TLM), and after three batch calls in a row have failed
+the API is given up: the rows left fail at once, saying why, with no request sent. A run checks
+that the API (`CLEANLAB_API_BASE_URL`, as cleanlab-tlm reads it) answers before its first batch.
 """
 
 from __future__ import annotations
@@ -20,13 +23,18 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tlmscore._breaker import Breaker
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
-from tlmscore.scoring.base import Score, parse_options
+from tlmscore.scoring.base import Score, ScorerSpec, parse_options
 
-__all__ = ["API_KEY_ENVS", "TLMClient", "TLMOptions", "TLMScorer", "create"]
+__all__ = ["API_KEY_ENVS", "API_URL", "DEFAULT_TIMEOUT", "SPEC", "TLMClient", "TLMOptions", "TLMScorer", "create"]
 
 API_KEY_ENVS = ("CLEANLAB_API_KEY", "CLEANLAB_TLM_API_KEY")
+DEFAULT_TIMEOUT = 120.0
+"""Seconds TLM may take per item unless `timeout` says otherwise (cleanlab-tlm's own default waits forever)."""
+API_URL = "https://api.cleanlab.ai/api"
+"""Cleanlab's API root, unless `CLEANLAB_API_BASE_URL` names another (cleanlab-tlm reads it so)."""
 _INSTALL = "pip install 'tlmscore[tlm]'"
 
 
@@ -46,7 +54,7 @@ class TLMOptions(BaseModel):
 
     quality_preset: Literal["base", "low", "medium", "high", "best"] = "medium"
     options: dict[str, Any] = Field(default_factory=dict, description="TLMOptions, passed through")
-    timeout: float | None = Field(default=None, gt=0, description="seconds per item, passed to TLM")
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, description="seconds per item, passed to TLM")
     batch_size: int = Field(default=100, ge=1, le=10_000)
     api_key_env: str | None = Field(default=None, description="variable holding the key; default "
                                                               "CLEANLAB_API_KEY, then CLEANLAB_TLM_API_KEY")
@@ -120,6 +128,7 @@ class TLMScorer:
     def __init__(self, options: TLMOptions | None = None, *, client: TLMClient | None = None) -> None:
         self.options = options or TLMOptions()
         self._client = client if client is not None else _build_client(self.options)
+        self.breaker = Breaker(noun="TLM calls")
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, `batch_size` inputs per TLM call, batches one after another."""
@@ -130,12 +139,17 @@ class TLMScorer:
         return scores
 
     async def _batch(self, batch: Sequence[ScoringInput]) -> list[Score]:
+        if self.breaker.opened is not None:  # the API is given up: no more calls
+            return [Score.failed(f"TLM not asked: {self.breaker.opened}") for _ in batch]
         prompts = [item.prompt for item in batch]
         responses = [item.response for item in batch]
         try:
             results = await self._call(prompts, responses)
         except Exception as exc:  # noqa: BLE001  (a failed call fails its batch's rows, not the run)
-            return [Score.failed(f"TLM call failed: {type(exc).__name__}: {exc}") for _ in batch]
+            problem = f"{type(exc).__name__}: {exc}"
+            self.breaker.failed(problem)
+            return [Score.failed(f"TLM call failed: {problem}") for _ in batch]
+        self.breaker.succeeded()
         if isinstance(results, Mapping):
             results = [results]
         if not isinstance(results, Sequence) or len(results) != len(batch):
@@ -147,6 +161,14 @@ class TLMScorer:
         if method is not None:
             return await method(prompts, responses)
         return await asyncio.to_thread(self._client.get_trustworthiness_score, prompts, responses)
+
+
+def _endpoint(options: Mapping[str, Any]) -> str:
+    return os.environ.get("CLEANLAB_API_BASE_URL") or API_URL
+
+
+SPEC = ScorerSpec("tlm", endpoint=_endpoint)
+"""What a run asks of TLM: that Cleanlab's API answers before the first batch."""
 
 
 def create(options: Mapping[str, Any]) -> TLMScorer:

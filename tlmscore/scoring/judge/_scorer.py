@@ -222,10 +222,15 @@ def _explain(reflections: Sequence[Rating], agreements: Sequence[Rating], s: flo
     return text
 
 
+def _endpoint(options: Mapping[str, Any]) -> str:
+    return str(options.get("base_url") or DEFAULT_BASE_URL)
+
+
 SPEC = ScorerSpec("judge", spending=frozenset({"cache", "cache_dir", "price_in", "price_out", "max_cost"}),
-                  cache="cache_dir", submit_ahead="batch", submit_only="batch_submit_only")
+                  cache="cache_dir", submit_ahead="batch", submit_only="batch_submit_only", endpoint=_endpoint)
 """What a run asks of the judge: a resumed run may change what it spends; its verdict cache sits
-beside the page cache; in Batch API mode every row's requests are submitted before any is collected."""
+beside the page cache; in Batch API mode every row's requests are submitted before any is collected;
+its endpoint (`base_url`) is checked before the first batch."""
 
 
 def create(options: Mapping[str, Any]) -> JudgeScorer:
