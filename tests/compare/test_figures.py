@@ -17,24 +17,27 @@ BASE = [{"id": "a", "score": 0.5, "error": None},
         {"id": "d", "score": 0.5, "error": "timeout"},  # an error with a score: not scored
         {"id": "e", "score": 0.5, "error": None},
         {"id": "f", "score": 0.25, "error": None},
-        {"id": "g", "score": 0.375, "error": None}]
+        {"id": "g", "score": 0.375, "error": None},
+        {"id": "h", "score": 0.625, "error": None}]
 NEW = [{"id": "a", "score": 0.25, "error": None},  # dropped, newly flagged (from exactly the threshold)
        {"id": "b", "score": 1.0, "error": None},  # rose by 0.25
        {"id": "c", "score": 0.5, "error": None},  # rose by 0.25 to exactly the threshold: newly passing
        {"id": "d", "score": 0.75, "error": None},  # fixed
-       {"id": "e", "score": math.nan, "error": None},  # a new error (no score)
+       {"id": "e", "score": math.nan, "error": None},  # newly unscored (no score, no error)
        {"id": "f", "score": 0.25, "error": None},  # unchanged, flagged on both sides
-       {"id": "g", "score": 0.875, "error": None}]  # rose by 0.5: newly passing
+       {"id": "g", "score": 0.875, "error": None},  # rose by 0.5: newly passing
+       {"id": "h", "score": math.nan, "error": "timeout"}]  # a new error
 
 
 def test_the_summary_figures() -> None:
     comparison = compare_rows(BASE, NEW)
     deltas = [-0.25, 0.25, 0.25, 0.0, 0.5]  # a, b, c, f, g
     assert comparison.summary == Summary(
-        rows=7, paired=5, base_mean=(0.5 + 0.75 + 0.25 + 0.25 + 0.375) / 5,
+        rows=8, paired=5, base_mean=(0.5 + 0.75 + 0.25 + 0.25 + 0.375) / 5,
         new_mean=(0.25 + 1.0 + 0.5 + 0.25 + 0.875) / 5,
         mean_delta=paired_bootstrap(deltas, seed=0, resamples=2000), dropped=1, rose=3, newly_flagged=1,
-        newly_passing=2, new_errors=1, fixed_errors=1, new_flagged_rate=2 / 6)  # a and f of the six scored now
+        newly_passing=2, new_errors=1, fixed_errors=1, new_flagged_rate=2 / 6,  # a and f of the six scored now
+        newly_unscored=1)
 
 
 def test_the_row_lists_and_their_order() -> None:
@@ -43,7 +46,8 @@ def test_the_row_lists_and_their_order() -> None:
     assert [r.key for r in comparison.dropped()] == ["a"]
     assert [r.key for r in comparison.newly_flagged()] == ["a"]  # at the threshold before: it passed then
     assert [r.key for r in comparison.newly_passing()] == ["c", "g"]  # c is at the threshold now: it passes
-    assert [r.key for r in comparison.new_errors()] == ["e"]
+    assert [r.key for r in comparison.new_errors()] == ["h"]
+    assert [r.key for r in comparison.newly_unscored()] == ["e"]
     assert [r.key for r in comparison.fixed_errors()] == ["d"]
     assert all(r.group is None for r in comparison.rows)  # no --by, no group
     above = compare_rows([{"id": "x", "score": 0.25, "error": None}], [{"id": "x", "score": 0.75, "error": "late"}])
@@ -60,6 +64,18 @@ def test_by_a_column_or_a_metadata_key() -> None:
     assert [r.group for r in comparison.rows] == ["m1", "m2", "(none)", "m1"]
     assert {name: (g.rows, g.dropped, g.rose) for name, g in comparison.groups.items()} == {
         "(none)": (1, 0, 0), "m1": (2, 1, 0), "m2": (1, 0, 1)}
+
+
+def test_an_empty_by_value_is_in_the_none_group_and_every_row_is_in_a_group() -> None:
+    base = [{"id": str(i), "score": 0.5, "error": None} for i in range(3)]
+    new = [{"id": "0", "score": 0.25, "error": None, "model": ""},
+           {"id": "1", "score": 0.75, "error": None},
+           {"id": "2", "score": 0.5, "error": None, "model": "m1"}]
+    comparison = compare_rows(base, new, by="model")
+    assert [r.group for r in comparison.rows] == ["(none)", "(none)", "m1"]
+    assert {name: (g.rows, g.dropped, g.rose) for name, g in comparison.groups.items()} == {
+        "(none)": (2, 1, 1), "m1": (1, 0, 0)}
+    assert sum(g.rows for g in comparison.groups.values()) == len(comparison.rows)
 
 
 def test_the_defaults_and_the_confidence_reach_the_interval() -> None:

@@ -126,12 +126,12 @@ def _keyed(rows: Iterable[Mapping[str, Any]], key: str, name: str) -> dict[str, 
 
 
 def group_of(row: Mapping[str, Any], column: str) -> str:
-    """A row's `--by` value: its column, or that key of its `metadata`; "(none)" when absent."""
+    """A row's `--by` value: its column, or that key of its `metadata`; "(none)" when absent or empty."""
     value = row.get(column)
     metadata = row.get("metadata")
     if value is None and isinstance(metadata, Mapping):
         value = metadata.get(column)
-    return "(none)" if value is None else str(value)
+    return "(none)" if value is None or str(value) == "" else str(value)
 
 
 def _change(key: str, base: Mapping[str, Any], new: Mapping[str, Any], by: str | None) -> RowChange:
@@ -181,7 +181,7 @@ def compare_rows(base: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, A
     rows = tuple(_change(k, base_keyed[k], new_keyed[k], by) for k in common)
     groups: dict[str, Summary] = {}
     if by:
-        for name in sorted({r.group or "(none)" for r in rows}):
+        for name in sorted({str(r.group) for r in rows}):
             groups[name] = summarise([r for r in rows if r.group == name], threshold, seed=seed,
                                      resamples=resamples, confidence=confidence)
     return Comparison(
