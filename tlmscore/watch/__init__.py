@@ -1,0 +1,24 @@
+"""`tlmscore watch`: score a live store's calls as they arrive, and write the scores back onto them.
+
+The same run as `tlmscore score`, over a store's new calls since a saved cursor, batch after batch:
+
+- `_feeds`: what is read: a store's calls newer than a time, and the identities already annotating them.
+- `_state`: the cursor (and the spend windows, the counts), saved atomically after each batch.
+- `_choose`: which calls: `--sample` by a hash of the trace id, `--where` on model, metadata, tools.
+- `_identity`: who scored: scorer, tlmscore version, hash of the settings that change a score.
+- `_spend`: `--max-cost-per-hour` / `--max-cost-per-day`, held to the request.
+- `_status`: the counts and the one status line.
+- `_loop`: `watch`, the async iterator of rows that ties them together.
+"""
+
+from __future__ import annotations
+
+from tlmscore.watch._choose import Condition, parse_where, sample_key, sampled
+from tlmscore.watch._identity import Evaluator, evaluator_of
+from tlmscore.watch._loop import Hooks, Plan, watch
+from tlmscore.watch._spend import OVER_CAP, Spend
+from tlmscore.watch._state import State, load_state, save_state
+from tlmscore.watch._status import Counts, StatusLine
+
+__all__ = ["OVER_CAP", "Condition", "Counts", "Evaluator", "Hooks", "Plan", "Spend", "State", "StatusLine",
+           "evaluator_of", "load_state", "parse_where", "sample_key", "sampled", "save_state", "watch"]
