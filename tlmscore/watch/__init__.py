@@ -13,6 +13,12 @@ The same run as `tlmscore score`, over a store's new calls since a saved cursor,
 
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tlmscore.output import Row
 from tlmscore.watch._choose import Condition, parse_where, sample_key, sampled
 from tlmscore.watch._identity import Evaluator, evaluator_of
 from tlmscore.watch._loop import Hooks, Plan, watch
@@ -22,3 +28,13 @@ from tlmscore.watch._status import Counts, StatusLine
 
 __all__ = ["OVER_CAP", "Condition", "Counts", "Evaluator", "Hooks", "Plan", "Spend", "State", "StatusLine",
            "evaluator_of", "load_state", "parse_where", "sample_key", "sampled", "save_state", "watch"]
+
+
+class _CallableModule(types.ModuleType):
+    """The package, callable as `watch`: `tlmscore.watch(...)` is the same call once the package is imported."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> AsyncIterator[Row]:
+        return watch(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
