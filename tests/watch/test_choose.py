@@ -7,8 +7,7 @@ import hashlib
 import pytest
 
 from tlmscore.errors import ConfigError
-from tlmscore.watch import Condition, parse_where, sample_key, sampled
-from tlmscore.watch._choose import check_rate, kept, tool_kinds
+from tlmscore.watch import Condition, check_rate, kept, parse_where, sample_key, sampled, tool_kinds
 
 TRACES = [f"{n:032x}" for n in range(2000)]
 

@@ -31,8 +31,7 @@ from tests.servers.judge_server import ChatReply, ChatServer, completion
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.phoenix_server import PhoenixProcess, send_spans, wait_for_spans
 from tests.support.paths import ROOT
-from tlmscore.watch import Hooks, evaluator_of, load_state, sample_key, sampled, watch
-from tlmscore.watch._state import parse_time
+from tlmscore.watch import Hooks, evaluator_of, load_state, parse_time, sample_key, sampled, watch
 
 pytest.importorskip("phoenix.server.main", reason="the Phoenix server is not installed: pip install -e '.[dev]'")
 pytest.importorskip("openinference.instrumentation.openai", reason="the OpenInference instrumentation is not installed")
@@ -160,14 +159,14 @@ def test_ten_kills_during_a_live_feed_leave_one_annotation_per_sampled_span_the_
     assert sorted(mine) == expected  # none lost, none doubled, none outside the sample
     first = next(a for a in annotations if a["identifier"] == _identity())
     assert first["annotator_kind"] == "CODE"
-    assert first["metadata"]["tlmscore.evaluator.scorer"] == "grounding"
-    assert first["metadata"]["tlmscore.evaluator.version"] == tlmscore.__version__
+    assert first["metadata"]["evaluator"] == {"id": _identity(), "scorer": "grounding",
+                                              "version": tlmscore.__version__, "settings": _identity().split("#")[1]}
     saved = load_state(state)
     assert saved.evaluator == _identity()
     assert len(saved.seen) <= count
 
     # a second watcher with the same rate (another identity: its threshold) samples the same spans
-    _until_idle(address, tmp_path / "second.json", cache, "--sample", str(RATE), "--threshold", "0.6")
+    _until_idle(address, tmp_path / "second.json", cache, "--sample", str(RATE), "--threshold", "0.6", "--rescore")
     again = _by_identity(_annotations(phoenix, project, list(spans)))
     assert sorted(again[_identity(0.6)]) == expected
     assert sorted(again[_identity()]) == expected

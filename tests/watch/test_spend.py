@@ -13,8 +13,7 @@ from tlmscore.errors import ConfigError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring import get_scorer
 from tlmscore.scoring.base import Score
-from tlmscore.watch import OVER_CAP, Spend
-from tlmscore.watch._spend import Capped, check_capped
+from tlmscore.watch import OVER_CAP, Capped, Spend, check_capped
 
 INPUTS = [ScoringInput(prompt=f"User: question {n}\n\nAssistant:", response=f"answer {n}") for n in range(10)]
 

@@ -18,8 +18,7 @@ from typing import Any
 
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
-from tlmscore.watch import Hooks, StatusLine, parse_where, watch
-from tlmscore.watch._state import parse_time
+from tlmscore.watch import Hooks, StatusLine, parse_time, parse_where, watch
 
 EXAMPLES = """\
 examples:

@@ -193,11 +193,12 @@ def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
     result: dict[str, Any] = {"label": annotation.label, "explanation": annotation.explanation}
     if annotation.score is not None:
         result["score"] = annotation.score
-    metadata = {"tlmscore.record.id": annotation.row_id}
-    who = annotation.evaluator or {}
-    metadata |= {f"tlmscore.evaluator.{key}": value for key, value in who.items()}
+    metadata: dict[str, Any] = {"tlmscore.record.id": annotation.row_id}
+    if annotation.evaluator:  # who scored it (`tlmscore watch`): its identity is the identifier
+        metadata["evaluator"] = dict(annotation.evaluator)
+    identifier = annotation.evaluator["id"] if annotation.evaluator else IDENTIFIER
     return {"name": annotation.name, "annotator_kind": "CODE", "span_id": span_id, "result": result,
-            "identifier": who.get("id", IDENTIFIER), "metadata": metadata}
+            "identifier": identifier, "metadata": metadata}
 
 
 class PhoenixConnector:

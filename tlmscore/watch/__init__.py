@@ -19,15 +19,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tlmscore.output import Row
-from tlmscore.watch._choose import Condition, parse_where, sample_key, sampled
+from tlmscore.watch._choose import Condition, check_rate, kept, parse_where, sample_key, sampled, tool_kinds
 from tlmscore.watch._identity import Evaluator, evaluator_of
 from tlmscore.watch._loop import Hooks, Plan, watch
-from tlmscore.watch._spend import OVER_CAP, Spend
-from tlmscore.watch._state import State, load_state, save_state
+from tlmscore.watch._spend import OVER_CAP, Capped, Spend, check_capped
+from tlmscore.watch._state import State, load_state, parse_time, save_state
 from tlmscore.watch._status import Counts, StatusLine
 
-__all__ = ["OVER_CAP", "Condition", "Counts", "Evaluator", "Hooks", "Plan", "Spend", "State", "StatusLine",
-           "evaluator_of", "load_state", "parse_where", "sample_key", "sampled", "save_state", "watch"]
+__all__ = ["OVER_CAP", "Capped", "Condition", "Counts", "Evaluator", "Hooks", "Plan", "Spend", "State", "StatusLine",
+           "check_capped", "check_rate", "evaluator_of", "kept", "load_state", "parse_time", "parse_where",
+           "sample_key", "sampled", "save_state", "tool_kinds", "watch"]
 
 
 class _CallableModule(types.ModuleType):
