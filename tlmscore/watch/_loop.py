@@ -126,7 +126,7 @@ class Watcher:
                 self.counts.sampled_out += 1
             else:
                 candidates.append(call)
-        held = self.feed.annotated([c.key for c in candidates], self.evaluator.name)
+        held = self.feed.annotated(candidates, self.evaluator.name)
         chosen: list[Call] = []
         for call in candidates:
             ids = held.get(call.key, set())
