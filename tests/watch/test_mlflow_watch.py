@@ -33,7 +33,7 @@ LABELLED = ROOT / "fixtures" / "labelled" / "labelled.jsonl"
 EXPERIMENT = "watch-kills"
 RATE = 0.5
 CYCLES = 10
-FEEDS, PER_FEED = 4, 20
+FEEDS, PER_FEED = 3, 20
 
 
 @pytest.fixture(scope="module")
