@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from tlmscore.watch._state import State, load_state, parse_time, save_state
 from tlmscore.watch._status import Counts
 
 MAX_BACKOFF = 60.0
+SWEEPS = 4
+"""Sweeps of the `late` window per `late` seconds."""
 
 
 class StoreDown(Exception):  # noqa: N818  (a state of the store, not a programming error)
@@ -88,6 +91,7 @@ class Watcher:
         self.scorer = Capped(scorer, self.spend)
         self.feed: Feed = open_feed(plan.source, env)
         self.full = False
+        self._next_sweep = 0.0
         """The last poll found a whole batch: more calls may be waiting."""
 
     def _check_identity(self) -> None:
@@ -98,19 +102,23 @@ class Watcher:
                               "version or settings): give --rescore to score with it, or another --state")
         self.state.evaluator = current
 
-    def _since(self) -> dt.datetime | None:
-        """Where a poll starts: the cursor less `late`, or `--since` before the first batch."""
-        at = self.state.since(self.plan.late)
-        return self.plan.since if at is None else at
-
     def _fresh(self) -> list[Call]:
-        """Up to `batch` calls the cursor has not handled, oldest first."""
+        """Up to `batch` calls the cursor has not handled, oldest first.
+
+        A poll lists the calls from the cursor on; a sweep (the first poll, then one every `late`
+        / `SWEEPS` seconds) goes back `late` seconds before it, for calls that arrived after newer
+        ones (a long call, a slow exporter), so most polls do not read the `late` window again.
+        """
+        sweep = time.monotonic() >= self._next_sweep
+        at = self.state.since(self.plan.late if sweep else 0.0)
         fresh: list[Call] = []
-        for call in self.feed.newer(self._since()):
+        for call in self.feed.newer(self.plan.since if at is None else at):
             if call.key not in self.state.seen:
                 fresh.append(call)
                 if len(fresh) >= self.plan.batch:
                     break
+        if sweep and len(fresh) < self.plan.batch:  # the whole window was read
+            self._next_sweep = time.monotonic() + self.plan.late / SWEEPS
         return fresh
 
     def _chosen(self, calls: Sequence[Call]) -> list[Call]:
