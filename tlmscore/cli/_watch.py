@@ -24,6 +24,7 @@ EXAMPLES = """\
 examples:
   tlmscore watch phoenix://127.0.0.1:6006/default --state /var/lib/tlmscore/watch.json
   tlmscore watch phoenix://127.0.0.1:6006/default --sample 0.1 --where model=gpt-4o* --since 2026-01-01
+  tlmscore watch mlflow://127.0.0.1:5000/my-agent --state watch.json --until-idle
   tlmscore watch phoenix://127.0.0.1:6006/default --scorer judge --base-url http://127.0.0.1:8080/v1 \\
       --model qwen2.5 --price-in 0.1 --price-out 0.4 --max-cost-per-day 5
 """
@@ -35,7 +36,8 @@ def add_watch_parser(sub: Any, formatter: Any, add_evidence: Any) -> None:
                             description="Score a live store's new calls as they arrive (a sample, a filter, a "
                                         "spend cap), and write each score back onto its span.",
                             epilog=EXAMPLES, formatter_class=formatter)
-    parser.add_argument("source", metavar="SOURCE", help="a live store: phoenix://HOST:PORT/PROJECT")
+    parser.add_argument("source", metavar="SOURCE",
+                        help="a live store: phoenix://HOST:PORT/PROJECT or mlflow://HOST:PORT/EXPERIMENT")
     group = parser.add_argument_group("which calls")
     group.add_argument("--state", type=Path, default=Path("tlmscore-watch.json"), metavar="FILE",
                        help="the cursor, spend and counts, saved after each batch (default: %(default)s)")

@@ -2,7 +2,8 @@
 
 The same run as `tlmscore score`, over a store's new calls since a saved cursor, batch after batch:
 
-- `_feeds`: what is read: a store's calls newer than a time, and the identities already annotating them.
+- `_feeds`: what is read (a Phoenix project, an MLflow experiment): a store's calls newer than a
+  time, and the identities already annotating them.
 - `_state`: the cursor (and the spend windows, the counts), saved atomically after each batch.
 - `_choose`: which calls: `--sample` by a hash of the trace id, `--where` on model, metadata, tools.
 - `_identity`: who scored: scorer, tlmscore version, hash of the settings that change a score.

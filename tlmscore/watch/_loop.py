@@ -213,7 +213,8 @@ async def watch(source: str, *, state: str | Path, scorer: str = "grounding", op
                 env: Mapping[str, str] | None = None) -> AsyncIterator[Row]:
     """The rows of a live store's new calls as they are scored and annotated, for as long as the caller iterates.
 
-    `source` is `phoenix://HOST:PORT/PROJECT`; `state` the file of the cursor (made when missing).
+    `source` is `phoenix://HOST:PORT/PROJECT` or `mlflow://HOST:PORT/EXPERIMENT`; `state` the file of
+    the cursor (made when missing).
     `sample` is the share of traces scored (by a hash of the trace id), `where` the `--where`
     conditions (`tlmscore.watch.parse_where`), `since` where a watch with no cursor starts (default:
     the store's first call). A call is scored once per evaluator identity (scorer, version, settings
