@@ -67,9 +67,12 @@ def test_no_request_is_sent_past_the_hourly_cap_it_is_said_once_and_resumes_the_
 def test_the_daily_cap_holds_across_hours_and_the_spend_is_kept_in_the_saved_windows() -> None:
     clock = Clock()
     windows: dict[str, list[object]] = {}
-    spend = Spend({"hour": None, "day": 0.25}, windows, now=clock)
     priced = Priced(0.1)
+    kept: list[tuple[int, float]] = []  # (requests sent, dollars counted) each time the windows are saved
+    spend = Spend({"hour": None, "day": 0.25}, windows, now=clock,
+                  kept=lambda: kept.append((len(priced.sent), float(windows["day"][1]))))
     asyncio.run(Capped(priced, spend).score_many(INPUTS[:2]))
+    assert kept == [(0, pytest.approx(0.2))]  # counted and saved before the requests went
     clock.at += dt.timedelta(hours=2)
     again = Spend({"hour": None, "day": 0.25}, windows, now=clock)  # a restart reads the saved windows
     asyncio.run(Capped(priced, again).score_many(INPUTS[2:4]))

@@ -85,7 +85,8 @@ class Watcher:
         self.state: State = load_state(plan.state)
         self._check_identity()
         self.counts = Counts.of(self.state.counts)
-        self.spend = Spend(plan.caps, self.state.spend, now=hooks.now, said=hooks.note)
+        self.spend = Spend(plan.caps, self.state.spend, now=hooks.now, said=hooks.note,
+                           kept=lambda: save_state(plan.state, self.state))
         scorer = get_scorer(plan.scorer, options)
         check_capped(scorer, plan.caps)
         self.scorer = Capped(scorer, self.spend)
@@ -152,7 +153,6 @@ class Watcher:
         rows: list[Row] = []
         if not records:
             return rows
-        save_state(self.plan.state, self.state)  # the spend windows, before any request (counted as admitted)
         async with aclosing(aiter_chunks(records, self.plan.settings, scorer=self.scorer)) as chunks:
             async for chunk in chunks:
                 rows.extend(chunk)

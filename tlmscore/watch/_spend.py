@@ -36,6 +36,8 @@ class Spend:
     windows: dict[str, list[Any]] = field(default_factory=dict)
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)
     said: Callable[[str], None] = lambda _: None
+    kept: Callable[[], None] = lambda: None
+    """Called once calls are counted in, before their requests go (the watch saves its state)."""
     stopped: dict[str, str] = field(default_factory=dict)
 
     def _roll(self) -> None:
@@ -112,6 +114,7 @@ class Capped:
             if cap is not None:
                 refused[i] = cap
         sent = [item for i, item in enumerate(inputs) if i not in refused]
+        self._spend.kept()  # what the windows spent is on disk before any request goes
         scores = iter(await self._scorer.score_many(sent) if sent else [])
         return [Score.unscorable(f"left unscored: --{refused[i]} reached", {OVER_CAP: refused[i]})
                 if i in refused else next(scores) for i in range(len(inputs))]
