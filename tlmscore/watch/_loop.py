@@ -179,8 +179,9 @@ class Watcher:
         except TranscriptError as exc:
             raise StoreDown(str(exc)) from None
         rows = await self._rows(chosen)
-        capped = [r for r in rows if isinstance(r.details, Mapping) and OVER_CAP in r.details]
-        scored = [r for r in rows if r not in capped]
+        over = [isinstance(r.details, Mapping) and OVER_CAP in r.details for r in rows]
+        capped = [r for r, left in zip(rows, over, strict=True) if left]
+        scored = [r for r, left in zip(rows, over, strict=True) if not left]
         await asyncio.to_thread(self._annotate, scored)
         self.full = len(fresh) >= self.plan.batch
         self.counts.seen += len(fresh)
