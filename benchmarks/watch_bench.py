@@ -7,15 +7,23 @@ instrumentation writes them) under a trace id of its own. Meanwhile `tlmscore wa
 process of its own with the offline grounding scorer; its RSS is sampled every 2 seconds. At the
 end the annotations' `created_at` are read back: the lag of each span is `created_at - end_time`.
 
-Prints the lag (median, p95, max) over every span, and RSS (first minute's peak, last minute's
-peak, overall peak, and the slope over the run in MB per 1,000 calls).
+Prints the lag (median, p95, max) over every span, and RSS (each minute's peak, and the slope
+after the first `--late` window in MB per 1,000 calls).
+
+`--synthetic CALLS` measures the watcher's own memory over a long feed, compressed: in this
+process, the store's listing is replaced by a generator of CALLS new calls (the labelled calls
+under ids of their own, 100 a poll) and the write-back by a no-op, while the pipeline, the
+grounding scorer, the choices and the cursor saved after each batch run as they do. An hour at 20
+calls/s is 72,000 calls. Prints RSS every 6,000 calls.
 
     python benchmarks/watch_bench.py [--rate 20] [--seconds 300]
+    python benchmarks/watch_bench.py --synthetic 72000
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import statistics
@@ -24,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +117,73 @@ def _annotations(url: str) -> dict[str, str]:
     return {span: f"{ends[span]}|{created}" for span, created in found.items()}
 
 
+class _Synthetic:
+    """A store that always has 100 new calls: the labelled calls under ids of their own, 50 ms apart."""
+
+    address = f"phoenix://127.0.0.1:9/{PROJECT}"
+    target = None
+
+    def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self.calls, self.made = calls, 0
+
+    def newer(self, since: Any) -> Iterator[Any]:
+        from tlmscore.sources import Read
+        from tlmscore.watch._feeds import Call
+
+        for _ in range(100):
+            self.made += 1
+            call, n = self.calls[self.made % len(self.calls)], self.made
+            when = (dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=50 * n)).isoformat()
+            record = {"id": f"{n:016x}", "request": call["request"], "response": call["response"], "origin": "phoenix",
+                      "trace_id": f"{n:032x}", "span_id": f"{n:016x}"}
+            yield Call(f"{n:016x}", when, when, Read(n, record))
+
+    def annotated(self, calls: Any, name: str) -> dict[str, set[str]]:
+        return {}
+
+    def close(self) -> None:
+        return
+
+
+def synthetic(total: int, calls: list[dict[str, Any]]) -> None:
+    """RSS of a watch over `total` synthetic calls, every 6,000 (the store and write-back replaced in-process)."""
+    import asyncio
+
+    import tlmscore
+    from tlmscore.annotate import Outcome
+    from tlmscore.watch import _loop
+
+    _loop.open_feed = lambda address, env: _Synthetic(calls)  # type: ignore[assignment,return-value]
+    _loop.deliver = lambda rows, target, **_: Outcome("synthetic", rows=len(rows), written=len(rows))  # type: ignore[assignment]
+    process = psutil.Process()
+
+    async def run(folder: Path) -> None:
+        done, began = 0, time.monotonic()
+        rows = _loop.watch(f"phoenix://127.0.0.1:9/{PROJECT}", state=folder / "watch.json", poll=0,
+                           settings=tlmscore.Settings(offline=True, cache_dir=folder / "cache"), batch=100)
+        async for _ in rows:
+            done += 1
+            if done % 6000 == 0:
+                rss = process.memory_info().rss / 2**20
+                print(f"{done:>6} calls  {time.monotonic() - began:6.0f} s  RSS {rss:.1f} MB", flush=True)
+            if done >= total:
+                return
+
+    with tempfile.TemporaryDirectory() as folder:
+        asyncio.run(run(Path(folder)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=20.0, help="calls a second (default 20)")
     parser.add_argument("--seconds", type=float, default=300.0, help="how long the feed runs (default 300)")
+    parser.add_argument("--synthetic", type=int, default=None, metavar="CALLS",
+                        help="only the watcher's memory over CALLS synthetic calls, in this process")
     args = parser.parse_args()
     calls = [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.synthetic:
+        synthetic(args.synthetic, calls)
+        return
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         phoenix = PhoenixProcess(work / "phoenix")
@@ -151,13 +221,12 @@ def main() -> None:
           f"(+1 the warm-up span)")
     print(f"lag span end → annotation: median {statistics.median(lags):.2f} s, "
           f"p95 {lags[int(0.95 * (len(lags) - 1))]:.2f} s, max {lags[-1]:.2f} s")
-    first = max(r for t, _, r in rss if t <= 60)
-    last = max(r for t, _, r in rss if t >= rss[-1][0] - 60)
-    half = [(n, r) for t, n, r in rss if t >= 30]
-    fit = statistics.linear_regression([n for n, _ in half], [r for _, r in half]) if len(half) > 2 else None
+    minutes = [max(r for t, _, r in rss if m * 60 <= t < (m + 1) * 60) for m in range(int(rss[-1][0] // 60) + 1)]
+    steady = [(n, r) for t, n, r in rss if t >= 90]  # after the 60 s late window first fills
+    fit = statistics.linear_regression([n for n, _ in steady], [r for _, r in steady]) if len(steady) > 2 else None
     slope = fit.slope * 1000 if fit is not None else 0.0
-    print(f"watcher RSS: first minute peak {first:.0f} MB, last minute peak {last:.0f} MB, "
-          f"overall peak {max(r for *_, r in rss):.0f} MB, slope after 30 s {slope:+.2f} MB per 1,000 calls")
+    print(f"watcher RSS peak by minute: {', '.join(f'{r:.0f}' for r in minutes)} MB; "
+          f"slope after 90 s {slope:+.2f} MB per 1,000 calls")
     print("last status:", err.strip().splitlines()[-1] if err.strip() else "-")
 
 
