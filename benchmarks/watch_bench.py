@@ -4,8 +4,9 @@ Starts a real `phoenix serve` (tests/servers/phoenix_server.py), then sends it O
 spans over OTLP/HTTP at `--rate` calls a second (default 20) for `--seconds` (default 300), each
 span holding one of the labelled fixture calls (its request and response, as the OpenAI
 instrumentation writes them) under a trace id of its own. Meanwhile `tlmscore watch` runs in a
-process of its own with the offline grounding scorer; its RSS is sampled every 2 seconds. At the
-end the annotations' `created_at` are read back: the lag of each span is `created_at - end_time`.
+process of its own (`tlmscore.watch`, the offline grounding scorer, polls 0.5 s apart), which
+prints each row as it comes (once its annotation is stored) with the time; its RSS is sampled every
+2 seconds. The lag of each span is that time less the span's end time.
 
 Prints the lag (median, p95, max) over every span, and RSS (each minute's peak, and the slope
 after the first `--late` window in MB per 1,000 calls).
@@ -92,29 +93,37 @@ def _feed(url: str, calls: list[dict[str, Any]], rate: float, seconds: float, se
             time.sleep(max(0.0, start + tick * 0.5 - time.monotonic()))
 
 
-def _annotations(url: str) -> dict[str, str]:
-    """span id → the created_at of its annotation, for every span of the project that has one."""
-    spans: list[dict[str, Any]] = []
+def _ends(url: str) -> dict[str, float]:
+    """span id → its end time (Unix seconds), for every LLM span of the project."""
+    ends: dict[str, float] = {}
     params: dict[str, Any] = {"span_kind": "LLM", "limit": 1000}
     while True:
         body = httpx.get(f"{url}/v1/projects/{PROJECT}/spans", params=params, timeout=60).json()
-        spans += body["data"]
+        ends |= {s["context"]["span_id"]: parse_time(s["end_time"]).timestamp() for s in body["data"]}
         if not body.get("next_cursor"):
-            break
+            return ends
         params["cursor"] = body["next_cursor"]
-    ends = {s["context"]["span_id"]: s["end_time"] for s in spans}
-    found: dict[str, str] = {}
-    ids = list(ends)
-    for start in range(0, len(ids), 500):
-        query: dict[str, Any] = {"span_ids": ids[start:start + 500], "limit": 10000,
-                                 "include_annotation_names": "tlmscore.grounding"}
-        while True:
-            body = httpx.get(f"{url}/v1/projects/{PROJECT}/span_annotations", params=query, timeout=60).json()
-            found |= {a["span_id"]: a["created_at"] for a in body["data"]}
-            if not body.get("next_cursor"):
-                break
-            query["cursor"] = body["next_cursor"]
-    return {span: f"{ends[span]}|{created}" for span, created in found.items()}
+
+
+WATCHER = """
+import asyncio, sys, time
+import tlmscore
+from tlmscore.watch import watch
+
+async def main():
+    settings = tlmscore.Settings(offline=True, cache_dir=sys.argv[3])
+    async for row in watch(sys.argv[1], state=sys.argv[2], poll=0.5, settings=settings):
+        print(row.span_id, time.time(), flush=True)  # the row comes once its annotation is stored
+
+asyncio.run(main())
+"""
+
+
+def _read_rows(stream: Any, annotated: dict[str, float]) -> None:
+    """The watcher's lines (`SPAN_ID TIME`), as each span is annotated."""
+    for line in stream:
+        span, when = line.split()
+        annotated[span] = float(when)
 
 
 class _Synthetic:
@@ -195,10 +204,10 @@ def main() -> None:
                        headers={"Content-Type": "application/x-protobuf"}).raise_for_status()  # makes the project
             time.sleep(2)
             watcher = subprocess.Popen(
-                [sys.executable, "-m", "tlmscore", "watch", f"{phoenix.server.address}/{PROJECT}", "--state",
-                 str(work / "watch.json"), "--cache-dir", str(work / "cache"), "--offline", "--poll", "0.5",
-                 "--status-every", "30"], env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE,
-                text=True)
+                [sys.executable, "-c", WATCHER, f"{phoenix.server.address}/{PROJECT}", str(work / "watch.json"),
+                 str(work / "cache")], env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+            annotated: dict[str, float] = {}
+            threading.Thread(target=_read_rows, args=(watcher.stdout, annotated), daemon=True).start()
             time.sleep(5)  # the watcher starts and scores the first span before the feed's clock starts
             feeding = threading.Thread(target=_feed, args=(phoenix.server.url, calls, args.rate, args.seconds, sent))
             began = time.monotonic()
@@ -209,17 +218,17 @@ def main() -> None:
                 rss.append((time.monotonic() - began, sent[0], process.memory_info().rss / 2**20))
                 time.sleep(2)
             deadline = time.monotonic() + 300
-            while len(_annotations(phoenix.server.url)) < sent[0] + 1 and time.monotonic() < deadline:
-                time.sleep(2)
+            while len(annotated) < sent[0] + 1 and time.monotonic() < deadline:
+                time.sleep(1)
+            ends = _ends(phoenix.server.url)
             watcher.terminate()
-            _, err = watcher.communicate(timeout=120)
-            found = _annotations(phoenix.server.url)
+            watcher.wait(timeout=60)
         finally:
             phoenix.stop()
-    lags = sorted((parse_time(v.split("|")[1]) - parse_time(v.split("|")[0])).total_seconds() for v in found.values())
-    print(f"feed: {sent[0]} calls at {args.rate:g}/s for {args.seconds:g} s; annotated {len(found) - 1} "
+    lags = sorted(annotated[span] - end for span, end in ends.items() if span in annotated)
+    print(f"feed: {sent[0]} calls at {args.rate:g}/s for {args.seconds:g} s; annotated {len(annotated) - 1} "
           f"(+1 the warm-up span)")
-    print(f"lag span end → annotation: median {statistics.median(lags):.2f} s, "
+    print(f"lag span end → annotation stored: min {lags[0]:.2f} s, median {statistics.median(lags):.2f} s, "
           f"p95 {lags[int(0.95 * (len(lags) - 1))]:.2f} s, max {lags[-1]:.2f} s")
     minutes = [max(r for t, _, r in rss if m * 60 <= t < (m + 1) * 60) for m in range(int(rss[-1][0] // 60) + 1)]
     steady = [(n, r) for t, n, r in rss if t >= 90]  # after the 60 s late window first fills
@@ -227,7 +236,6 @@ def main() -> None:
     slope = fit.slope * 1000 if fit is not None else 0.0
     print(f"watcher RSS peak by minute: {', '.join(f'{r:.0f}' for r in minutes)} MB; "
           f"slope after 90 s {slope:+.2f} MB per 1,000 calls")
-    print("last status:", err.strip().splitlines()[-1] if err.strip() else "-")
 
 
 if __name__ == "__main__":
