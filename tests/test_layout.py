@@ -26,7 +26,7 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.compare",),
     ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
-    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures"),
+    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures", "tlmscore.watch"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),
     ("tlmscore.__main__",),
 ]

@@ -19,6 +19,7 @@ if _typing.TYPE_CHECKING:
     from tlmscore.pipeline import Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
     from tlmscore.rendering import render
     from tlmscore.settings import Settings
+    from tlmscore.watch import watch
 
 __all__ = [
     "ConfigError",
@@ -46,6 +47,7 @@ __all__ = [
     "render",
     "run",
     "score",
+    "watch",
 ]
 
 __version__ = "0.1.0"
@@ -75,6 +77,7 @@ _HOMES = {
     "render": "tlmscore.rendering",
     "Settings": "tlmscore.settings",
     "read_transcripts": "tlmscore.ingest",
+    "watch": "tlmscore.watch",
 }
 
 

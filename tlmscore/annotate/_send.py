@@ -15,6 +15,7 @@ Written once for every store (`tlmscore.stores.Connector` says what a batch is s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -147,16 +148,19 @@ def _report(outcome: Outcome, first: int, size: int, failed: Mapping[int, str]) 
 
 def deliver(rows: Sequence[Mapping[str, Any]], target: Target, *, threshold: float = 0.5,
             policy: Policy | None = None, clock: Clock | None = None,
-            transport: httpx.BaseTransport | None = None, time_unix_nano: int | None = None) -> Outcome:
+            transport: httpx.BaseTransport | None = None, time_unix_nano: int | None = None,
+            evaluator: Mapping[str, str] | None = None) -> Outcome:
     """Write the annotations of `rows` to `target`; what fails is reported and kept, never raised.
 
     Rows without the ids the store annotates by (a span, a trace, a run) are counted in `skipped`.
+    `evaluator` is who scored them, carried by every annotation (see `Annotation.evaluator`).
     """
     policy = policy or Policy()
     run = _Run(policy, clock or Clock())
     connector = connectors()[target.store]
     outcome = Outcome(target.text, rows=len(rows))
-    paired = [(row, connector.payload(a)) for row, a in zip(rows, annotations_of(rows, threshold), strict=True)]
+    made = [dataclasses.replace(a, evaluator=evaluator) for a in annotations_of(rows, threshold)]
+    paired = [(row, connector.payload(a)) for row, a in zip(rows, made, strict=True)]
     reachable = [(row, payload) for row, payload in paired if payload is not None]
     outcome.skipped = len(rows) - len(reachable)
     size = policy.batch_size or connector.batch_size or 1

@@ -296,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_annotate_parser(sub)
     _add_pull(sub)
+    from tlmscore.cli._watch import add_watch_parser  # noqa: PLC0415  (it builds on this module's flags)
+
+    add_watch_parser(sub, _formatter, _add_evidence)
     sub.add_parser("plugins", help="list the plug-ins of every kind: built in, installed, refused",
                    formatter_class=_formatter)
     cache = sub.add_parser("cache", help="inspect or clear the page cache", formatter_class=_formatter)

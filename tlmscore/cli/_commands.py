@@ -314,6 +314,15 @@ def _fixtures(args: argparse.Namespace) -> int:
     return EXIT_OK if args.update else EXIT_CHANGED
 
 
+def _watch(args: argparse.Namespace) -> int:
+    """`watch`: the scorer's options and the settings as `score` makes them, then the watch's loop."""
+    from tlmscore.cli._watch import run_watch  # noqa: PLC0415  (the watch package only for this command)
+
+    options = _scorer_options(args)
+    check_scorer(args.scorer, options)
+    return run_watch(args, options, settings_from_args(args))
+
+
 def _show_warning(  # noqa: PLR0917 -- the signature `warnings.showwarning` is called with
     message: Warning | str, category: type[Warning], filename: str, lineno: int,
     file: Any = None, line: str | None = None,
@@ -360,6 +369,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")
+        if args.command == "watch":
+            return _watch(args)
         return commands.get(args.command, _cache)(args)
     except TlmscoreError as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)

@@ -45,6 +45,8 @@ class Annotation:
     response_id: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    evaluator: Mapping[str, str] | None = None
+    """Who scored it (`tlmscore watch`): `id`, `scorer`, `version`, `settings`; None: the plain `tlmscore` annotator."""
 
 
 def server_of(url: str) -> str:

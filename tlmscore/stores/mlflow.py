@@ -52,8 +52,8 @@ from tlmscore.stores.base import (
 )
 from tlmscore.stores.mlflow_attachments import ARTIFACT_PATH, Fetch, references, restore
 
-__all__ = ["CONNECTOR", "MlflowConnector", "assessment", "parse_address", "read_live",
-           "span_records"]
+__all__ = ["CONNECTOR", "MlflowConnector", "assessment", "feedback_sources", "newer_traces", "parse_address",
+           "read_live", "span_records"]
 
 ORIGIN = "mlflow"
 SOURCE_ID = "tlmscore"
@@ -241,16 +241,42 @@ def _with_media(record: dict[str, Any], fetch: Fetch) -> dict[str, Any]:
     return restored | ({"warnings": [f"MLflow attachment not fetched: {f}" for f in failures]} if failures else {})
 
 
+def newer_traces(address: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
+    """The experiment's traces (with their spans) that started at or after the address's `since`, oldest first.
+
+    What `tlmscore watch` polls; `span_records` makes each trace's LLM spans records.
+    """
+    where = parse_address(address)
+    return _traces(where, experiment_id(where, session, headers), session, headers)
+
+
+def feedback_sources(base_url: str, trace_ids: Sequence[str], name: str, session: Session,
+                     headers: Mapping[str, str]) -> dict[str, set[str]]:
+    """The sources (`source_id`) of the feedback called `name` on the traces' spans: span id → sources."""
+    found: dict[str, set[str]] = {}
+    for start in range(0, len(trace_ids), 50):
+        reply = _get(session, f"{base_url}{_API}/batchGet", headers, {"trace_ids": list(trace_ids[start:start + 50])})
+        if not reply.is_success:
+            raise TranscriptError(f"{base_url}: assessments: the server answered {answered(reply)}")
+        for trace in reply.json().get("traces") or []:
+            for item in trace["trace_info"].get("assessments") or []:
+                if item.get("assessment_name") == name and "feedback" in item:
+                    key = str(item.get("span_id") or "")
+                    found.setdefault(key, set()).add(str((item.get("source") or {}).get("source_id")))
+    return found
+
+
 def assessment(annotation: Annotation) -> dict[str, Any] | None:
     """One annotation as an MLflow feedback assessment; None without a trace id."""
     if not annotation.trace_id:
         return None
     body: dict[str, Any] = {
         "assessment_name": annotation.name, "trace_id": annotation.trace_id,
-        "source": {"source_type": "CODE", "source_id": SOURCE_ID},
+        "source": {"source_type": "CODE", "source_id": (annotation.evaluator or {}).get("id", SOURCE_ID)},
         "feedback": {"value": annotation.label if annotation.score is None else annotation.score},
         "rationale": annotation.explanation,
-        "metadata": {"label": annotation.label, "tlmscore.record.id": annotation.row_id}}
+        "metadata": {"label": annotation.label, "tlmscore.record.id": annotation.row_id,
+                     **{f"evaluator.{k}": v for k, v in (annotation.evaluator or {}).items()}}}
     if annotation.span_id:
         body["span_id"] = annotation.span_id
     return body
@@ -266,10 +292,12 @@ def _earlier(target: Target, payloads: Sequence[dict[str, Any]], session: Sessio
     if not reply.is_success:
         return Sent.failed(len(payloads), answered(reply), retry=reply.status_code in RETRY_STATUS)
     found: dict[tuple[Any, ...], str] = {}
+    sources = {p["source"]["source_id"] for p in payloads}  # tlmscore's, or a watch's evaluator identity
     for trace in reply.json().get("traces") or []:
         for item in trace["trace_info"].get("assessments") or []:
-            if (item.get("source") or {}).get("source_id") == SOURCE_ID and "feedback" in item:
-                found[item["trace_id"], item.get("span_id"), item["assessment_name"]] = item["assessment_id"]
+            source = (item.get("source") or {}).get("source_id")
+            if source in sources and "feedback" in item:
+                found[item["trace_id"], item.get("span_id"), item["assessment_name"], source] = item["assessment_id"]
     return found
 
 
@@ -340,7 +368,8 @@ class MlflowConnector:
         results: list[Failure | None] = []
         for payload in payloads:
             failed = _write(target, payload, earlier.get((payload["trace_id"], payload.get("span_id"),
-                                                          payload["assessment_name"])), session)
+                                                          payload["assessment_name"], payload["source"]["source_id"])),
+                            session)
             results.append(failed)
             if failed is not None and failed.retry:
                 results += [failed] * (len(payloads) - len(results))

@@ -44,8 +44,8 @@ from tlmscore.stores.base import (
     live_target,
 )
 
-__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixConnector",
-           "parse_address", "read_live", "span_annotation"]
+__all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixConnector", "annotation_identifiers",
+           "newer_spans", "parse_address", "read_live", "span_annotation"]
 
 ORIGIN = "phoenix"
 DEFAULT_LIMIT = 100_000
@@ -145,6 +145,40 @@ def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Re
         yield from spans_records(enumerate(_pages(where, session, headers), start=1), ORIGIN)
 
 
+def newer_spans(address: str, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """The project's LLM spans that started at or after the address's `since`, oldest first, a page at a time.
+
+    What `tlmscore watch` polls: the raw spans (flattened by `tlmscore.sources.spans_records`).
+    """
+    return _pages(parse_address(address), session, headers)
+
+
+def annotation_identifiers(address: str, span_ids: Sequence[str], name: str, session: Session,
+                           headers: Mapping[str, str]) -> dict[str, set[str]]:
+    """The identifiers of the annotations called `name` each of `span_ids` holds (spans without one left out).
+
+    `GET /v1/projects/{project}/span_annotations`, at most 1,000 spans a request, paged with the
+    server's cursor; a failure is one `TranscriptError` line.
+    """
+    where = parse_address(address)
+    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.name, safe='')}/span_annotations"
+    found: dict[str, set[str]] = {}
+    for start in range(0, len(span_ids), 1000):
+        params: dict[str, Any] = {"span_ids": list(span_ids[start:start + 1000]),
+                                  "include_annotation_names": [name], "limit": 10_000}
+        while True:
+            reply = _get(session, url, headers, params)
+            if not reply.is_success:
+                raise TranscriptError(f"{where.base_url}: span annotations: the server answered {answered(reply)}")
+            body = reply.json()
+            for item in body.get("data") or []:
+                found.setdefault(str(item.get("span_id")), set()).add(str(item.get("identifier") or ""))
+            if not body.get("next_cursor"):
+                break
+            params["cursor"] = body["next_cursor"]
+    return found
+
+
 def _span_id(value: str | None) -> str | None:
     """A span id as Phoenix keys spans: 16 lower-case hex digits (None when the row's is not one)."""
     text = (value or "").strip().lower().removeprefix("0x")
@@ -159,8 +193,12 @@ def span_annotation(annotation: Annotation) -> dict[str, Any] | None:
     result: dict[str, Any] = {"label": annotation.label, "explanation": annotation.explanation}
     if annotation.score is not None:
         result["score"] = annotation.score
+    metadata: dict[str, Any] = {"tlmscore.record.id": annotation.row_id}
+    if annotation.evaluator:  # who scored it (`tlmscore watch`): its identity is the identifier
+        metadata["evaluator"] = dict(annotation.evaluator)
+    identifier = annotation.evaluator["id"] if annotation.evaluator else IDENTIFIER
     return {"name": annotation.name, "annotator_kind": "CODE", "span_id": span_id, "result": result,
-            "identifier": IDENTIFIER, "metadata": {"tlmscore.record.id": annotation.row_id}}
+            "identifier": identifier, "metadata": metadata}
 
 
 class PhoenixConnector:
