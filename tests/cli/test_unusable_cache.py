@@ -2,8 +2,9 @@
 
 The tests run as root, whom no permission bit stops, so each makes the cache truly unwritable:
 a read-only file system (a read-only bind mount in a mount namespace of the command's own, as a
-container's read-only HOME is), or a user who is not root (`setpriv`) and a folder that user may
-not write. `/sys`, which refuses new files even to root, is a row of test_bad_input.py's table.
+container's read-only HOME is), or a command that permission bits do stop (root without the
+capabilities that override them, `setpriv`, as any other user is) and a folder it may not write.
+`/sys`, which refuses new files even to root, is a row of test_bad_input.py's table.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 
 from tests.support.paths import FIXTURES, ROOT
 
-NOBODY = "65534"
+BOUND = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+"""A command run without the capabilities that let root past permission bits: a folder's mode binds it, as
+it binds every other user (and it still reads this checkout and this interpreter, wherever they are)."""
 FIX = "(give --cache-dir DIR or set TLMSCORE_CACHE_DIR to a writable folder, or run --offline)"
 
 
@@ -81,19 +84,18 @@ def test_a_read_only_home_refuses_the_default_cache_in_one_line(shared_folder: P
     assert (shared_folder / "out" / "scores.jsonl").is_file()
 
 
-def as_nobody() -> str | None:
-    """Why this interpreter cannot run tlmscore as another user (None: it can)."""
+def bound_by_permissions() -> str | None:
+    """Why tlmscore cannot be run here bound by permission bits (None: it can)."""
     if shutil.which("setpriv") is None or os.geteuid() != 0:
         return "no setpriv, or not root (then permission bits are enough; see test_checks.py)"
-    probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
-                            "-c", "import tlmscore.cli"], capture_output=True, text=True, check=False, cwd="/",
-                           env=cli_env(Path("/")))
-    return None if probe.returncode == 0 else f"another user cannot run this interpreter: {probe.stderr[-200:]}"
+    probe = subprocess.run([*BOUND, sys.executable, "-c", "import tlmscore.cli"], capture_output=True, text=True,
+                           check=False, cwd="/", env=cli_env(Path("/")))
+    return None if probe.returncode == 0 else f"setpriv cannot drop capabilities here: {probe.stderr[-200:]}"
 
 
 @pytest.mark.parametrize("where", ["HOME", "--cache-dir"])
-def test_a_cache_another_user_may_not_write_is_refused_in_one_line(shared_folder: Path, where: str) -> None:
-    why = as_nobody()
+def test_a_cache_the_user_may_not_write_is_refused_in_one_line(shared_folder: Path, where: str) -> None:
+    why = bound_by_permissions()
     if why is not None:
         pytest.skip(why)
     locked = shared_folder / "locked"
@@ -101,8 +103,7 @@ def test_a_cache_another_user_may_not_write_is_refused_in_one_line(shared_folder
     locked.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     cache = locked / ".cache" / "tlmscore" if where == "HOME" else locked / "cache"
     flags = [] if where == "HOME" else ["--cache-dir", str(cache)]
-    command = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-m",
-               "tlmscore", "score", "logs.jsonl", "-o", "out/scores.jsonl", *flags]
+    command = [*BOUND, sys.executable, "-m", "tlmscore", "score", "logs.jsonl", "-o", "out/scores.jsonl", *flags]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=shared_folder,
                           env=cli_env(locked))
     assert_refused(proc, f"tlmscore: error: {cache}: the cache folder cannot be written: {locked}: Permission "
