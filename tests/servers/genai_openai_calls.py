@@ -31,38 +31,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.servers.instrumented_calls import FIXTURES, _Fake, _hex_ids, _send, fixture_calls
+from tests.servers.instrumented_calls import FIXTURES, _Fake, _hex_ids, _Receiver, _send, fixture_calls
 
 MODES = ("span_only", "event_only", "span_and_event", "upload")
 OUT = FIXTURES / "traces" / "genai-openai"
-
-
-class _Receiver:
-    """An OTLP/HTTP receiver of traces and logs keeping each body by the path it was sent to."""
-
-    def __init__(self) -> None:
-        self.bodies: list[tuple[str, bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                receiver.bodies.append((self.path, self.rfile.read(int(self.headers.get("Content-Length", "0")))))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- the base class's signature
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def _collector_line(path: str, body: bytes) -> str:
@@ -98,10 +73,10 @@ def record(calls: list[dict[str, Any]], out: Path) -> None:
 
     fake, receiver = _Fake(), _Receiver()
     tracer = TracerProvider()
-    tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces"),
+    tracer.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url),
                                                  max_export_batch_size=16, schedule_delay_millis=60_000))
     logger = LoggerProvider()
-    logger.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{receiver.url}/v1/logs"),
+    logger.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{receiver.root}/v1/logs"),
                                                             max_export_batch_size=16, schedule_delay_millis=60_000))
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=tracer, logger_provider=logger)
@@ -122,7 +97,7 @@ def record(calls: list[dict[str, Any]], out: Path) -> None:
         provider.force_flush()
         provider.shutdown()
     lines: dict[str, list[str]] = {"traces": [], "logs": []}
-    for path, body in receiver.bodies:
+    for path, body, _ in receiver.bodies:
         lines["logs" if path.endswith("/logs") else "traces"].append(_collector_line(path, body))
     for name, written in lines.items():
         if written:

@@ -123,16 +123,19 @@ class _Fake:
 
 
 class _Receiver:
-    """An OTLP/HTTP traces receiver keeping each body as it came, and whether it was gzip-encoded."""
+    """An OTLP/HTTP receiver (traces at `url`, logs at `root`/v1/logs) keeping each body as it came.
+
+    Each is kept with the path it was sent to and whether it was gzip-encoded.
+    """
 
     def __init__(self) -> None:
-        self.bodies: list[tuple[bytes, bool]] = []
+        self.bodies: list[tuple[str, bytes, bool]] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.bodies.append((body, self.headers.get("Content-Encoding") == "gzip"))
+                receiver.bodies.append((self.path, body, self.headers.get("Content-Encoding") == "gzip"))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -142,7 +145,8 @@ class _Receiver:
                 return
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{self.root}/v1/traces"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
@@ -225,7 +229,7 @@ def record(name: str, calls: list[dict[str, Any]], out: Path) -> None:
     provider.shutdown()
     (out / "bodies").mkdir(parents=True, exist_ok=True)
     lines = []
-    for number, (body, gzipped) in enumerate(receiver.bodies, start=1):
+    for number, (_, body, gzipped) in enumerate(receiver.bodies, start=1):
         (out / "bodies" / f"{number:03d}.binpb{'.gz' if gzipped else ''}").write_bytes(body)
         lines.append(_collector_line(body, gzipped))
     (out / "traces.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
