@@ -14,6 +14,7 @@ import json
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 import httpx
@@ -77,31 +78,46 @@ def _user_metadata(span: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-class PhoenixFeed:
-    """A Phoenix project (`phoenix://HOST:PORT/PROJECT`): its LLM spans by start time, its span annotations."""
+class _StoreFeed:
+    """What both stores' feeds share.
 
-    def __init__(self, address: str, env: Mapping[str, str]) -> None:
+    The address without its query, where annotations go (with the keys that are for that server only),
+    and one HTTP client to the store.
+    """
+
+    def __init__(self, address: str, env: Mapping[str, str], store: ModuleType, form: str) -> None:
         parts = urllib.parse.urlsplit(address)
         self._address = urllib.parse.urlunsplit(parts._replace(query=""))
-        where = phoenix_store.parse_address(self._address)
-        back = phoenix_store.CONNECTOR.back_to(self._address)
+        self._where = store.parse_address(self._address)
+        back = store.CONNECTOR.back_to(self._address)
         if back is None:
-            raise ConfigError(f"{address}: expected phoenix://HOST:PORT/PROJECT")
-        self._target = keyed(parse_target(back, env), env, [where.base_url])
-        allowed = credentials(phoenix_store.KEYS, where.base_url, env, [where.base_url])
-        self._headers = phoenix_store.CONNECTOR.headers(env) if allowed else {}
+            raise ConfigError(f"{address}: expected {form}")
+        self._target: Target = keyed(parse_target(back, env), env, [self._where.base_url])
+        allowed = credentials(store.KEYS, self._where.base_url, env, [self._where.base_url])
+        self._headers: dict[str, str] = store.CONNECTOR.headers(env) if allowed else {}
         self._client = httpx.Client(timeout=TIMEOUT)
         self._session = Session(self._client, TIMEOUT, 0)
 
     @property
     def address(self) -> str:
-        """The project's address, without a query."""
+        """The source's address, without a query."""
         return self._address
 
     @property
     def target(self) -> Target:
-        """The Phoenix server."""
+        """The store's server."""
         return self._target
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()
+
+
+class PhoenixFeed(_StoreFeed):
+    """A Phoenix project (`phoenix://HOST:PORT/PROJECT`): its LLM spans by start time, its span annotations."""
+
+    def __init__(self, address: str, env: Mapping[str, str]) -> None:
+        super().__init__(address, env, phoenix_store, "phoenix://HOST:PORT/PROJECT")
 
     def newer(self, since: dt.datetime | None) -> Iterator[Call]:
         """The project's LLM spans that started at or after `since`, oldest first."""
@@ -122,36 +138,12 @@ class PhoenixFeed:
         keys = [c.key for c in calls]
         return phoenix_store.annotation_identifiers(self._address, keys, name, self._session, self._headers)
 
-    def close(self) -> None:
-        """Close the HTTP client."""
-        self._client.close()
 
-
-class MlflowFeed:
+class MlflowFeed(_StoreFeed):
     """An MLflow experiment (`mlflow://HOST:PORT/EXPERIMENT`): its traces' LLM spans by trace start, their feedback."""
 
     def __init__(self, address: str, env: Mapping[str, str]) -> None:
-        parts = urllib.parse.urlsplit(address)
-        self._address = urllib.parse.urlunsplit(parts._replace(query=""))
-        self._where = mlflow_store.parse_address(self._address)
-        back = mlflow_store.CONNECTOR.back_to(self._address)
-        if back is None:
-            raise ConfigError(f"{address}: expected mlflow://HOST:PORT/EXPERIMENT")
-        self._target = keyed(parse_target(back, env), env, [self._where.base_url])
-        allowed = credentials(mlflow_store.KEYS, self._where.base_url, env, [self._where.base_url])
-        self._headers = mlflow_store.CONNECTOR.headers(env) if allowed else {}
-        self._client = httpx.Client(timeout=TIMEOUT)
-        self._session = Session(self._client, TIMEOUT, 0)
-
-    @property
-    def address(self) -> str:
-        """The experiment's address, without a query."""
-        return self._address
-
-    @property
-    def target(self) -> Target:
-        """The MLflow server."""
-        return self._target
+        super().__init__(address, env, mlflow_store, "mlflow://HOST:PORT/EXPERIMENT")
 
     def newer(self, since: dt.datetime | None) -> Iterator[Call]:
         """The LLM spans of the traces that started at or after `since`, oldest trace first."""
@@ -173,10 +165,6 @@ class MlflowFeed:
             return {}
         found = mlflow_store.feedback_sources(self._where.base_url, traces, name, self._session, self._headers)
         return {c.key: found.get(c.key.split("/")[1], set()) for c in calls}
-
-    def close(self) -> None:
-        """Close the HTTP client."""
-        self._client.close()
 
 
 def _trace_start(info: Mapping[str, Any]) -> str:
