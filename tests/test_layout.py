@@ -15,7 +15,7 @@ MAX_LINES = 400
 STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
      "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._cost", "tlmscore.plugins",
-     "tlmscore._breaker", "tlmscore._reach"),
+     "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores"),
     ("tlmscore.sources", "tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
     ("tlmscore.convert",),

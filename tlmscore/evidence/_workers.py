@@ -21,11 +21,11 @@ import asyncio
 import contextlib
 import itertools
 import math
-import os
 import queue
 import threading
 from dataclasses import dataclass
 
+from tlmscore._cores import cores
 from tlmscore.evidence._processes import GoneError, LostError, Template, Worker
 from tlmscore.evidence._template import CAN_FORK, Limits
 from tlmscore.evidence.extract import Extracted, Extractor
@@ -71,7 +71,7 @@ class ExtractPool:
 
     def __init__(self, workers: int | None = None, limits: Limits | None = None,
                  extractor: Extractor = "recall") -> None:
-        self._workers = workers or _cores()
+        self._workers = workers or cores()
         self._limits = limits or Limits()
         self._extractor: Extractor = extractor
         self._jobs: queue.PriorityQueue[tuple[float, int, _Job | None]] = queue.PriorityQueue()
@@ -232,10 +232,3 @@ def _drain(jobs: queue.PriorityQueue[tuple[float, int, _Job | None]]) -> list[tu
         while True:
             left.append(jobs.get_nowait())
     return left
-
-
-def _cores() -> int:
-    """Count the cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1

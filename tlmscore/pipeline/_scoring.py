@@ -32,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from tlmscore._cores import cores
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, Scorer
 
@@ -41,13 +42,6 @@ _BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
 
 POOLED_AT_LEAST = 500
 """The fewest inputs of one chunk that are scored in worker processes rather than in this process."""
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _slices(inputs: Sequence[ScoringInput], parts: int) -> list[Sequence[ScoringInput]]:
