@@ -63,10 +63,10 @@ def assert_refused(proc: subprocess.CompletedProcess[str], line: str, out: Path)
     assert list(out.iterdir()) == []  # no OUT.manifest.json, no checkpoint: refused before any file is written
 
 
+@pytest.mark.system("root")
 def test_a_read_only_home_refuses_the_default_cache_in_one_line(shared_folder: Path) -> None:
     why = can_mount()
-    if why is not None:
-        pytest.skip(why)
+    assert why is None, why
     home = shared_folder / "home"
     home.mkdir()
     command = [sys.executable, "-m", "tlmscore", "score", "logs.jsonl", "-o", "out/scores.jsonl"]
@@ -93,11 +93,11 @@ def bound_by_permissions() -> str | None:
     return None if probe.returncode == 0 else f"setpriv cannot drop capabilities here: {probe.stderr[-200:]}"
 
 
+@pytest.mark.system("root")
 @pytest.mark.parametrize("where", ["HOME", "--cache-dir"])
 def test_a_cache_the_user_may_not_write_is_refused_in_one_line(shared_folder: Path, where: str) -> None:
     why = bound_by_permissions()
-    if why is not None:
-        pytest.skip(why)
+    assert why is None, why
     locked = shared_folder / "locked"
     locked.mkdir()
     locked.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)

@@ -7,8 +7,8 @@ and generations as the integrations Langfuse's ChatML view has adapters for stor
 LangGraph messages, GenAI `parts` (pydantic-ai, Microsoft Agent Framework) and AI SDK content parts.
 Each generation's row must hold every input text and the answer (or its tool calls) the call had.
 
-When the shared corpus is beside the checkout, its two real traces (both forms) are read too and checked
-against Langfuse's own ChatML rendering of each generation.
+When the shared corpus is beside the checkout, its two real traces (both forms) are more cases of the same
+checks, against Langfuse's own ChatML rendering of each generation as the oracle of what it held.
 """
 
 from __future__ import annotations
@@ -78,21 +78,6 @@ FILES = {"openai-agents.ui.json": "langfuse-trace", "langgraph.trpc.json": "lang
          "frameworks.observations.jsonl": "langfuse"}
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_every_generation_is_a_row_holding_what_the_call_held(name: str, tmp_path: Path) -> None:
-    reader = find_reader(str(FOLDER / name))
-    assert reader is not None and reader.name == FILES[name]
-    rows = _rows(FOLDER / name, tmp_path)
-    assert rows["error"].isna().all(), list(rows["error"])
-    assert set(rows["origin"]) == {"langfuse"}
-    for _, row in rows.iterrows():
-        inputs, answer = EXPECTED[row["span_id"]]
-        missing = [text for text in inputs if text not in row["prompt"]]
-        assert not missing, (row["span_id"], missing, row["prompt"])
-        missing = [text for text in answer if text not in row["response"]]
-        assert not missing, (row["span_id"], missing, row["response"])
-
-
 def test_a_trace_gives_its_generations_in_start_order_with_trace_and_observation_ids(tmp_path: Path) -> None:
     rows = _rows(FOLDER / "openai-agents.ui.json", tmp_path)
     assert list(rows["span_id"]) == ["a1b2c3d4e5f60003", "a1b2c3d4e5f60004"]  # not the file's order
@@ -105,17 +90,35 @@ def test_a_trace_gives_its_generations_in_start_order_with_trace_and_observation
     assert not whole["warnings"]  # a whole chat completion as the output: its id and finish reason are kept
 
 
-def test_json_text_and_json_values_give_the_same_rows(tmp_path: Path) -> None:
-    given = json.loads((FOLDER / "langgraph.trpc.json").read_text(encoding="utf-8"))
+def _unpacked(trpc: Path, tmp_path: Path) -> Path:
+    """A web API trace (input, output and metadata as JSON text) as the UI downloads it (as values)."""
+    given = json.loads(trpc.read_text(encoding="utf-8"))
     values = {**given, "observations": [{k: (json.loads(v) if k in ("input", "output", "metadata") and
                                              isinstance(v, str) else v) for k, v in o.items()}
                                         for o in given["observations"]]}
-    values["trace"] = {k: v for k, v in given["trace"].items() if k != "observations"}  # as the UI downloads it
-    unpacked = tmp_path / "langgraph.ui.json"
+    values["trace"] = {k: v for k, v in given["trace"].items() if k != "observations"}
+    unpacked = tmp_path / f"{trpc.stem}.ui.json"
     unpacked.write_text(json.dumps(values), encoding="utf-8")
-    text, parsed = _rows(FOLDER / "langgraph.trpc.json", tmp_path), _rows(unpacked, tmp_path)
+    return unpacked
+
+
+def _forms() -> list[Any]:
+    """Pairs of one trace in both forms: the project's own (unpacked here) and the shared corpus's real ones."""
+    shared = [(next(SHARED.glob(f"trpc/{kind}*.json")), next(SHARED.glob(f"ui/{kind}*.json")), kind == "openai-agents")
+              for kind in ("openai-agents", "langgraph")] if SHARED.is_dir() else []
+    return [pytest.param(FOLDER / "langgraph.trpc.json", None, False, id="langgraph"),
+            *(pytest.param(*pair, id=f"shared-{pair[0].name}") for pair in shared)]
+
+
+@pytest.mark.parametrize(("trpc", "ui", "instructed"), _forms())
+def test_json_text_and_json_values_give_the_same_rows(trpc: Path, ui: Path | None, instructed: bool,
+                                                       tmp_path: Path) -> None:
+    text, parsed = _rows(trpc, tmp_path), _rows(ui or _unpacked(trpc, tmp_path), tmp_path)
+    assert len(text) > 0 and text["error"].isna().all()
     for column in ("span_id", "trace_id", "prompt", "response"):
         assert list(text[column]) == list(parsed[column])
+    if instructed:  # a real Agents SDK trace: the agent's instructions, kept only in the Response it logged
+        assert all("You are a helpful agent." in prompt for prompt in parsed["prompt"])
 
 
 def test_a_page_of_the_observations_api_is_read_as_its_generations(tmp_path: Path) -> None:
@@ -155,7 +158,9 @@ def test_a_trace_with_no_generation_and_a_value_that_is_no_trace_are_one_error_r
     assert "not a Langfuse trace" in errors[1]
 
 
-# The shared corpus's real traces, against Langfuse's own ChatML rendering of each generation.
+# Each generation's row holds every input text and the answer (or its tool calls) the call held: for the
+# project's own traces, as EXPECTED lists them; for the shared corpus's real traces, as Langfuse's ChatML view
+# of each generation shows them.
 
 def _shown(text: str, rendered: str) -> bool:
     """Whether a text is in a rendering: as it is, or escaped inside a JSON block (a tool's output)."""
@@ -174,30 +179,34 @@ def _chatml_texts(messages: list[dict[str, Any]]) -> list[str]:
     return texts
 
 
-def _corpus() -> list[Path]:
-    if not SHARED.is_dir():
-        pytest.skip(f"the shared corpus is not at {SHARED}")
-    return sorted([*SHARED.glob("ui/*.json"), *SHARED.glob("trpc/*.json")])
+def _held() -> dict[str, tuple[list[str], list[str]]]:
+    """What each generation held, by observation id: the project's own, and the shared corpus's when present."""
+    held = dict(EXPECTED)
+    for path in sorted(SHARED.glob("chatml/*.json")) if SHARED.is_dir() else []:
+        for span_id, shown in json.loads(path.read_text(encoding="utf-8")).items():
+            # A side the ChatML view could not render holds an error instead of messages (not a generation's).
+            held[span_id] = (_chatml_texts(shown["input"].get("data") or []),
+                             _chatml_texts(shown["output"].get("data") or []))
+    return held
 
 
-def test_the_shared_real_traces_read_as_langfuses_chatml_view_shows_them(tmp_path: Path) -> None:
-    oracle: dict[str, Any] = {}
-    for path in SHARED.glob("chatml/*.json") if SHARED.is_dir() else []:
-        oracle |= json.loads(path.read_text(encoding="utf-8"))
-    by_form: dict[str, pd.DataFrame] = {}
-    for path in _corpus():
-        rows = _rows(path, tmp_path)
-        assert rows["error"].isna().all() and len(rows) == 2, path
-        for _, row in rows.iterrows():
-            shown = oracle[row["span_id"]]
-            for text in _chatml_texts(shown["input"]["data"]):
-                assert _shown(text, row["prompt"]), (path.name, row["span_id"], text)
-            for text in _chatml_texts(shown["output"]["data"]):
-                assert _shown(text, row["response"]), (path.name, row["span_id"], text)
-        by_form[path.name.split("-2025")[0] + path.parent.name] = rows
-    agents = by_form["openai-agentsui"]
-    assert all("You are a helpful agent." in p for p in agents["prompt"])  # the instructions, kept only in the Response
-    for kind in ("openai-agents", "langgraph"):
-        ui = next(v for k, v in by_form.items() if k.startswith(kind) and k.endswith("ui"))
-        trpc = next(v for k, v in by_form.items() if k.startswith(kind) and k.endswith("trpc"))
-        assert list(ui["prompt"]) == list(trpc["prompt"]) and list(ui["response"]) == list(trpc["response"])
+HELD = _held()
+# The shared corpus's real traces (as the UI downloads them, and as the web API returns them); none when absent.
+SHARED_TRACES = sorted([*SHARED.glob("ui/*.json"), *SHARED.glob("trpc/*.json")]) if SHARED.is_dir() else []
+CASES = [pytest.param(FOLDER / name, FILES[name], id=name) for name in FILES] + [
+    pytest.param(path, "langfuse-trace", id=f"shared-{path.parent.name}-{path.name}") for path in SHARED_TRACES]
+
+
+@pytest.mark.parametrize(("path", "reader"), CASES)
+def test_every_generation_is_a_row_holding_what_the_call_held(path: Path, reader: str, tmp_path: Path) -> None:
+    found = find_reader(str(path))
+    assert found is not None and found.name == reader
+    rows = _rows(path, tmp_path)
+    assert len(rows) > 0 and rows["error"].isna().all(), list(rows["error"])
+    assert set(rows["origin"]) == {"langfuse"}
+    for _, row in rows.iterrows():
+        inputs, answer = HELD[row["span_id"]]
+        missing = [text for text in inputs if not _shown(text, row["prompt"])]
+        assert not missing, (path.name, row["span_id"], missing, row["prompt"])
+        missing = [text for text in answer if not _shown(text, row["response"])]
+        assert not missing, (path.name, row["span_id"], missing, row["response"])
