@@ -81,3 +81,32 @@ def test_every_recorded_response_prepares_without_error_or_unhandled_items(recor
     unhandled = {n: w for n, ws in zip(names, df.warnings, strict=True) for w in ws if "unhandled item type" in w}
     assert not unhandled
     assert df.prompt.notna().sum() == len(files) - len(_api_errors(files))
+
+
+def _as_the_client_parsed_it(body: dict[str, Any]) -> dict[str, Any]:
+    """A reply as a program that logs the `openai` client's objects writes it (MLflow's autolog, Langfuse's
+    integrations): parsed into the SDK's types as the client parses (no validation), dumped again, so each
+    object's keys come in the types' field order and every field the API left out is there as null."""
+    from openai._models import construct_type  # the client's own parse of a reply
+
+    kind = Response if body.get("object") == "response" else ChatCompletion
+    parsed = construct_type(type_=kind, value=body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # xAI's items are not the SDK's: dumped as they came
+        dumped: dict[str, Any] = parsed.model_dump(mode="json")
+    return dumped
+
+
+def test_a_reply_renders_the_same_bytes_as_the_openai_client_parses_and_dumps_it(recorded_responses: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Built-in tool items' objects (an action, an operation, an error) are shown in one form whoever
+    serialised them: the API's key order and the SDK's, with or without its nulls, give the same prompt."""
+    files = [p for p in sorted(recorded_responses.glob("*.json")) if p.name not in _api_errors([p])]
+    raw = prepare([{"response": _body(p)} for p in files], Settings(offline=True, cache_dir=tmp_path),
+                  pages=MemoryPages())
+    parsed = prepare([{"response": _as_the_client_parsed_it(_body(p))} for p in files],
+                     Settings(offline=True, cache_dir=tmp_path), pages=MemoryPages())
+    assert raw["error"].isna().sum() > len(files) // 2
+    for column in ("prompt", "response"):
+        differ = [files[i].name for i in range(len(files)) if raw[column][i] != parsed[column][i]]
+        assert not differ, (column, differ)

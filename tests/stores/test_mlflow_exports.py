@@ -32,9 +32,6 @@ EXPORTS = ("traces.jsonl", "traces.parquet")
 COLUMNS = ["id", "trace_id", "span_id", "origin", "model", "prompt", "response", "response_status", "error"]
 ATTACHED = 8
 """Calls whose media MLflow kept as attachments (an inline PNG or PDF in the request or a tool's output)."""
-SDK_PARSED = 6
-"""Calls whose built-in tool items the `openai` client parsed and MLflow recorded in its types' key order
-(or with the fields it leaves unset as null); one of them, a computer call, also has an attachment."""
 REFERENCES = 1
 """Calls whose input refers to an earlier call's item by id: a file's other records hold it, a live read (not
 read twice) does not."""
@@ -52,13 +49,10 @@ def _kept(warnings: Any) -> bool:
     return any("MLflow keeps" in str(w) for w in warnings or [])
 
 
-def _parsed(call: dict[str, Any]) -> dict[str, Any]:
-    """The call with its response as the `openai` client parsed it (what autolog records)."""
-    from openai.types.chat import ChatCompletion
-    from openai.types.responses import Response
-
-    kind = ChatCompletion if "choices" in call["response"] else Response
-    return {**call, "response": kind.model_validate(call["response"]).model_dump(mode="json")}
+@pytest.fixture(autouse=True)
+def no_tracking_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exports read with no server named (MLFLOW_TRACKING_URI unset) unless a test names one."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -88,19 +82,13 @@ def test_both_exports_and_the_table_saved_as_csv_or_json_lines_give_the_same_row
         assert rows[[*COLUMNS, "warnings"]].equals(lines[[*COLUMNS, "warnings"]]), saved
 
 
-def test_export_rows_equal_the_raw_records_but_for_attachments_and_the_sdks_key_order(
-        raw: pd.DataFrame, tmp_path: Path) -> None:
+def test_export_rows_equal_the_raw_records_but_for_attachments(raw: pd.DataFrame, tmp_path: Path) -> None:
     rows = tlmscore.prepare(str(FOLDER / "traces.jsonl"), _settings(tmp_path))
     same = (rows["prompt"] == raw["prompt"]) & (rows["response"] == raw["response"])
     kept = rows["warnings"].map(_kept)
     assert list(rows["model"]) == list(raw["model"])
     assert kept.sum() == ATTACHED and not same[kept].any()
-    assert (~same & ~kept).sum() == SDK_PARSED - 1
-    assert same.sum() == len(rows) - ATTACHED - (SDK_PARSED - 1)
-    others = [i for i in rows.index if not same[i] and not kept[i]]
-    parsed = tlmscore.prepare([_parsed(_calls()[i]) for i in others], _settings(tmp_path))
-    assert list(rows["prompt"][others]) == list(parsed["prompt"])  # the cause: the SDK's parse, not the reader
-    assert list(rows["response"][others]) == list(parsed["response"])
+    assert same.sum() == len(rows) - ATTACHED  # the SDK's parse of built-in items included (key order, nulls)
 
 
 def test_attachments_in_an_export_are_named_as_kept_in_mlflow_with_their_real_size(
@@ -169,8 +157,24 @@ def test_live_and_both_exports_give_the_same_rows_and_live_renders_attachments_a
         for column in COLUMNS:
             assert list(rows[~kept & ~referring][column]) == list(exported[~kept & ~referring][column]), column
     same = (rows["prompt"] == raw["prompt"]) & (rows["response"] == raw["response"])
-    assert same.sum() == len(rows) - SDK_PARSED - REFERENCES  # every attachment rendered as the raw record's media
+    assert same.sum() == len(rows) - REFERENCES  # every attachment rendered as the raw record's media
     assert not any("mlflow-attachment" in p for p in rows["prompt"])
+
+
+def test_an_export_read_beside_the_server_that_keeps_its_traces_renders_attachments_as_live_and_raw(
+        live: tuple[str, Path], raw: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    address, out = live
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://" + address.removeprefix("mlflow://").rsplit("/", 1)[0])
+    rows = tlmscore.prepare(address, _settings(tmp_path))
+    referring = pd.Series(["item_reference" in json.dumps(c["request"]) for c in _calls()])
+    for name in EXPORTS:
+        exported = tlmscore.prepare(str(out / name), _settings(tmp_path))
+        warned = [w for ws in exported["warnings"] for w in ws if "MLflow" in w]
+        assert not warned, warned  # no attachment kept apart, none that failed
+        for column in COLUMNS:
+            assert list(rows[~referring][column]) == list(exported[~referring][column]), column
+        same = (exported["prompt"] == raw["prompt"]) & (exported["response"] == raw["response"])
+        assert same.all(), list(exported["id"][~same])  # every call, its media and its item_reference included
 
 
 def test_an_attachment_that_cannot_be_fetched_is_named_in_the_rows_warnings(

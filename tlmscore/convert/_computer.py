@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._outputs import call_id_of, image_placeholder
+from tlmscore.convert._outputs import api_object, call_id_of, image_placeholder
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn
 
@@ -18,7 +18,7 @@ COMPUTER = "computer"
 def _checks(checks: Any) -> list[dict[str, Any]]:
     if not isinstance(checks, list):
         return []
-    return [{k: v for k, v in c.items() if v is not None} for c in checks if isinstance(c, dict)]
+    return [api_object(c) for c in checks if isinstance(c, dict)]
 
 
 def convert_computer_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
@@ -26,9 +26,9 @@ def convert_computer_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
     ctx.use_tool(COMPUTER)
     arguments: dict[str, Any]
     if isinstance(item.get("actions"), list):
-        arguments = {"actions": item["actions"]}
+        arguments = {"actions": api_object(item["actions"])}
     elif isinstance(item.get("action"), dict):
-        arguments = dict(item["action"])
+        arguments = api_object(item["action"])
     else:
         arguments = {}
     checks = _checks(item.get("pending_safety_checks"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._outputs import image_placeholder
+from tlmscore.convert._outputs import api_object, image_placeholder
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn
 
@@ -26,7 +26,7 @@ def convert_image_generation(item: dict[str, Any], ctx: Context) -> list[Turn]:
     call = ToolCall(name=IMAGE_GENERATION, arguments=_arguments(item), call_id=call_id, server=True)
     output: Any
     if item.get("error"):
-        output = {"error": item["error"]}
+        output = {"error": api_object(item["error"])}
     elif isinstance(item.get("result"), str) and item["result"]:
         media = f"image/{item.get('output_format') or 'png'}".replace("svg", "svg+xml")
         output = {"image": image_placeholder(item["result"], media)}

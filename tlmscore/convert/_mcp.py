@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tlmscore.convert._functions import parse_arguments
-from tlmscore.convert._outputs import NOT_LOGGED
+from tlmscore.convert._outputs import NOT_LOGGED, api_object
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import Message, ToolCall, ToolResult, Turn
 
@@ -44,12 +44,6 @@ def convert_list_tools(item: dict[str, Any], ctx: Context) -> list[Turn]:
     return [Message(role="system", text=f"MCP server {label!r} could not list its tools: {item['error']}")]
 
 
-def _error(error: Any) -> Any:
-    if isinstance(error, dict):
-        return {k: v for k, v in error.items() if v is not None}
-    return error
-
-
 def convert_mcp_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """A tool run on an MCP server by the provider: the call and its output or error."""
     name = _use(ctx, item.get("server_label"), item.get("name"))
@@ -58,7 +52,7 @@ def convert_mcp_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
                     server=True)
     output: Any
     if item.get("error") is not None:
-        output = {"error": _error(item["error"])}
+        output = {"error": api_object(item["error"])}
     elif item.get("output") is not None:
         output = item["output"]
     elif item.get("status") == "failed":

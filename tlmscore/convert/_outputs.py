@@ -49,3 +49,18 @@ def image_placeholder(data: str | None, media: str | None = None) -> str:
 def call_id_of(item: dict[str, Any]) -> str:
     """The id that links a call to its output: `call_id` when set, else the item's `id`."""
     return str(item.get("call_id") or item.get("id") or "")
+
+
+def api_object(value: Any) -> Any:
+    """An object the API built (an action, an operation, an error) in one form, whoever serialised it.
+
+    Keys in sorted order and unset (null) fields left out, at every depth: the raw record holds the API's key
+    order, while a program that logs the `openai` client's parsed objects (MLflow's autolog, Langfuse's
+    integrations) writes its types' field order with every field the API left out as null. Text the model
+    wrote (a function call's arguments) never comes here: its order is the model's.
+    """
+    if isinstance(value, dict):
+        return {k: api_object(value[k]) for k in sorted(value) if value[k] is not None}
+    if isinstance(value, list):
+        return [api_object(v) for v in value]
+    return value

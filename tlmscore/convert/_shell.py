@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._outputs import call_id_of, parse_json_text, tool_output
+from tlmscore.convert._outputs import api_object, call_id_of, parse_json_text, tool_output
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn
 
@@ -19,10 +19,10 @@ _HOSTED = ("container_auto", "container_reference")
 
 
 def _present(fields: Any, skip: tuple[str, ...] = ("type",)) -> dict[str, Any]:
-    """The set fields of an object (action, operation), without `skip`; not an object gives {}."""
+    """The set fields of an object (action, operation), without `skip`, in sorted order; not an object gives {}."""
     if not isinstance(fields, dict):
         return {}
-    return {k: v for k, v in fields.items() if v is not None and k not in skip}
+    return {k: v for k, v in api_object(fields).items() if k not in skip}
 
 
 def convert_local_shell_call(item: dict[str, Any], ctx: Context) -> list[Turn]:

@@ -316,9 +316,22 @@ def _write(target: Target, payload: dict[str, Any], earlier: str | None, session
     return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
 
 
-def _export_read(address: str) -> Iterator[Read]:
-    """The LLM spans of an export's traces, each read as a live read reads it."""
-    return mlflow_export.read(address, span_records)
+def _export_read(address: str, env: Mapping[str, str] | None = None) -> Iterator[Read]:
+    """The LLM spans of an export's traces, each read as a live read reads it.
+
+    Where `MLFLOW_TRACKING_URI` names an http(s) server (MLflow's own setting of the server that holds
+    the traces), the attachments are fetched from it as a live read fetches them; otherwise each record
+    that has any says so in a warning.
+    """
+    env = os.environ if env is None else env
+    server = env.get("MLFLOW_TRACKING_URI", "").rstrip("/")
+    if not server.startswith(("http://", "https://")):
+        yield from mlflow_export.read(address, span_records)
+        return
+    headers = CONNECTOR.headers(env) if credentials(KEYS, server, env, [server]) else {}
+    with httpx.Client(timeout=READ_TIMEOUT) as client:
+        fetch = _fetcher(server, Session(client, READ_TIMEOUT, 0), headers)
+        yield from mlflow_export.read(address, span_records, lambda record: _with_media(record, fetch))
 
 
 class MlflowConnector:

@@ -9,8 +9,9 @@ has its value replaced.
 
 A live read fetches each attachment as MLflow's UI does (`GET /ajax-api/3.0/mlflow/get-trace-artifact
 ?request_id=TRACE&path=ID`) and puts the media back as the call sent or received it, so the prompt
-renders the file or image as the raw record does. An export holds the URIs only: its records say,
-in a warning, which media are kept in MLflow.
+renders the file or image as the raw record does. An export holds the URIs only: read where
+`MLFLOW_TRACKING_URI` names the server that keeps the traces, its attachments are fetched from there;
+otherwise its records say, in a warning, which media are kept in MLflow.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def export_warning(record: Mapping[str, Any]) -> str | None:
         return None
     named = ", ".join(f"{ref['content_type'] or 'media'} of {ref['size']} bytes" for ref in found)
     return (f"MLflow keeps {len(found)} attachment(s) apart from the export ({named}): the prompt shows "
-            "their mlflow-attachment:// URIs; read the experiment live (mlflow://HOST:PORT/EXPERIMENT) to "
-            "render them")
+            "their mlflow-attachment:// URIs; set MLFLOW_TRACKING_URI to the server that holds the traces, or "
+            "read the experiment live (mlflow://HOST:PORT/EXPERIMENT), to render them")
 
 
 def restore(value: Any, fetch: Fetch, failures: list[str], key: str = "") -> Any:

@@ -64,8 +64,13 @@ def detect(sample: Peek) -> bool:
     return is_trace(sample.first)
 
 
-def read(address: str, span_records: Spans) -> Iterator[Read]:
-    """The LLM spans of every trace in the file, in the file's order; a row that is no trace is an error."""
+def read(address: str, span_records: Spans,
+         media: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Iterator[Read]:
+    """The LLM spans of every trace in the file, in the file's order; a row that is no trace is an error.
+
+    `media` puts a record's attachments back (from the server that keeps them); without it a record
+    that has any says so in a warning.
+    """
     path = Path(address)
     for line, row in rows(path, table_kind(path) or "jsonl"):
         if isinstance(row, str):
@@ -81,6 +86,9 @@ def read(address: str, span_records: Spans) -> Iterator[Read]:
         for _, record, error in span_records(trace, source):
             if record is None:
                 yield Read(line, error=error)
+                continue
+            if media is not None:
+                yield Read(line, media(record))
                 continue
             warning = export_warning(record)
             yield Read(line, {**record, "warnings": [warning]} if warning else record)
