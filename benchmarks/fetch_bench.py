@@ -1,6 +1,6 @@
 """Evidence fetching, tlmscore against cleanlab-tlm, on a local web with real latency.
 
-A server process on 127.0.0.x serves real article pages (`../shared/corpus/pages/` beside the repo,
+A server process on 127.0.0.x serves real article pages (the shared corpus's `corpus/pages/` beside the repo,
 else generated HTML) with a fixed latency per request and optional faults, and counts every request.
 A batch of N transcripts citing K URLs each, drawn from U unique URLs, is written as JSONL. Then, in
 one run of this script, `--runs` passes (3), each running every row once, in turn, so that a change
@@ -25,14 +25,14 @@ started. The limit, from figures measured in the same run: max(the bare client's
 import of httpx and trafilatura + (extraction CPU + the bare client's CPU) / cores), where
 extraction CPU is the cited pages extracted serially in this process.
 
-For each cold run of a tree run from source it prints what the run waited on (`run_trace.py`):
+For each cold run of a tree run from source it prints what the run waited on (`_run_trace.py`):
 when the imports ended, the first request went out, the extraction template and first worker were
 ready, the first and last bodies came in and the last page was extracted, the rows were done and
 the run ended; the last page's path, the backlog of extraction left when the last body came in,
 connections, TLS handshakes and retries, the extraction processes' own view (extraction wall and
 CPU, the hand-off from a page being ready to its worker starting on it); and the CPU of the
 fetching process (by thread), of its extraction processes and of the web's server. Then a CPU
-account of a cold run by stage (`cpu_account.py`).
+account of a cold run by stage (`_cpu_account.py`).
 
 Every child runs in the scratch folder, not in a checkout: trees whose extraction workers came
 from a forkserver (before 2026-11-23) had it preload their modules with its working directory first
@@ -43,12 +43,12 @@ not all of them on a web without faults, is flagged `(!)`.
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
 turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each);
 `--tree LABEL=DIR` does the same for another checkout's source, run with this Python.
-`--pageset tune|judge|held` serves pages of varied size and structure (`page_sets.py`): a tuning
+`--pageset tune|judge|held` serves pages of varied size and structure (`_page_sets.py`): a tuning
 set, a judging set, and a set no change was tried on.
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
 - http: U unique URLs (`--unique`, 300) on 127.0.0.1-8, 200 ms server latency;
-- https (`https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
+- https (`_https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
   behind a delay line that puts a 100 ms round trip on every exchange (TCP set-up, each TLS
   flight, each request), 50 ms server time, certificates from a local authority given as
   `--ca-bundle` (and `REQUESTS_CA_BUNDLE` for cleanlab-tlm).
@@ -76,26 +76,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import cpu_account
-import https_web
-import page_sets
-import run_trace
+import _cpu_account as cpu_account
+import _https_web as https_web
+import _page_sets as page_sets
+import _run_trace as run_trace
+from _common import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-# The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
-CORPUS = next((base / "shared" / "corpus" / "pages" for base in (ROOT.parent, ROOT.parent.parent)
-               if (base / "shared" / "corpus" / "pages").is_dir()), ROOT.parent / "shared" / "corpus" / "pages")
 PER_HOST = 6  # Settings.per_host default
 CLEANLAB_ATTEMPTS = 4
 CHILD_TIMEOUT = 300.0  # seconds; a run that hangs (it happens to cleanlab-tlm's) counts as a crash
 
 
 # --------------------------------------------------------------------------------------------- pages
-
-def load_bodies(pageset: str = "corpus", count: int = 0) -> tuple[list[bytes], str]:
-    """The HTML bodies to serve (`page_sets`): the shared corpus, or its tuning or judging set."""
-    return page_sets.load(pageset, CORPUS, count)
-
 
 def url_for(index: int, port: int, hosts: int) -> str:
     return f"http://127.0.0.{1 + index % hosts}:{port}/{index}/article-{index}.html"
@@ -113,7 +105,7 @@ def fault_for(index: int, rate: float) -> str | None:
 def serve(port_out, counter, ready, options: dict) -> None:
     """Child process: an asyncio HTTP/1.1 server on 127.0.0.1..hosts, one port, counting requests."""
     latency, hosts, fault_rate = options["latency"], options["hosts"], options["fault_rate"]
-    bodies, _ = load_bodies(options["pageset"], options["count"])
+    bodies, _ = page_sets.bodies(options["pageset"], options["count"])
     failed_once: set[str] = set()
 
     def reply(path: str) -> tuple[int, str, bytes]:
@@ -317,7 +309,7 @@ def extraction_cpu(args, web: dict) -> float:
     """CPU seconds that extracting the cited pages costs, measured serially in this process."""
     from tlmscore.evidence.extract import extract
 
-    bodies, _ = load_bodies(args.pageset, web["count"])
+    bodies, _ = page_sets.bodies(args.pageset, web["count"])
     per_body = []
     for body in bodies:
         extract(body, "text/html; charset=utf-8", "http://example.com/")
@@ -383,7 +375,7 @@ def main() -> None:
                         help="cleanlab-tlm's runs (in the first passes; default: every pass)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
     parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
-                        help="pages served: the shared corpus, or its tuning or judging set (page_sets.py)")
+                        help="pages served: the shared corpus, or its tuning or judging set (_page_sets.py)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                         help="also time another checkout's source (run with this Python), with its CPU account")
     parser.add_argument("--cli", action="append", default=[], metavar="LABEL=PATH",
@@ -426,7 +418,7 @@ def start_web(mode: str, args, work: Path) -> tuple:
 
 def run_mode(mode: str, args) -> dict:
     """Serve the web of `mode`, run every row against it and print its table; return the summary."""
-    bodies, source = load_bodies(args.pageset, args.unique if mode == "http" else args.pages)
+    bodies, source = page_sets.bodies(args.pageset, args.unique if mode == "http" else args.pages)
     work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
     work.mkdir(parents=True, exist_ok=True)
     server, counter, urls, web = start_web(mode, args, work)

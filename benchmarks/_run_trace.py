@@ -1,12 +1,16 @@
 """What a `tlmscore prepare` run waits on: timestamps of each page's phases, and the run's own.
 
-`command(python, out, argv)` runs the command line in a new interpreter (as `cpu_account` does,
+`command(python, out, argv)` runs the command line in a new interpreter (as `_cpu_account` does,
 and writing the same CPU marks) that also wraps a few of the fetcher's methods, without changing
 them, to record when each page was queued, got its request slots, got its response head, had its
 body, waited for a worker, and was extracted; when connections and TLS handshakes were made; when
 the extraction template was spawned and each worker forked; when the cache wrote; retries; when
 the rows of each chunk were done; and when the fetcher closed. Times are `time.monotonic()`
 (one clock for every process), written as seconds since the interpreter started.
+
+It names private modules of tlmscore (in the child's code, by name, never imported here) on purpose: the
+phases of a page are inside the fetcher and the extraction pool, and a module or method an older tree lacks is
+left untraced, so one trace runs against any tree.
 
 `summary(trace)` reads that into the run's milestones and the path of its last page (what the
 end of the run waited for), and `describe(summary)` prints it on a few lines.
@@ -20,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import cpu_account
+import _cpu_account as cpu_account
 
 INSTRUMENT = r"""
 import functools, importlib, threading
