@@ -57,6 +57,7 @@ from typing import Any
 import _corpus_edits
 import _evidence_shapes
 import _public_sets
+from _common import absent
 from _validity import (
     DOMAINS,
     LABELLED,
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]
         if "wice" in args.sets and Path(args.wice).is_file():
             results += measure_wice(Path(args.wice), args.limit, scorer, options, cache, shape=args.evidence)
         elif "wice" in args.sets:
-            print(f"WiCE not found at {args.wice}: skipped", file=sys.stderr)
+            print(absent(Path(args.wice), "WiCE") + ": skipped", file=sys.stderr)
         if "summedits" in args.sets and folder.is_dir():
             domains = [d for d in DOMAINS if (folder / f"summedits_{d}.json.gz").exists()]
             records = {d: [document_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, args.limit))]
@@ -215,7 +216,7 @@ def run(args: argparse.Namespace, cache: Path, notes: list[str]) -> list[Result]
             results.append(_mean_row("SummEdits mean of domains", scorer, parts))
             results.append(compare("SummEdits pooled", scorer, pooled, 0.0))
         elif "summedits" in args.sets:
-            print(f"SummEdits not found at {folder}: skipped", file=sys.stderr)
+            print(absent(folder, "SummEdits") + ": skipped", file=sys.stderr)
     return results
 
 
@@ -228,7 +229,7 @@ def _dev(scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
         edits = [document_record("edits", n, row) for n, row in enumerate(_corpus_edits.rows())]
         results.append(measure("corpus edits (dev)", edits, scorer, options, pages=None, cache=cache))
     else:
-        print(f"corpus not found at {_corpus_edits.GROUND_TRUTH}: corpus edits skipped", file=sys.stderr)
+        print(absent(_corpus_edits.GROUND_TRUTH, "the corpus") + ": corpus edits skipped", file=sys.stderr)
     return results
 
 
