@@ -153,12 +153,12 @@ class _Hook:
                 _line("warm-up")
                 warm()
                 _line("warmed")
-            def _timed_extract(body, content_type, url, limits):
-                _line("extract", url)
+            def _timed_extract(*args):  # (body, content_type, url, …): the arguments after url vary by tree
+                _line("extract", args[2])
                 try:
-                    return extract(body, content_type, url, limits)
+                    return extract(*args)
                 finally:
-                    _line("extracted", url)
+                    _line("extracted", args[2])
             module._warm_up, module._timed_extract = _warm_up, _timed_extract
         spec.loader.exec_module = exec_module
         return spec
