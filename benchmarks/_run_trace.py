@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import _cpu_account as cpu_account
+import _cpu_account
 
 INSTRUMENT = r"""
 import functools, importlib, threading
@@ -192,14 +192,14 @@ def read_workers(path: Path, t0: float) -> list[tuple[float, int, str, float, st
 
 def command(python: str, out: Path, trace: Path, argv: list[str]) -> list[str]:
     """The command that runs `tlmscore ARGV`, writing its CPU marks to `out` and its trace to `trace`."""
-    snippet = cpu_account.SNIPPET.replace(
+    snippet = _cpu_account.SNIPPET.replace(
         "OUT, sys.argv = sys.argv[1], [\"tlmscore\", *sys.argv[2:]]",
         "OUT, TRACE, sys.argv = sys.argv[1], sys.argv[2], [\"tlmscore\", *sys.argv[3:]]" + INSTRUMENT)
     snippet = snippet.replace("atexit.register(dump)", "atexit.register(dump)\natexit.register(_dump_trace)")
     snippet = snippet.replace('marks["startup"] = used(resource.RUSAGE_SELF)',
                               'marks["startup"] = used(resource.RUSAGE_SELF)\n_ev("imported")\n_instrument()')
     if "_instrument()" not in snippet or "_dump_trace" not in snippet:
-        raise RuntimeError("cpu_account.SNIPPET changed: the trace cannot be added to it")
+        raise RuntimeError("_cpu_account.SNIPPET changed: the trace cannot be added to it")
     return [python, "-c", snippet, str(out), str(trace), *argv]
 
 

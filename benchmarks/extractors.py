@@ -3,7 +3,7 @@
 What is measured, per extractor, in one run:
 
 - **CPU per page**: `extract` (the function the extraction workers run) over the real article pages of the shared
-  corpus (`../shared/corpus/pages`, 60 pages) and the validity sets' documents laid out as article pages; process
+  corpus (`corpus/pages/`, 60 pages) and the validity sets' documents laid out as article pages; process
   CPU time of this one process, median and spread of `--passes` passes (the first pass warms up and is dropped).
 - **Article text** on the 60 corpus pages against their human-annotated article body: token precision, recall
   and F1 (bags of lower-cased words, averaged over pages).

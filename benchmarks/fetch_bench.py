@@ -76,10 +76,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import _cpu_account as cpu_account
-import _https_web as https_web
-import _page_sets as page_sets
-import _run_trace as run_trace
+import _cpu_account
+import _https_web
+import _page_sets
+import _run_trace
 from _common import ROOT
 
 PER_HOST = 6  # Settings.per_host default
@@ -105,7 +105,7 @@ def fault_for(index: int, rate: float) -> str | None:
 def serve(port_out, counter, ready, options: dict) -> None:
     """Child process: an asyncio HTTP/1.1 server on 127.0.0.1..hosts, one port, counting requests."""
     latency, hosts, fault_rate = options["latency"], options["hosts"], options["fault_rate"]
-    bodies, _ = page_sets.bodies(options["pageset"], options["count"])
+    bodies, _ = _page_sets.bodies(options["pageset"], options["count"])
     failed_once: set[str] = set()
 
     def reply(path: str) -> tuple[int, str, bytes]:
@@ -309,7 +309,7 @@ def extraction_cpu(args, web: dict) -> float:
     """CPU seconds that extracting the cited pages costs, measured serially in this process."""
     from tlmscore.evidence.extract import extract
 
-    bodies, _ = page_sets.bodies(args.pageset, web["count"])
+    bodies, _ = _page_sets.bodies(args.pageset, web["count"])
     per_body = []
     for body in bodies:
         extract(body, "text/html; charset=utf-8", "http://example.com/")
@@ -374,7 +374,7 @@ def main() -> None:
     parser.add_argument("--cleanlab-runs", type=int, default=None,
                         help="cleanlab-tlm's runs (in the first passes; default: every pass)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
-    parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
+    parser.add_argument("--pageset", choices=_page_sets.PAGE_SETS, default="corpus",
                         help="pages served: the shared corpus, or its tuning or judging set (_page_sets.py)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                         help="also time another checkout's source (run with this Python), with its CPU account")
@@ -399,10 +399,10 @@ def start_web(mode: str, args, work: Path) -> tuple:
                    "pageset": args.pageset, "count": args.unique}
         target, hosts, ca = serve, args.hosts, None
     else:
-        ca, cert, key = https_web.write_authority(work, args.sites)
+        ca, cert, key = _https_web.write_authority(work, args.sites)
         options = {"rtt": args.rtt, "server_time": args.server_time, "sites": args.sites,
                    "cert": str(cert), "key": str(key), "pageset": args.pageset, "count": args.pages}
-        target, hosts = https_web.serve_https, args.sites
+        target, hosts = _https_web.serve_https, args.sites
     server = ctx.Process(target=target, args=(port_value, counter, ready, options), daemon=True)
     server.start()
     if not ready.wait(20):
@@ -411,14 +411,14 @@ def start_web(mode: str, args, work: Path) -> tuple:
     if mode == "http":
         urls = [url_for(i, port, hosts) for i in range(args.unique)]
     else:
-        sites = https_web.site_of_pages(args.pages, hosts)
-        urls = [https_web.https_url(i, site, port) for i, site in enumerate(sites)]
+        sites = _https_web.site_of_pages(args.pages, hosts)
+        urls = [_https_web.https_url(i, site, port) for i, site in enumerate(sites)]
     return server, counter, urls, {"ca": ca, "hosts": hosts, "count": options["count"]}
 
 
 def run_mode(mode: str, args) -> dict:
     """Serve the web of `mode`, run every row against it and print its table; return the summary."""
-    bodies, source = page_sets.bodies(args.pageset, args.unique if mode == "http" else args.pages)
+    bodies, source = _page_sets.bodies(args.pageset, args.unique if mode == "http" else args.pages)
     work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
     work.mkdir(parents=True, exist_ok=True)
     server, counter, urls, web = start_web(mode, args, work)
@@ -521,7 +521,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
                                                                counter, web)
                     rows.setdefault(label, []).append(measured)
                     if run == "cold" and suffix == ".jsonl" and trace is not None and tree in traces:
-                        traces[tree].append({"wall": measured[0], "marks": marks[run], **run_trace.summary(trace)})
+                        traces[tree].append({"wall": measured[0], "marks": marks[run], **_run_trace.summary(trace)})
                 if suffix == ".jsonl" and tree in accounts:
                     _, marks["one"], _ = tlmscore_run(how, args, (work, one, suffix, f"one{attempt}{tree}"), counter,
                                                       web)
@@ -535,7 +535,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
 def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
                  web: dict) -> tuple[Measured, dict | None, dict | None]:
     """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`: its time, requests,
-    detail and CPU, the CPU marks of the run and its trace (`run_trace`) when run from source."""
+    detail and CPU, the CPU marks of the run and its trace (`_run_trace`) when run from source."""
     me = [sys.executable, str(Path(__file__).resolve())]
     work, batch, suffix, name = where
     cache, out, marks, trace = (work / f"cache{suffix}-{name}", work / f"out{suffix}", work / "cpu-marks.json",
@@ -549,8 +549,8 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
     workers = work / "trace-workers.tsv"
     workers.unlink(missing_ok=True)
     if "source" in how:
-        command = run_trace.command(sys.executable, marks, trace, argv)
-        env |= {"PYTHONPATH": f"{run_trace.site_folder(work)}{os.pathsep}{how['source']}",
+        command = _run_trace.command(sys.executable, marks, trace, argv)
+        env |= {"PYTHONPATH": f"{_run_trace.site_folder(work)}{os.pathsep}{how['source']}",
                 "TLMSCORE_TRACE_WORKERS": str(workers)}
     elif how["exe"] is not None:
         command = [str(how["exe"]), *argv]
@@ -565,11 +565,11 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
         return (wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else "", cpu), None, None
     ok, failed = citations_extracted(out) if out.exists() else (0, 0)
     flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
-    traced = run_trace.read(trace)
+    traced = _run_trace.read(trace)
     if traced is not None:
         traced["server cpu"] = server_cpu
-        traced["workers"] = run_trace.read_workers(workers, traced["t0"])
-    return ((wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), cpu_account.read(marks),
+        traced["workers"] = _run_trace.read_workers(workers, traced["t0"])
+    return ((wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), _cpu_account.read(marks),
             traced)
 
 
@@ -625,8 +625,8 @@ def report(args, results: dict, web: dict) -> dict:
                   f"workers {marks.get('workers', float('nan')):.2f} s (the web's server "
                   f"{run.get('server cpu', float('nan')):.2f} s); the fetching process's threads at close: "
                   + ", ".join(f"{name} {cpu:.2f}" for name, cpu in marks.get("threads", {}).items())
-                  + f"\n{run_trace.describe(run)}")
-    cpu_account.print_accounts({tree: [cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
+                  + f"\n{_run_trace.describe(run)}")
+    _cpu_account.print_accounts({tree: [_cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
                                 for tree, runs in accounts.items()}, web["unique"])
     return {"limit": limit, "results": rows}
 
@@ -676,8 +676,8 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "_direct":
         child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
-        https_web.floor_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        _https_web.floor_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_downloads":
-        https_web.downloads_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        _https_web.downloads_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()
