@@ -3,17 +3,17 @@
 What is measured, per extractor, in one run:
 
 - **CPU per page**: `extract` (the function the extraction workers run) over the real article pages of the shared
-  corpus (`../shared/corpus/pages`, 60 pages) and the validity sets' documents laid out as article pages; process
+  corpus (`corpus/pages/`, 60 pages) and the validity sets' documents laid out as article pages; process
   CPU time of this one process, median and spread of `--passes` passes (the first pass warms up and is dropped).
 - **Article text** on the 60 corpus pages against their human-annotated article body: token precision, recall
   and F1 (bags of lower-cased words, averaged over pages).
 - **Supporting sentences kept**: WiCE (development split, oracle chunks): every claim's sentences as one article
-  page among a site's boilerplate (`page_sets._text_page`), extracted; the share of the annotators' supporting
+  page among a site's boilerplate (`_page_sets.text_page`), extracted; the share of the annotators' supporting
   sentences whose words all come back in order, and the share of claims all of whose supporting sentences do.
   SummEdits has no supporting-sentence labels: the share of its documents' sentences kept.
 - **Grounding AUROC** with that extracted text as the evidence, on both development sets
-  (`validity_bench.py`'s rows and measures: WiCE supported vs not supported and vs the rest; SummEdits pooled),
-  beside the figure with the evidence given as text (`tool`, no extraction).
+  (`validity_bench.py`'s rows and measures, from `_validity.py`: WiCE supported vs not supported and vs the rest;
+  SummEdits pooled), beside the figure with the evidence given as text (`tool`, no extraction).
 
     python benchmarks/extractors.py                     # every extractor, 3 passes, a Markdown table
     python benchmarks/extractors.py --extractors recall resiliparse --summedits-limit 100
@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import page_sets  # beside this script
-import validity_bench
-from corpus_edits import shared
+import _page_sets
+import _validity as validity
+from _common import SHARED, absent
 
 from tlmscore.evidence.extract import EXTRACTORS, extract
 
-DOMAINS = ("ectsum", "news", "podcast", "qmsumm", "sales_call", "sales_email", "samsum", "scitldr")
 _WORD = re.compile(r"\w+")
 
 
@@ -95,7 +94,7 @@ def corpus_pages(folder: Path) -> list[tuple[bytes, str, str]]:
 def wice_claims(path: Path) -> list[tuple[str, list[str], list[str]]]:
     """Per WiCE claim: its id, every sentence of its chunks (page order, once each), its supporting sentences."""
     claims: dict[str, tuple[dict[int, str], set[int]]] = {}
-    for row in validity_bench.wice_rows(path, None):
+    for row in validity.wice_rows(path, None):
         meta = row["meta"]
         sentences, oracle = claims.setdefault(meta["id"], ({}, set()))
         sentences.update(zip(meta["chunk_idx"], row["evidence"], strict=True))
@@ -106,7 +105,7 @@ def wice_claims(path: Path) -> list[tuple[str, list[str], list[str]]]:
 
 def as_page(n: int, text: str) -> bytes:
     """`text` (one sentence or paragraph a line) as an article page among a site's boilerplate, seeded by `n`."""
-    return page_sets._text_page(random.Random(n), n, text)
+    return _page_sets.text_page(random.Random(n), n, text)
 
 
 def extracted_text(body: bytes, url: str, extractor: str) -> str:
@@ -128,23 +127,23 @@ def cpu_per_page(bodies: Sequence[tuple[bytes, str]], extractor: str, passes: in
 def wice_auroc(claims: Sequence[tuple[str, list[str], list[str]]], texts: dict[str, str], rows: list[dict[str, Any]],
                cache: Path) -> tuple[float, float]:
     """Grounding AUROC on WiCE with each row's evidence replaced by its claim page's extracted text."""
-    records = [validity_bench.wice_record(n, {**row, "evidence": [texts[row["meta"]["id"]]]})
+    records = [validity.wice_record(n, {**row, "evidence": [texts[row["meta"]["id"]]]})
                for n, row in enumerate(rows)]
-    scores, _ = validity_bench.score_records(records, "grounding", {}, pages=None, cache=cache)
-    found = list(validity_bench.claim_scores(records, scores).values())
+    scores, _ = validity.score_records(records, "grounding", {}, pages=None, cache=cache)
+    found = list(validity.claim_scores(records, scores).values())
     strict = [(s, int(label == "supported")) for s, label in found if label != "partially_supported"]
     rest = [(s, int(label == "supported")) for s, label in found]
-    return (validity_bench.compare("strict", "grounding", strict, 0.0).auroc,
-            validity_bench.compare("rest", "grounding", rest, 0.0).auroc)
+    return (validity.compare("strict", "grounding", strict, 0.0).auroc,
+            validity.compare("rest", "grounding", rest, 0.0).auroc)
 
 
 def summedits_auroc(rows: Sequence[tuple[str, int, dict[str, Any]]], texts: dict[str, str], cache: Path) -> float:
     """Grounding AUROC on SummEdits (pooled) with each document replaced by its page's extracted text."""
-    records = [validity_bench.document_record(domain, n, {**row, "doc": texts[row["doc"]]})
+    records = [validity.document_record(domain, n, {**row, "doc": texts[row["doc"]]})
                for domain, n, row in rows]
-    scores, _ = validity_bench.score_records(records, "grounding", {}, pages=None, cache=cache)
+    scores, _ = validity.score_records(records, "grounding", {}, pages=None, cache=cache)
     pairs = [(scores[r["id"]], int(r["metadata"]["label"])) for r in records]
-    return validity_bench.compare("summedits", "grounding", pairs, 0.0).auroc
+    return validity.compare("summedits", "grounding", pairs, 0.0).auroc
 
 
 def measure(extractor: str, data: dict[str, Any], passes: int, cache: Path) -> Figures:
@@ -178,14 +177,14 @@ def load(shared: Path, summedits_limit: int) -> dict[str, Any]:
     """The pages and rows every extractor is measured on."""
     wice = shared / "validity" / "wice" / "dev.jsonl.gz"
     claims = wice_claims(wice)
-    summedits = [(domain, n, row) for domain in DOMAINS
-                 for n, row in enumerate(validity_bench.summedits_rows(shared / "validity" / "summedits", domain,
+    summedits = [(domain, n, row) for domain in validity.DOMAINS
+                 for n, row in enumerate(validity.summedits_rows(shared / "validity" / "summedits", domain,
                                                                        summedits_limit or None))]
     unique_docs = list(dict.fromkeys(row["doc"] for _, _, row in summedits))
     doc_pages = {doc: as_page(10_000 + i, doc) for i, doc in enumerate(unique_docs)}
     wice_pages = [as_page(i, "\n".join(sentences)) for i, (_, sentences, _) in enumerate(claims)]
     return {"corpus": corpus_pages(shared / "corpus" / "pages"), "wice_claims": claims, "wice_pages": wice_pages,
-            "wice_rows": validity_bench.wice_rows(wice, None), "summedits": summedits, "doc_pages": doc_pages,
+            "wice_rows": validity.wice_rows(wice, None), "summedits": summedits, "doc_pages": doc_pages,
             "held": [*wice_pages[:60], *list(doc_pages.values())[:60]]}
 
 
@@ -209,10 +208,12 @@ def main() -> None:
     parser.add_argument("--extractors", nargs="+", default=["tool", *EXTRACTORS], choices=["tool", *EXTRACTORS])
     parser.add_argument("--passes", type=int, default=3, help="timed passes over the pages (after one warm-up)")
     parser.add_argument("--summedits-limit", type=int, default=100, help="rows per SummEdits domain (0: all)")
-    parser.add_argument("--shared", type=Path, default=shared(), help="the folder with corpus/ and validity/")
+    parser.add_argument("--shared", type=Path, default=SHARED, help="the folder with corpus/ and validity/")
     args = parser.parse_args()
-    if not (args.shared / "validity").is_dir() or not (args.shared / "corpus" / "pages").is_dir():
-        sys.exit(f"extractors.py: needs the corpus pages and validity sets under {args.shared} (--shared DIR)")
+    for needed, what in ((args.shared / "corpus" / "pages", "the corpus pages"),
+                         (args.shared / "validity", "the validity sets")):
+        if not needed.is_dir():
+            sys.exit(absent(needed, what) + "; --shared DIR gives their folder")
     data = load(args.shared, args.summedits_limit)
     print(f"pages: {len(data['corpus'])} corpus pages with article bodies, {len(data['held'])} validity pages timed; "
           f"WiCE {len(data['wice_claims'])} claims, SummEdits {len(data['summedits'])} rows "

@@ -1,6 +1,6 @@
 """Evidence fetching, tlmscore against cleanlab-tlm, on a local web with real latency.
 
-A server process on 127.0.0.x serves real article pages (`../shared/corpus/pages/` beside the repo,
+A server process on 127.0.0.x serves real article pages (the shared corpus's `corpus/pages/` beside the repo,
 else generated HTML) with a fixed latency per request and optional faults, and counts every request.
 A batch of N transcripts citing K URLs each, drawn from U unique URLs, is written as JSONL. Then, in
 one run of this script, `--runs` passes (3), each running every row once, in turn, so that a change
@@ -25,14 +25,14 @@ started. The limit, from figures measured in the same run: max(the bare client's
 import of httpx and trafilatura + (extraction CPU + the bare client's CPU) / cores), where
 extraction CPU is the cited pages extracted serially in this process.
 
-For each cold run of a tree run from source it prints what the run waited on (`run_trace.py`):
+For each cold run of a tree run from source it prints what the run waited on (`_run_trace.py`):
 when the imports ended, the first request went out, the extraction template and first worker were
 ready, the first and last bodies came in and the last page was extracted, the rows were done and
 the run ended; the last page's path, the backlog of extraction left when the last body came in,
 connections, TLS handshakes and retries, the extraction processes' own view (extraction wall and
 CPU, the hand-off from a page being ready to its worker starting on it); and the CPU of the
 fetching process (by thread), of its extraction processes and of the web's server. Then a CPU
-account of a cold run by stage (`cpu_account.py`).
+account of a cold run by stage (`_cpu_account.py`).
 
 Every child runs in the scratch folder, not in a checkout: trees whose extraction workers came
 from a forkserver (before 2026-11-23) had it preload their modules with its working directory first
@@ -43,12 +43,12 @@ not all of them on a web without faults, is flagged `(!)`.
 `--cli LABEL=PATH` (repeatable) times another tree's `tlmscore` executable in the same run, in
 turn with this tree's on the same web (an A/B of two commits: `git worktree add`, a venv each);
 `--tree LABEL=DIR` does the same for another checkout's source, run with this Python.
-`--pageset tune|judge|held` serves pages of varied size and structure (`page_sets.py`): a tuning
+`--pageset tune|judge|held` serves pages of varied size and structure (`_page_sets.py`): a tuning
 set, a judging set, and a set no change was tried on.
 
 Two webs, both by default (`--mode http|https|both`), reported side by side:
 - http: U unique URLs (`--unique`, 300) on 127.0.0.1-8, 200 ms server latency;
-- https (`https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
+- https (`_https_web.py`): 150 pages spread by Zipf's law over 29 sites on 127.0.0.1-29, each
   behind a delay line that puts a 100 ms round trip on every exchange (TCP set-up, each TLS
   flight, each request), 50 ms server time, certificates from a local authority given as
   `--ca-bundle` (and `REQUESTS_CA_BUNDLE` for cleanlab-tlm).
@@ -76,26 +76,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import cpu_account
-import https_web
-import page_sets
-import run_trace
+import _cpu_account
+import _https_web
+import _page_sets
+import _run_trace
+from _common import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-# The shared corpus beside the checkout (or beside the folder of worktrees it is one of).
-CORPUS = next((base / "shared" / "corpus" / "pages" for base in (ROOT.parent, ROOT.parent.parent)
-               if (base / "shared" / "corpus" / "pages").is_dir()), ROOT.parent / "shared" / "corpus" / "pages")
 PER_HOST = 6  # Settings.per_host default
 CLEANLAB_ATTEMPTS = 4
 CHILD_TIMEOUT = 300.0  # seconds; a run that hangs (it happens to cleanlab-tlm's) counts as a crash
 
 
 # --------------------------------------------------------------------------------------------- pages
-
-def load_bodies(pageset: str = "corpus", count: int = 0) -> tuple[list[bytes], str]:
-    """The HTML bodies to serve (`page_sets`): the shared corpus, or its tuning or judging set."""
-    return page_sets.load(pageset, CORPUS, count)
-
 
 def url_for(index: int, port: int, hosts: int) -> str:
     return f"http://127.0.0.{1 + index % hosts}:{port}/{index}/article-{index}.html"
@@ -113,7 +105,7 @@ def fault_for(index: int, rate: float) -> str | None:
 def serve(port_out, counter, ready, options: dict) -> None:
     """Child process: an asyncio HTTP/1.1 server on 127.0.0.1..hosts, one port, counting requests."""
     latency, hosts, fault_rate = options["latency"], options["hosts"], options["fault_rate"]
-    bodies, _ = load_bodies(options["pageset"], options["count"])
+    bodies, _ = _page_sets.bodies(options["pageset"], options["count"])
     failed_once: set[str] = set()
 
     def reply(path: str) -> tuple[int, str, bytes]:
@@ -317,7 +309,7 @@ def extraction_cpu(args, web: dict) -> float:
     """CPU seconds that extracting the cited pages costs, measured serially in this process."""
     from tlmscore.evidence.extract import extract
 
-    bodies, _ = load_bodies(args.pageset, web["count"])
+    bodies, _ = _page_sets.bodies(args.pageset, web["count"])
     per_body = []
     for body in bodies:
         extract(body, "text/html; charset=utf-8", "http://example.com/")
@@ -382,8 +374,8 @@ def main() -> None:
     parser.add_argument("--cleanlab-runs", type=int, default=None,
                         help="cleanlab-tlm's runs (in the first passes; default: every pass)")
     parser.add_argument("--keep", type=Path, help="keep the batch and outputs in this folder")
-    parser.add_argument("--pageset", choices=page_sets.PAGE_SETS, default="corpus",
-                        help="pages served: the shared corpus, or its tuning or judging set (page_sets.py)")
+    parser.add_argument("--pageset", choices=_page_sets.PAGE_SETS, default="corpus",
+                        help="pages served: the shared corpus, or its tuning or judging set (_page_sets.py)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                         help="also time another checkout's source (run with this Python), with its CPU account")
     parser.add_argument("--cli", action="append", default=[], metavar="LABEL=PATH",
@@ -407,10 +399,10 @@ def start_web(mode: str, args, work: Path) -> tuple:
                    "pageset": args.pageset, "count": args.unique}
         target, hosts, ca = serve, args.hosts, None
     else:
-        ca, cert, key = https_web.write_authority(work, args.sites)
+        ca, cert, key = _https_web.write_authority(work, args.sites)
         options = {"rtt": args.rtt, "server_time": args.server_time, "sites": args.sites,
                    "cert": str(cert), "key": str(key), "pageset": args.pageset, "count": args.pages}
-        target, hosts = https_web.serve_https, args.sites
+        target, hosts = _https_web.serve_https, args.sites
     server = ctx.Process(target=target, args=(port_value, counter, ready, options), daemon=True)
     server.start()
     if not ready.wait(20):
@@ -419,14 +411,14 @@ def start_web(mode: str, args, work: Path) -> tuple:
     if mode == "http":
         urls = [url_for(i, port, hosts) for i in range(args.unique)]
     else:
-        sites = https_web.site_of_pages(args.pages, hosts)
-        urls = [https_web.https_url(i, site, port) for i, site in enumerate(sites)]
+        sites = _https_web.site_of_pages(args.pages, hosts)
+        urls = [_https_web.https_url(i, site, port) for i, site in enumerate(sites)]
     return server, counter, urls, {"ca": ca, "hosts": hosts, "count": options["count"]}
 
 
 def run_mode(mode: str, args) -> dict:
     """Serve the web of `mode`, run every row against it and print its table; return the summary."""
-    bodies, source = load_bodies(args.pageset, args.unique if mode == "http" else args.pages)
+    bodies, source = _page_sets.bodies(args.pageset, args.unique if mode == "http" else args.pages)
     work = (args.keep / mode) if args.keep else Path(tempfile.mkdtemp(prefix=f"fetch-bench-{mode}-"))
     work.mkdir(parents=True, exist_ok=True)
     server, counter, urls, web = start_web(mode, args, work)
@@ -529,7 +521,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
                                                                counter, web)
                     rows.setdefault(label, []).append(measured)
                     if run == "cold" and suffix == ".jsonl" and trace is not None and tree in traces:
-                        traces[tree].append({"wall": measured[0], "marks": marks[run], **run_trace.summary(trace)})
+                        traces[tree].append({"wall": measured[0], "marks": marks[run], **_run_trace.summary(trace)})
                 if suffix == ".jsonl" and tree in accounts:
                     _, marks["one"], _ = tlmscore_run(how, args, (work, one, suffix, f"one{attempt}{tree}"), counter,
                                                       web)
@@ -543,7 +535,7 @@ def measure(args, batch: Path, work: Path, counter, web: dict) -> dict:
 def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
                  web: dict) -> tuple[Measured, dict | None, dict | None]:
     """One `tlmscore prepare` (or `--direct`) run on the cache named by `where`: its time, requests,
-    detail and CPU, the CPU marks of the run and its trace (`run_trace`) when run from source."""
+    detail and CPU, the CPU marks of the run and its trace (`_run_trace`) when run from source."""
     me = [sys.executable, str(Path(__file__).resolve())]
     work, batch, suffix, name = where
     cache, out, marks, trace = (work / f"cache{suffix}-{name}", work / f"out{suffix}", work / "cpu-marks.json",
@@ -557,8 +549,8 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
     workers = work / "trace-workers.tsv"
     workers.unlink(missing_ok=True)
     if "source" in how:
-        command = run_trace.command(sys.executable, marks, trace, argv)
-        env |= {"PYTHONPATH": f"{run_trace.site_folder(work)}{os.pathsep}{how['source']}",
+        command = _run_trace.command(sys.executable, marks, trace, argv)
+        env |= {"PYTHONPATH": f"{_run_trace.site_folder(work)}{os.pathsep}{how['source']}",
                 "TLMSCORE_TRACE_WORKERS": str(workers)}
     elif how["exe"] is not None:
         command = [str(how["exe"]), *argv]
@@ -573,11 +565,11 @@ def tlmscore_run(how: dict, args, where: tuple[Path, Path, str, str], counter,
         return (wall, requests, stdout.strip().splitlines()[-1] if stdout.strip() else "", cpu), None, None
     ok, failed = citations_extracted(out) if out.exists() else (0, 0)
     flag = " (!)" if ok == 0 or (failed and args.fault_rate <= 0) else ""  # no output, or pages lost
-    traced = run_trace.read(trace)
+    traced = _run_trace.read(trace)
     if traced is not None:
         traced["server cpu"] = server_cpu
-        traced["workers"] = run_trace.read_workers(workers, traced["t0"])
-    return ((wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), cpu_account.read(marks),
+        traced["workers"] = _run_trace.read_workers(workers, traced["t0"])
+    return ((wall, requests, f"citations with text {ok}, failed {failed}{flag}", cpu), _cpu_account.read(marks),
             traced)
 
 
@@ -633,8 +625,8 @@ def report(args, results: dict, web: dict) -> dict:
                   f"workers {marks.get('workers', float('nan')):.2f} s (the web's server "
                   f"{run.get('server cpu', float('nan')):.2f} s); the fetching process's threads at close: "
                   + ", ".join(f"{name} {cpu:.2f}" for name, cpu in marks.get("threads", {}).items())
-                  + f"\n{run_trace.describe(run)}")
-    cpu_account.print_accounts({tree: [cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
+                  + f"\n{_run_trace.describe(run)}")
+    _cpu_account.print_accounts({tree: [_cpu_account.account(m["cold"], m["warm"], m["one"], cpu) for m in runs]
                                 for tree, runs in accounts.items()}, web["unique"])
     return {"limit": limit, "results": rows}
 
@@ -684,8 +676,8 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "_direct":
         child_direct(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
-        https_web.floor_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        _https_web.floor_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif len(sys.argv) > 1 and sys.argv[1] == "_downloads":
-        https_web.downloads_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        _https_web.downloads_child(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()

@@ -1,9 +1,10 @@
 """Fit the grounding signals' combination on one development set, measure it on the other, and the reverse.
 
-The signals (`tlmscore.scoring.grounding._fitted.FEATURES`) of every answer of WiCE dev (each
-claim-and-chunk row, labelled supported or not) and of SummEdits (every domain) are computed once
-with the default rules; a logistic regression (numpy, L2, standardised features) is fitted on one
-set and measured on the other against the hand-set rules' scores:
+The signals (the grounding scorer's `details["signals"]`, in their order) of every answer of WiCE dev
+(each claim-and-chunk row, labelled supported or not) and of SummEdits (every domain; both sets from the
+shared `validity/` folder, which the script needs) are computed once with the default rules; a logistic
+regression (numpy, L2, standardised features) is fitted on one set and measured on the other against the
+hand-set rules' scores:
 
 - fitted on WiCE dev → SummEdits mean AUROC of domains, and pooled;
 - fitted on SummEdits → WiCE dev claims (best chunk) supported vs not, and supported vs the rest.
@@ -27,16 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _validity as vb
 import numpy as np
-import validity_bench as vb  # beside this script
+from _common import require
 
+from tlmscore import ScoringInput, Settings, read_transcripts, render
 from tlmscore.convert import convert_transcript
-from tlmscore.ingest._records import read_transcripts
-from tlmscore.model import ScoringInput
-from tlmscore.rendering._prompt import render
 from tlmscore.scoring.grounding import GroundingOptions, GroundingScorer
-from tlmscore.scoring.grounding._signals import FEATURES
-from tlmscore.settings import Settings
 
 L2 = 1.0
 STEPS = 50
@@ -46,6 +44,7 @@ STEPS = 50
 class Weights:
     """A fitted logistic regression: standardisation, coefficients, intercept, and what it was fitted on."""
 
+    features: tuple[str, ...]
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     coef: tuple[float, ...]
@@ -59,7 +58,7 @@ class Weights:
         return 1 / (1 + math.exp(-max(min(z, 50.0), -50.0)))
 
     def as_json(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "mean": list(self.mean), "scale": list(self.scale),
+        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
                 "coef": list(self.coef), "intercept": self.intercept, "fitted_on": self.fitted_on}
 
 
@@ -70,16 +69,24 @@ def inputs(records: Sequence[dict[str, Any]]) -> list[ScoringInput]:
 
 
 def signals(scorer: GroundingScorer, records: Sequence[dict[str, Any]]) -> tuple[list[list[float] | None], list[float]]:
-    """Each record's signals (None when unscorable) and its score under the rules."""
+    """Each record's signals (None when unscorable), in `features(scorer)` order, and its score under the rules."""
+    names = features(scorer)
     found, scores = [], []
     for item in inputs(records):
         score = scorer.score_one(item)
         scores.append(score.score)
-        found.append(None if math.isnan(score.score) else [score.details["signals"][f] for f in FEATURES])
+        found.append(None if math.isnan(score.score) else [score.details["signals"][f] for f in names])
     return found, scores
 
 
-def fit(x: np.ndarray, y: np.ndarray, what: str) -> Weights:
+def features(scorer: GroundingScorer) -> tuple[str, ...]:
+    """The names of the scorer's signals, in the order its details list them (scored on a one-claim answer)."""
+    record = vb.document_record("features", 0, {"doc": "The bridge opened in 1932.", "summary": "The bridge opened "
+                                                "in 1932.", "label": 1})
+    return tuple(scorer.score_one(inputs([record])[0]).details["signals"])
+
+
+def fit(x: np.ndarray, y: np.ndarray, what: str, names: tuple[str, ...]) -> Weights:
     """L2-regularised logistic regression by Newton's method on standardised features."""
     mean = x.mean(axis=0)
     scale = np.where(x.std(axis=0) > 1e-9, x.std(axis=0), 1.0)
@@ -96,7 +103,7 @@ def fit(x: np.ndarray, y: np.ndarray, what: str) -> Weights:
         if np.abs(step).max() < 1e-8:
             break
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    return Weights(tuple(mean.tolist()), tuple(scale.tolist()), tuple(w[1:].tolist()), float(w[0]),
+    return Weights(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(w[1:].tolist()), float(w[0]),
                    f"{what}, {len(y)} rows, fitted {today} by benchmarks/fit_grounding.py")
 
 
@@ -135,15 +142,18 @@ def main() -> None:
     parser.add_argument("--write", default=None, help="write both fits' weights to this JSON file")
     args = parser.parse_args()
     scorer = GroundingScorer(GroundingOptions(**json.loads(args.grounding_options)))
-    wice = [vb.wice_record(n, row) for n, row in enumerate(vb.wice_rows(vb.WICE, None))]
+    wice_file, summedits = require(vb.WICE, "the WiCE development set"), require(vb.SUMMEDITS, "SummEdits")
+    wice = [vb.wice_record(n, row) for n, row in enumerate(vb.wice_rows(wice_file, None))]
     domains = {d: [vb.document_record(d, n, row)
-                   for n, row in enumerate(vb.summedits_rows(vb.SUMMEDITS, d, args.limit))] for d in vb.DOMAINS}
+                   for n, row in enumerate(vb.summedits_rows(summedits, d, args.limit))] for d in vb.DOMAINS}
     wice_found, wice_rules = signals(scorer, wice)
     se = {d: signals(scorer, records) for d, records in domains.items()}
     se_found = [f for d in domains for f in se[d][0]]
     se_labels = [int(r["metadata"]["label"]) for d in domains for r in domains[d]]
-    on_wice = fit(*_training(wice_found, [int(r["metadata"]["label"]) for r in wice]), "WiCE dev (oracle chunks)")
-    on_se = fit(*_training(se_found, se_labels), "SummEdits, all eight domains")
+    names = features(scorer)
+    on_wice = fit(*_training(wice_found, [int(r["metadata"]["label"]) for r in wice]), "WiCE dev (oracle chunks)",
+                  names)
+    on_se = fit(*_training(se_found, se_labels), "SummEdits, all eight domains", names)
     rules_w, rules_s = wice_figures(wice, wice_rules), summedits_figures(domains, {d: se[d][1] for d in domains})
     fitted_s = summedits_figures(domains, {d: _fitted_scores(on_wice, se[d][0]) for d in domains})
     fitted_w = wice_figures(wice, _fitted_scores(on_se, wice_found))
@@ -154,7 +164,7 @@ def main() -> None:
     print(f"| WiCE dev supported vs not (fitted on SummEdits) | {rules_w[0]:.3f} | {fitted_w[0]:.3f} |")
     print(f"| WiCE dev supported vs rest (fitted on SummEdits) | {rules_w[1]:.3f} | {fitted_w[1]:.3f} |")
     for name, weights in (("WiCE", on_wice), ("SummEdits", on_se)):
-        print(f"{name} fit: " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(FEATURES, weights.coef, strict=True)))
+        print(f"{name} fit: " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(names, weights.coef, strict=True)))
     if args.write:
         fits = {"wice": on_wice.as_json(), "summedits": on_se.as_json()}
         Path(args.write).write_text(json.dumps(fits, indent=1) + "\n", encoding="utf-8")

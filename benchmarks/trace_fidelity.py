@@ -1,13 +1,13 @@
 """How faithfully spans written by real instrumentations read back: the share of plain prompts equal to the raw's.
 
-`python benchmarks/trace_fidelity.py [FOLDER...]` reads each recording folder (default:
-`fixtures/traces/*`, made by `python -m tests.servers.instrumented_calls --fixtures`; or folders it wrote
-from other calls), both as the Collector's JSON lines and as the raw OTLP/HTTP bodies, and each
-recorded call as its raw record, and prints per instrumentation: spans read, error rows, plain
-records (nothing the span cannot hold, `tests.servers.instrumented_calls.lost_in_span`), how many of them
-render the same prompt and response as the raw record, and what made the others not plain.
-`--json` prints the figures as JSON; `--diff` shows the first differing lines of each plain record
-that differs.
+`python benchmarks/trace_fidelity.py [FOLDER...]` reads each recording folder (default: the folders of
+`fixtures/traces/` with `calls.jsonl`, `traces.jsonl` and `bodies/`, made by
+`python -m tests.servers.instrumented_calls --fixtures`; or folders it wrote from other calls), both as the
+Collector's JSON lines and as the raw OTLP/HTTP bodies, and each recorded call as its raw record, and prints
+per instrumentation: spans read, error rows, plain records (nothing the span cannot hold,
+`tests.servers.instrumented_calls.lost_in_span`), how many of them render the same prompt and response as the
+raw record, and what made the others not plain. `--json` prints the figures as JSON; `--diff` shows the first
+differing lines of each plain record that differs.
 """
 
 from __future__ import annotations
@@ -69,13 +69,20 @@ def measure(folder: Path, cache: Path, show_diff: bool = False) -> dict[str, Any
             "share": round(same / plain, 4) if plain else None, "not_plain": dict(reasons.most_common())}
 
 
+def recordings(root: Path) -> list[Path]:
+    """The folders of `root` recorded by `instrumented_calls` (the calls, their spans as JSON lines and as bodies);
+    the other fixtures there (a store's exports, GenAI events) have layouts of their own."""
+    return sorted(p for p in root.iterdir()
+                  if (p / "calls.jsonl").is_file() and (p / "traces.jsonl").is_file() and (p / "bodies").is_dir())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--diff", action="store_true")
     args = parser.parse_args()
-    folders = args.folders or sorted(p for p in (ROOT / "fixtures" / "traces").iterdir() if p.is_dir())
+    folders = args.folders or recordings(ROOT / "fixtures" / "traces")
     with tempfile.TemporaryDirectory() as cache:
         results = [measure(folder, Path(cache), args.diff) for folder in folders]
     if args.json:

@@ -136,8 +136,7 @@ class _Synthetic:
         self.calls, self.made = calls, 0
 
     def newer(self, since: Any) -> Iterator[Any]:
-        from tlmscore.sources import Read
-        from tlmscore.watch._feeds import Call
+        from tlmscore.watch._feeds import Call, Read  # a call as a feed yields it (see `synthetic`)
 
         for _ in range(100):
             self.made += 1
@@ -155,7 +154,12 @@ class _Synthetic:
 
 
 def synthetic(total: int, calls: list[dict[str, Any]]) -> None:
-    """RSS of a watch over `total` synthetic calls, every 6,000 (the store and write-back replaced in-process)."""
+    """RSS of a watch over `total` synthetic calls, every 6,000 (the store and write-back replaced in-process).
+
+    The watch loop's private module, on purpose: the figure is the watcher's own memory over an hour of calls,
+    without a store's server or its HTTP in the process, and no public call takes a store object; `open_feed`
+    and `deliver` are the two names it looks the store and the write-back up by.
+    """
     import asyncio
 
     import tlmscore
@@ -168,8 +172,8 @@ def synthetic(total: int, calls: list[dict[str, Any]]) -> None:
 
     async def run(folder: Path) -> None:
         done, began = 0, time.monotonic()
-        rows = _loop.watch(f"phoenix://127.0.0.1:9/{PROJECT}", state=folder / "watch.json", poll=0,
-                           settings=tlmscore.Settings(offline=True, cache_dir=folder / "cache"), batch=100)
+        rows = tlmscore.watch(f"phoenix://127.0.0.1:9/{PROJECT}", state=folder / "watch.json", poll=0,
+                              settings=tlmscore.Settings(offline=True, cache_dir=folder / "cache"), batch=100)
         async for _ in rows:
             done += 1
             if done % 6000 == 0:

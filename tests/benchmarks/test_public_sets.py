@@ -21,7 +21,7 @@ SOURCE = ("The council approved the new harbour budget of 12 million euros on Mo
 
 
 def public_sets() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("public_sets", BENCHMARKS / "public_sets.py")
+    spec = importlib.util.spec_from_file_location("public_sets", BENCHMARKS / "_public_sets.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

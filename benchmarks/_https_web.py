@@ -81,7 +81,7 @@ async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, del
 def serve_https(port_out, counter, ready, options: dict) -> None:
     """Child process: the TLS server on a private port and the delay line in front of it."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from fetch_bench import load_bodies
+    from _page_sets import bodies as load_bodies
 
     bodies, _ = load_bodies(options["pageset"], options["count"])
     rtt, server_time, sites = options["rtt"], options["server_time"], options["sites"]
@@ -157,7 +157,11 @@ def floor_child(urls_file: Path, ca: str, concurrency: int, per_host: int) -> No
 
 
 def downloads_child(urls_file: Path, ca: str, concurrency: int, sites: int) -> None:
-    """Fetch every URL once with tlmscore's `Downloader` (bodies read, not extracted); print JSON."""
+    """Fetch every URL once with tlmscore's `Downloader` (bodies read, not extracted); print JSON.
+
+    Private modules, on purpose: the figure is tlmscore's request side alone (guarded transport, limits, request
+    loop) against the bare client, which no public call runs without the extraction and rendering after it.
+    """
     from tlmscore.evidence._download import Downloader
     from tlmscore.evidence._guard import system_resolver
     from tlmscore.evidence._reply import Reply

@@ -1,6 +1,6 @@
 """A labelled set built from public articles: extractive summaries, kept or edited to say something else.
 
-Source: the human-annotated article bodies of `../shared/corpus/pages/ground-truth.json` (the
+Source: the human-annotated article bodies of the shared corpus's `pages/ground-truth.json` (the
 article-extraction benchmark's pages). For each article, three sentences spread over it form a
 summary, shortened by dropping a trailing clause where the rest still has something to say.
 
@@ -22,18 +22,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from _common import CORPUS_PAGES
+
+# The grounding scorer's own sentence split, a private module: the set is defined by the sentences the scorer
+# sees (its summaries are three of them), so another splitter would make another set and change every figure
+# measured on it. tlmscore exports no sentence splitter.
 from tlmscore.scoring.grounding._text import sentences
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def shared() -> Path:
-    """The `shared/` folder beside the project (or beside the folder of its working trees)."""
-    return next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
-                ROOT.parent / "shared")
-
-
-GROUND_TRUTH = shared() / "corpus" / "pages" / "ground-truth.json"
+GROUND_TRUTH = CORPUS_PAGES / "ground-truth.json"
 _SEED = 14
 _SHORTEST, _LONGEST, _KEEP = 10, 45, 6
 _OPPOSITES = dict(pair for a, b in (

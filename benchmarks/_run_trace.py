@@ -1,12 +1,16 @@
 """What a `tlmscore prepare` run waits on: timestamps of each page's phases, and the run's own.
 
-`command(python, out, argv)` runs the command line in a new interpreter (as `cpu_account` does,
+`command(python, out, argv)` runs the command line in a new interpreter (as `_cpu_account` does,
 and writing the same CPU marks) that also wraps a few of the fetcher's methods, without changing
 them, to record when each page was queued, got its request slots, got its response head, had its
 body, waited for a worker, and was extracted; when connections and TLS handshakes were made; when
 the extraction template was spawned and each worker forked; when the cache wrote; retries; when
 the rows of each chunk were done; and when the fetcher closed. Times are `time.monotonic()`
 (one clock for every process), written as seconds since the interpreter started.
+
+It names private modules of tlmscore (in the child's code, by name, never imported here) on purpose: the
+phases of a page are inside the fetcher and the extraction pool, and a module or method an older tree lacks is
+left untraced, so one trace runs against any tree.
 
 `summary(trace)` reads that into the run's milestones and the path of its last page (what the
 end of the run waited for), and `describe(summary)` prints it on a few lines.
@@ -20,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import cpu_account
+import _cpu_account
 
 INSTRUMENT = r"""
 import functools, importlib, threading
@@ -149,12 +153,12 @@ class _Hook:
                 _line("warm-up")
                 warm()
                 _line("warmed")
-            def _timed_extract(body, content_type, url, limits):
-                _line("extract", url)
+            def _timed_extract(*args):  # (body, content_type, url, …): the arguments after url vary by tree
+                _line("extract", args[2])
                 try:
-                    return extract(body, content_type, url, limits)
+                    return extract(*args)
                 finally:
-                    _line("extracted", url)
+                    _line("extracted", args[2])
             module._warm_up, module._timed_extract = _warm_up, _timed_extract
         spec.loader.exec_module = exec_module
         return spec
@@ -188,14 +192,14 @@ def read_workers(path: Path, t0: float) -> list[tuple[float, int, str, float, st
 
 def command(python: str, out: Path, trace: Path, argv: list[str]) -> list[str]:
     """The command that runs `tlmscore ARGV`, writing its CPU marks to `out` and its trace to `trace`."""
-    snippet = cpu_account.SNIPPET.replace(
+    snippet = _cpu_account.SNIPPET.replace(
         "OUT, sys.argv = sys.argv[1], [\"tlmscore\", *sys.argv[2:]]",
         "OUT, TRACE, sys.argv = sys.argv[1], sys.argv[2], [\"tlmscore\", *sys.argv[3:]]" + INSTRUMENT)
     snippet = snippet.replace("atexit.register(dump)", "atexit.register(dump)\natexit.register(_dump_trace)")
     snippet = snippet.replace('marks["startup"] = used(resource.RUSAGE_SELF)',
                               'marks["startup"] = used(resource.RUSAGE_SELF)\n_ev("imported")\n_instrument()')
     if "_instrument()" not in snippet or "_dump_trace" not in snippet:
-        raise RuntimeError("cpu_account.SNIPPET changed: the trace cannot be added to it")
+        raise RuntimeError("_cpu_account.SNIPPET changed: the trace cannot be added to it")
     return [python, "-c", snippet, str(out), str(trace), *argv]
 
 

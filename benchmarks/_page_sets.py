@@ -1,13 +1,13 @@
 """The pages a benchmark web serves: the shared corpus, or a tuning set and a judging set kept apart.
 
-- `corpus`: the real article pages of `../shared/corpus/pages/` (60, 28 KB to 1 MB), else 40
+- `corpus`: the real article pages of the shared corpus (`corpus/pages/`: 60, 28 KB to 1 MB), else 40
   generated articles; the web cycles through them, so pages repeat.
 - `tune`: the corpus pages at even positions (30) and generated pages, seed 1, up to the web's
   number of unique pages: what changes are tried on.
 - `judge`: the corpus pages at odd positions (the other 30) and generated pages, seed 2, with
   layouts the tuning set never has (`_JUDGE_ONLY`): what changes are judged on, never tuned on.
 - `held`: pages no change was tried on: the corpus pages at odd positions, pages made of the real
-  text of the validity sets beside the corpus (`../shared/validity/`: SummEdits documents, news,
+  text of the validity sets beside the corpus (`validity/`: SummEdits documents, news,
   meeting and call transcripts, e-mails, abstracts; WiCE's cited web-page sentences) in the
   layouts of article pages, and generated pages, seed 3, of every layout.
 
@@ -26,6 +26,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from _common import CORPUS_PAGES
+
 PAGE_SETS = ("corpus", "tune", "judge", "held")
 WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", "vote", "budget", "city",
          "water", "trade", "school", "research", "report", "study", "data", "growth", "council", "river",
@@ -35,6 +37,11 @@ WORDS = ["market", "policy", "energy", "climate", "court", "science", "health", 
 def corpus_files(corpus: Path) -> list[Path]:
     folder = corpus / "html"
     return sorted(folder.glob("*.html.gz")) if folder.is_dir() else []
+
+
+def bodies(pageset: str = "corpus", count: int = 0) -> tuple[list[bytes], str]:
+    """The HTML bodies a benchmark web serves: page set `pageset` of the shared corpus (or generated pages)."""
+    return load(pageset, CORPUS_PAGES, count)
 
 
 def load(name: str, corpus: Path, count: int) -> tuple[list[bytes], str]:
@@ -52,7 +59,7 @@ def load(name: str, corpus: Path, count: int) -> tuple[list[bytes], str]:
     if name == "held":
         texts = validity_texts(corpus.parent.parent / "validity")
         wanted = max(0, (count - len(real)) // 3)  # a third of the rest: real text; the others generated
-        real += [_text_page(rng, len(real) + n, text) for n, text in enumerate(texts[:wanted])]
+        real += [text_page(rng, len(real) + n, text) for n, text in enumerate(texts[:wanted])]
     made = [_generated(rng, n, layouts) for n in range(max(0, count - len(real)))]
     bodies = real + made
     rng.shuffle(bodies)
@@ -79,7 +86,7 @@ def validity_texts(folder: Path) -> list[str]:
     return ordered
 
 
-def _text_page(rng: random.Random, n: int, text: str) -> bytes:
+def text_page(rng: random.Random, n: int, text: str) -> bytes:
     """A real document as an article page: its lines as paragraphs, among a site's usual boilerplate."""
     lines = [line.strip() for line in text.replace("\r", "").split("\n") if line.strip()]
     if len(lines) < 3:  # one block of text: paragraphs of a few sentences

@@ -1,7 +1,7 @@
 """Readers for public hallucination benchmarks in their published file formats, as labelled transcript records.
 
 Users download the sets themselves (they are not shipped, and not fetched here); each reader turns
-one into records like `validity_bench.document_record`'s — the source as a function call's output,
+one into records like `_validity.document_record`'s — the source as a function call's output,
 the answer as the response — with `metadata.label` 1 for a faithful answer, 0 for a hallucinated one.
 
 - RAGTruth (Niu et al., 2024): a folder with `response.jsonl` (`id`, `source_id`, `model`,

@@ -1,6 +1,6 @@
 """The validity sets' evidence in other shapes: a cited web page, a model's summary of it, or both halves.
 
-`validity_bench.py` builds each labelled row as a record whose evidence is a function call's output
+`_validity.py` builds each labelled row as a record whose evidence is a function call's output
 (`tool`, its default). `as_pages` turns such records into web search records whose answer cites a
 page holding the same text, served from memory:
 
