@@ -2,8 +2,8 @@
 
 A kind of plug-in (`Kind`) is an entry-point group and a check of what its entry points load:
 source readers (`tlmscore.sources`), trace-store connectors (`tlmscore.connectors`), item
-converters (`tlmscore.converters`), scorers (`tlmscore.scorers`), page sources
-(`tlmscore.page_sources`) and output sinks (`tlmscore.sinks`). Each stage declares its kind
+converters (`tlmscore.converters`), scorers (`tlmscore.scorers`) and output sinks
+(`tlmscore.sinks`). Each stage declares its kind
 beside its built-ins and asks `plugins(kind)` for the items installed packages add.
 
 The rule is the same for every kind: built-ins come first, and a plug-in never replaces one. An
@@ -25,7 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-__all__ = ["PAGE_SOURCES", "Entry", "Kind", "Loaded", "loaded", "plugins"]
+__all__ = ["Entry", "Kind", "Loaded", "loaded", "plugins"]
 
 T = TypeVar("T")
 
@@ -109,16 +109,3 @@ def plugins(kind: Kind[T]) -> Mapping[str, T]:
     """The items installed packages add to a kind (never one named as a built-in)."""
     return loaded(kind).items
 
-
-def _page_source(name: str, value: Any) -> Mapping[str, Any]:
-    """A page source plug-in: a factory of page sources, named by its entry point."""
-    if not callable(value):
-        raise TypeError(f"a page source plug-in must be a factory, not {type(value).__name__}")
-    return {name: value}
-
-
-PAGE_SOURCES: Kind[Any] = Kind("page source", "tlmscore.page_sources", lambda: (), _page_source)
-"""Page sources (a crawler's archive, say): an entry point loads a factory of `PageSource`s.
-
-The evidence stage names its built-in page sources here when it offers them by name.
-"""

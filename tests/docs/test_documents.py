@@ -15,7 +15,7 @@ PAGES = sorted((ROOT / "docs").glob("*.md"))
 DOCS = [ROOT / "README.md", *PAGES]
 README_MAX_LINES = 250
 # names of entry-point groups, not of modules
-ENTRY_POINT_GROUPS = {"tlmscore.connectors", "tlmscore.converters", "tlmscore.page_sources", "tlmscore.scorers",
+ENTRY_POINT_GROUPS = {"tlmscore.connectors", "tlmscore.converters", "tlmscore.scorers",
                       "tlmscore.sinks", "tlmscore.sources"}
 # names tlmscore writes into reports and traces (JUnit suites, annotation names, metadata keys), not Python names
 WRITTEN_NAMES = {"tlmscore.compare.rows", "tlmscore.compare.gates", "tlmscore.grounding", "tlmscore.record.id"}

@@ -367,4 +367,5 @@ def test_plugins_add_and_never_replace_and_are_listed(installed: None, capsys: p
     out = capsys.readouterr().out
     assert "  elsewhere = acme_store:ELSEWHERE [acme-store 1.0]: adds elsewhere" in out
     assert "  otlp = acme_store:OTLP [acme-store 1.0]: refused: it would replace the built-in 'otlp'" in out
-    assert "page source plug-ins (entry points: tlmscore.page_sources)" in out
+    assert "sink plug-ins (entry points: tlmscore.sinks)" in out
+    assert "tlmscore.page_sources" not in out  # page sources are passed in (`pages=`), not loaded by name

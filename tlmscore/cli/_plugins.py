@@ -13,7 +13,7 @@ from typing import Any
 
 from tlmscore import output
 from tlmscore.convert import registry as converters
-from tlmscore.plugins import PAGE_SOURCES, Kind, loaded
+from tlmscore.plugins import Kind, loaded
 from tlmscore.scoring import base as scorers
 from tlmscore.stores import PLUGINS as CONNECTORS
 from tlmscore.stores import SOURCE_PLUGINS
@@ -21,7 +21,7 @@ from tlmscore.stores import SOURCE_PLUGINS
 
 def kinds() -> tuple[Kind[Any], ...]:
     """Every kind of plug-in, in pipeline order."""
-    return (SOURCE_PLUGINS, CONNECTORS, converters.PLUGINS, PAGE_SOURCES, scorers.PLUGINS, output.PLUGINS)
+    return (SOURCE_PLUGINS, CONNECTORS, converters.PLUGINS, scorers.PLUGINS, output.PLUGINS)
 
 
 def listing() -> Iterator[str]:

@@ -29,8 +29,11 @@ _DICTIONARY = ["source", "model", "scorer"]
 """Columns with few distinct values; dictionary-encoding the long text columns only costs time."""
 
 
-def output_format(path: Path) -> str:
-    """The output format named by `path`'s suffix, or a `ConfigError` listing the choices."""
+def builtin_format(path: Path) -> str:
+    """The built-in file format (`FORMATS`) named by `path`'s suffix, or a `ConfigError` listing them.
+
+    What `RowWriter` writes; `output_format` (in `_sinks`) also admits the suffixes of plug-in sinks.
+    """
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ConfigError(f"{path}: output must end in one of {', '.join(FORMATS)}")

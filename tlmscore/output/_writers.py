@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from tlmscore.output import _encoding as encoding
-from tlmscore.output._encoding import arrow_table, json_line, output_format
+from tlmscore.output._encoding import arrow_table, builtin_format, json_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,7 +30,7 @@ class RowWriter:
 
     def __init__(self, path: Path, columns: Sequence[str] = (), fmt: str | None = None) -> None:
         self.path = path
-        self.format = output_format(path) if fmt is None else output_format(Path("rows" + fmt))
+        self.format = builtin_format(path) if fmt is None else builtin_format(Path("rows" + fmt))
         self.rows = 0
         self._handle: IO[str] | None = None
         self._binary: IO[bytes] | None = None
