@@ -80,6 +80,52 @@ def test_calibration_adds_its_column_from_a_value_or_a_file(tmp_path: Path, demo
     assert not (tmp_path / "c.jsonl").exists()
 
 
+def test_score_and_run_are_one_run_calibration_pages_and_converters_on_both(tmp_path: Path, demo_path: Path) -> None:
+    """`tlmscore.score` is `tlmscore.run` with no output file: what one accepts, the other does, with the same rows."""
+    from tlmscore import MemoryPages
+
+    fitted = calibration.fit([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], scorer="grounding")
+    calibration.save(fitted, tmp_path / "calib.json")
+    config = settings(tmp_path, demo_path)
+    out = tmp_path / "run.jsonl"
+    tlmscore.run([demo_path], out, scorer="grounding", settings=config, calibration=fitted)
+    scored = tlmscore.score(str(demo_path), "grounding", config, calibration=tmp_path / "calib.json")
+    assert list(scored.columns)[-1] == "calibrated_score"
+    assert [r["calibrated_score"] for r in lines(out)] == [
+        None if math.isnan(v) else v for v in scored["calibrated_score"]]
+    with pytest.raises(ConfigError, match="grounding"):  # a calibration fitted for another scorer, before any work
+        tlmscore.score(str(demo_path), "grounding", config, calibration=calibration.fit([0.1, 0.9], [0, 1],
+                                                                                        scorer="judge"))
+
+    def shouting(item: dict[str, Any], ctx: Any) -> list[Any]:
+        return [tlmscore.model.Message(role="system", text="A SEARCH WAS HERE")]
+
+    only = MemoryPages({"https://docs.python.org/3/library/asyncio-task.html": "Held in memory: asyncio tasks."})
+    bare = config.model_copy(update={"page_files": ()})  # no page files: the caller's pages, else none (offline)
+    kept = tmp_path / "kept.jsonl"
+    tlmscore.run([demo_path], kept, settings=bare, pages=only, converters={"file_search_call": shouting})
+    prepared = tlmscore.prepare(str(demo_path), bare, pages=only, converters={"file_search_call": shouting})
+    assert [r["prompt"] for r in lines(kept)] == list(prepared["prompt"])
+    assert any("Held in memory: asyncio tasks." in (r["prompt"] or "") for r in lines(kept))  # the run used the pages
+    assert any("A SEARCH WAS HERE" in (r["prompt"] or "") for r in lines(kept))  # and the converter
+
+
+def test_a_run_builds_its_scorer_once(tmp_path: Path, demo_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tlmscore.pipeline._run as run_module
+    from tlmscore.scoring.base import get_scorer
+
+    built: list[str] = []
+
+    def counting(name: Any, options: Any = None) -> Any:
+        built.append(name)
+        return get_scorer(name, options)
+
+    monkeypatch.setattr(run_module, "get_scorer", counting)
+    config = settings(tmp_path, demo_path, chunk_size=5)
+    tlmscore.run([demo_path], tmp_path / "out.jsonl", scorer="grounding", settings=config)
+    assert built == ["grounding"]  # checked before any work, then used for every chunk
+
+
 # ---------------------------------------------------------------- engines and the scorer wrappers
 
 

@@ -107,3 +107,17 @@ def test_a_span_export_is_read_by_its_source_reader_as_on_one_machine(
     got = _engine_transcripts(export)
     _same(got, list(read_transcripts(export)))
     assert got and got[0].error is None and got[0].origin == "openinference"
+
+
+def test_the_ray_engine_refuses_what_only_the_local_engine_runs_before_any_ray_work(tmp_path: Path) -> None:
+    """`pages=` (a page source in this process) and `converters=` are the local engine's: one line, nothing made."""
+    import tlmscore
+    from tlmscore.errors import ConfigError
+    from tlmscore.ray import Engine
+
+    demo = FIXTURES / "demo.jsonl"
+    for extra in ({"pages": tlmscore.MemoryPages()}, {"converters": {"file_search_call": lambda item, ctx: []}}):
+        with pytest.raises(ConfigError, match="local engine only"):
+            tlmscore.run([demo], tmp_path / "out.jsonl", settings=tlmscore.Settings(offline=True, cache_dir=tmp_path),
+                         engine=Engine(), **extra)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []  # refused before the output, its manifest or a cache was made

@@ -256,7 +256,7 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
                                  progress=False)
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        rows = tlm_ray.score(PLAIN, settings, "grounding",
+        rows = tlm_ray.score(PLAIN, "grounding", settings,
                              engine=tlm_ray.Engine(page_store=work / "store-lib", fetchers=4))   # a ray.data.Dataset
         scored = rows.to_pandas().sort_values("position")                                # input order
     finally:

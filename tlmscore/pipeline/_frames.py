@@ -1,8 +1,9 @@
 """The library's calls on a batch held in memory: `prepare` and `score` as DataFrames, `aiter_rows` as rows.
 
-Each is the pipeline's chunks (`_stages.aiter_chunks`) collected: `prepare` is `score` without a
-scorer. The async forms run in the caller's event loop (a notebook, a service); the plain ones run
-one of their own (on a thread when a loop is already running, as in Jupyter).
+Each is the run of `_run` with no output file: a `Job` on the `Local` engine, its chunks collected
+(`prepare` is `score` without a scorer). The async forms run in the caller's event loop (a notebook,
+a service); the plain ones run one of their own (on a thread when a loop is already running, as in
+Jupyter).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from tlmscore.convert.registry import ConverterLike
 from tlmscore.evidence.page import PageSource
 from tlmscore.ingest import Inputs
 from tlmscore.output import Row
-from tlmscore.pipeline._stages import Progress, aiter_chunks, run_sync
+from tlmscore.pipeline._run import Job, Local, load_calibration
+from tlmscore.pipeline._stages import Progress, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tlmscore.scoring.calibration import Calibration
 
 Pages = PageSource | str | Path | Sequence[str | Path]
 """What `pages=` takes: a `PageSource`, or page-record files and folders (what `--pages` takes)."""
@@ -44,20 +48,35 @@ def _scorer(scorer: str | Scorer | None, options: Mapping[str, Any] | None) -> S
     return get_scorer(scorer, options) if isinstance(scorer, str) else scorer
 
 
+def _job(source: Inputs, scorer: str | Scorer | None, settings: Settings | None, *,
+         calibration: Calibration | str | Path | None, pages: Pages | None, progress: Progress | None,
+         converters: Mapping[str, ConverterLike] | None) -> Job:
+    """The run of `prepare` or `score` (a built scorer, no output file), checked before any work."""
+    settings, given = _with_pages(settings or Settings(), pages)
+    if isinstance(calibration, (str, Path)):
+        calibration = load_calibration(calibration)
+    job = Job(source, None, settings, scorer, calibration=calibration if scorer is not None else None,
+              command="score" if scorer is not None else "prepare", progress=progress, pages=given,
+              converters=converters)
+    _ = job.built  # a calibration fitted for another scorer is refused here, before any work
+    return job
+
+
 async def aiter_rows(source: Inputs, settings: Settings | None = None, *,
                      scorer: str | Scorer | None = None, options: Mapping[str, Any] | None = None,
                      pages: Pages | None = None, progress: Progress | None = None,
-                     converters: Mapping[str, ConverterLike] | None = None) -> AsyncIterator[Row]:
+                     converters: Mapping[str, ConverterLike] | None = None,
+                     calibration: Calibration | str | Path | None = None) -> AsyncIterator[Row]:
     """Every row, in input order, as soon as its chunk is done; scored when `scorer` is given.
 
     Each is a final `Row` (a read-only mapping of its columns; `to_record()` gives it as a dict).
     The async form of `prepare` and `score` for code already inside an event loop (a notebook, a
-    service): nothing is run on a loop of its own.
+    service): nothing is run on a loop of its own. `calibration` (a `Calibration` fitted for the
+    scorer, or the file `tlmscore calibrate` saved it in) adds `calibrated_score`.
     """
-    chosen = _scorer(scorer, options)
-    settings, given = _with_pages(settings or Settings(), pages)
-    async with aclosing(aiter_chunks(source, settings, pages=given, progress=progress, scorer=chosen,
-                                     converters=converters)) as chunks:
+    job = _job(source, _scorer(scorer, options), settings, calibration=calibration, pages=pages,
+               progress=progress, converters=converters)
+    async with aclosing(Local().chunks(job)) as chunks:
         async for rows in chunks:
             for row in rows:
                 yield row
@@ -74,12 +93,14 @@ def frame(rows: Iterable[Row], columns: Sequence[str] = Row.columns()) -> pd.Dat
 
 async def ascore(source: Inputs, scorer: str | Scorer | None = "grounding", settings: Settings | None = None, *,
                  options: Mapping[str, Any] | None = None, pages: Pages | None = None,
-                 progress: Progress | None = None,
-                 converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+                 progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None,
+                 calibration: Calibration | str | Path | None = None) -> pd.DataFrame:
     """`score`, awaited in the caller's event loop (`scorer=None`: `prepare`)."""
-    rows = [row async for row in aiter_rows(source, settings, scorer=scorer, options=options, pages=pages,
-                                            progress=progress, converters=converters)]
-    return frame(rows, Row.columns(scored=scorer is not None))
+    job = _job(source, _scorer(scorer, options), settings, calibration=calibration, pages=pages,
+               progress=progress, converters=converters)
+    async with aclosing(Local().chunks(job)) as chunks:
+        rows = [row async for made in chunks for row in made]
+    return frame(rows, job.columns())
 
 
 async def aprepare(source: Inputs, settings: Settings | None = None, *, pages: Pages | None = None,
@@ -104,13 +125,16 @@ def prepare(source: Inputs, settings: Settings | None = None, *, pages: Pages | 
 
 def score(source: Inputs, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
           options: Mapping[str, Any] | None = None, pages: Pages | None = None,
-          progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None) -> pd.DataFrame:
+          progress: Progress | None = None, converters: Mapping[str, ConverterLike] | None = None,
+          calibration: Calibration | str | Path | None = None) -> pd.DataFrame:
     """`prepare`, plus the columns `scorer`, `score`, `explanation` and `details`.
 
     `scorer` is a registered name (`grounding`, `tlm`, `judge`) set up with `options`, or a
     `Scorer` object. Problems a scorer can see before work starts (a missing key) raise
-    `ScorerError` at once; failures on single rows become those rows' errors. Inside a running
-    event loop, `await ascore(...)` does the same without a thread.
+    `ScorerError` at once; failures on single rows become those rows' errors. `calibration` (a
+    `Calibration` fitted for the scorer, or the file `tlmscore calibrate` saved it in) adds
+    `calibrated_score`. Inside a running event loop, `await ascore(...)` does the same without a thread.
     """
     chosen = _scorer(scorer, options)  # a missing key is reported here, before any work
-    return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters))
+    return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters,
+                                   calibration=calibration))

@@ -11,17 +11,26 @@ saves each chunk to a checkpoint (a killed run loses at most one chunk), hands i
 (`tlmscore.scoring.calibration.Calibrated`), which adds `calibrated_score`; a scorer whose options
 ask for two passes (the judge's Batch API mode, see `ScorerSpec`) first submits every chunk's
 requests, then collects them.
+
+`tlmscore.prepare`, `score` and `aiter_rows` are the same run with no output file: a `Job` on the
+`Local` engine, its rows handed to the caller as they are made (`Local.chunks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+import functools
+from collections.abc import AsyncGenerator, Callable, Container, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from tlmscore.convert.registry import ConverterLike
+from tlmscore.errors import ConfigError
+from tlmscore.evidence.page import PageSource
+from tlmscore.ingest import Inputs
 from tlmscore.output import Checkpoint, Done, Row, build_manifest, describe_file, output_format, start_run
-from tlmscore.pipeline._stages import Progress, run_batch
+from tlmscore.pipeline._stages import Progress, aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, ScorerSpec, get_scorer, spec_of
 from tlmscore.settings import Settings
 
@@ -43,9 +52,15 @@ class RunResult:
 
 @dataclass(frozen=True)
 class Job:
-    """One run as `tlmscore.run` hands it to an engine, checked: what to read, score and write."""
+    """One run as it is handed to an engine, checked: what to read, score and write.
 
-    inputs: tuple[str | Path, ...]
+    `inputs` are input paths (a run with an output file, whose manifest names them) or, with no
+    output, anything `tlmscore.prepare` reads (records in memory too). `pages` takes the place of the
+    cache and the web (page files in `settings.page_files` are read first); `converters` adds or
+    replaces item converters by item type.
+    """
+
+    inputs: Inputs
     output: Path | None
     settings: Settings
     scorer: str | Scorer | None = None
@@ -59,6 +74,22 @@ class Job:
     on_rows: Callable[[list[Row]], None] | None = None
     progress: Progress | None = None
     on_start: Callable[[int], None] | None = None
+    pages: PageSource | None = None
+    converters: Mapping[str, ConverterLike] | None = None
+
+    @functools.cached_property
+    def built(self) -> Scorer | None:
+        """The run's scorer, built once (with its calibration around it); None: prepare only."""
+        return self.make_scorer() if self.scorer is not None else None
+
+    @property
+    def paths(self) -> tuple[str | Path, ...]:
+        """The input paths (or live addresses): what a manifest names and the Ray engine reads."""
+        inputs = (self.inputs,) if isinstance(self.inputs, (str, Path)) else self.inputs
+        if isinstance(inputs, (tuple, list)) and all(isinstance(i, (str, Path)) for i in inputs):
+            return tuple(inputs)
+        raise ConfigError("a run with an output file, or on the Ray engine, reads input files or live addresses, "
+                          "not records in memory")
 
     @property
     def name(self) -> str | None:
@@ -111,13 +142,32 @@ class Local:
 
     def rows(self, job: Job, skip: Container[tuple[str, int]], sink: Sink) -> None:
         """Rows chunk by chunk; a scorer in two passes goes over the inputs twice (submit, then collect)."""
-        scorer = job.make_scorer() if job.scorer is not None else None
         if job.two_passes:
             _submit_ahead(job, skip)
-        run_batch(list(job.inputs), job.settings, sink, progress=job.progress, scorer=scorer, skip=skip)
+        _drain(self.chunks(job, skip), sink)
+
+    def chunks(self, job: Job, skip: Container[tuple[str, int]] = (), *,
+               scorer: Scorer | None = None) -> AsyncGenerator[list[Row], None]:
+        """The job's rows, one list per chunk in input order, made in the caller's event loop.
+
+        `scorer` takes the place of the job's own (the first of two passes submits with another).
+        """
+        return aiter_chunks(job.inputs, job.settings, pages=job.pages, progress=job.progress,
+                            scorer=scorer if scorer is not None else job.built, skip=skip,
+                            converters=job.converters)
 
 
-def _load_calibration(path: str | Path) -> Calibration:
+def _drain(chunks: AsyncGenerator[list[Row], None], sink: Sink) -> None:
+    """Every chunk handed to `sink` as it completes, on an event loop of its own."""
+    async def collect() -> None:
+        async with aclosing(chunks) as made:
+            async for rows in made:
+                sink(rows)
+
+    run_sync(collect)
+
+
+def load_calibration(path: str | Path) -> Calibration:
     from tlmscore.scoring.calibration import load  # noqa: PLC0415  (numpy only when calibrating)
 
     return load(path)
@@ -139,14 +189,15 @@ def _submit_ahead(job: Job, skip: Container[tuple[str, int]]) -> None:
     if spec is None or not isinstance(job.scorer, str):
         raise ValueError("only a registered scorer runs in two passes")
     submitter = get_scorer(job.scorer, spec.submitting(job.options))
-    run_batch(list(job.inputs), job.settings, lambda rows: None, scorer=submitter, skip=skip)
+    _drain(Local().chunks(job, skip, scorer=submitter), lambda rows: None)
 
 
 def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, scorer: str | Scorer | None = None,
         options: Mapping[str, Any] | None = None, settings: Settings | None = None, resume: bool = False,
         calibration: Calibration | str | Path | None = None, on_rows: Callable[[list[Row]], None] | None = None,
         progress: Progress | None = None, on_start: Callable[[int], None] | None = None,
-        command: str | None = None, engine: Engine | None = None) -> RunResult:
+        command: str | None = None, engine: Engine | None = None, pages: PageSource | None = None,
+        converters: Mapping[str, ConverterLike] | None = None) -> RunResult:
     """Prepare (no `scorer`) or score `inputs`, writing the rows to `output` (.jsonl, .csv, .parquet).
 
     `scorer` is a registered name (with `options`) or a `Scorer`; `calibration` (a
@@ -156,7 +207,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     same inputs with the same settings. `on_start` is told how many rows an earlier run saved, before
     work starts; `on_rows` sees every chunk's final `Row`s as it completes. `engine` is where the rows
     are made: `Local()` (the default), or `tlmscore.ray.Engine(...)` on a Ray cluster; output, resume,
-    `on_rows` and `on_start` are the same on both.
+    `on_rows` and `on_start` are the same on both. `pages` (a `PageSource`) and `converters` are
+    `tlmscore.prepare`'s, on the local engine.
     """
     settings = settings or Settings()
     options = dict(options or {})
@@ -166,12 +218,15 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     recorded = spec.recorded(options) if spec is not None else dict(options)
     if isinstance(calibration, (str, Path)):
         recorded["calibration"] = describe_file(calibration)
-        calibration = _load_calibration(calibration)
+        calibration = load_calibration(calibration)
     if calibration is not None:
         from tlmscore.scoring.calibration import apply  # noqa: PLC0415
 
         apply(calibration, [], scorer=name)  # refuses a calibration fitted for another scorer, before work
     engine = engine if engine is not None else Local()
+    if (pages is not None or converters) and not isinstance(engine, Local):
+        raise ConfigError("pages= and converters= run on the local engine only: another engine's workers read "
+                          "page files (settings.page_files) and the built-in converters")
     target = Path(output) if output is not None else None
     if target is not None:
         output_format(target)
@@ -179,9 +234,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         options = spec.with_cache(options, settings.cache_dir)
     job = Job(tuple(inputs), target, settings, scorer, options, calibration if scorer is not None else None,
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
-              on_start)
-    if job.scorer is not None:
-        job.make_scorer()  # the scorer's options and keys, checked before any file is written
+              on_start, pages, converters)
+    _ = job.built  # the scorer's options and keys, checked before any file is written
     if spec is not None and job.scorer is not None:
         spec.check_endpoint(options)  # its server answers: a run without network stops here, not row by row
     return _execute(job, engine)
@@ -213,7 +267,7 @@ def _start(job: Job) -> tuple[Checkpoint | None, Done]:
     """The checkpoint of a run with an output (after checking `resume` against its manifest) and what to skip."""
     if job.output is None:
         return None, Done()
-    manifest = build_manifest(job.command, job.inputs, job.settings, scorer=job.name, scorer_options=job.recorded)
+    manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
     names = start_run(job.output, manifest, resume=job.resume)
     checkpoint = Checkpoint(job.output, resume=job.resume)
     return checkpoint, Done.of((names.get(source, source), line) for source, line in checkpoint.done)

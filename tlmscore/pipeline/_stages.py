@@ -350,19 +350,6 @@ async def _await(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-def run_batch(source: Inputs, settings: Settings, sink: Callable[[list[Row]], None], *,
-              pages: PageSource | None = None, progress: Progress | None = None, scorer: Scorer | None = None,
-              skip: Container[tuple[str, int]] = ()) -> None:
-    """Run the pipeline, handing each chunk's rows to `sink` as soon as they are ready."""
-    async def collect() -> None:
-        async with aclosing(aiter_chunks(source, settings, pages=pages, progress=progress, scorer=scorer,
-                                         skip=skip)) as chunks:
-            async for rows in chunks:
-                sink(rows)
-
-    run_sync(collect)
-
-
 # The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
 # pages and scoring over machines (`tlmscore.ray`): the same functions, so the same rows.
 convert_record = _convert

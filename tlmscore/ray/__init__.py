@@ -3,7 +3,7 @@
 `tlmscore.run(inputs, output, ..., engine=tlmscore.ray.Engine(...))` runs on a Ray cluster with
 everything a run has on one machine (the same output file, resume rules, `on_rows` and summary):
 the engine makes the rows, the run around it saves them. `prepare(inputs, settings)` and
-`score(inputs, settings, scorer)` return a `ray.data.Dataset` of rows instead (the output's
+`score(inputs, scorer, settings)` return a `ray.data.Dataset` of rows instead (the output's
 columns, plus `position`: sort by it to restore input order, and `input`: the number of the input
 file). `read(paths)` is the records of input files as a dataset; `connect(address)` connects to a
 cluster as the command line does.

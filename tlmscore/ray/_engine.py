@@ -84,7 +84,7 @@ class Engine:
         scored; chains still see them. Connects to a cluster only if the caller has not (Ray Data
         starts a local one on first use).
         """
-        names = [str(p) for p in job.inputs]
+        names = [str(p) for p in job.paths]
         joined = _joined(names, job.settings, self, skip)
         rows_made = _scored(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration) \
             if job.scorer is not None else joined.map_batches(
@@ -221,7 +221,7 @@ def prepare(source: Inputs | Dataset, settings: Settings | None = None, *, engin
     return rows.map_batches(table_of, batch_format="pyarrow")
 
 
-def score(source: Inputs | Dataset, settings: Settings | None = None, scorer: str | Scorer = "grounding", *,
+def score(source: Inputs | Dataset, scorer: str | Scorer = "grounding", settings: Settings | None = None, *,
           options: Mapping[str, Any] | None = None, engine: Engine | None = None,
           calibration: Calibration | None = None) -> Dataset:
     """`prepare`, plus the score columns, scored by `engine.scorers` actors (the in-flight limit).
