@@ -16,7 +16,7 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
      "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._cost", "tlmscore.plugins",
      "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores"),
-    ("tlmscore.sources", "tlmscore.stores", "tlmscore.agents"),
+    ("tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
     ("tlmscore.convert",),
     ("tlmscore.evidence",),
@@ -257,6 +257,7 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.output._checkpoint": "where a run keeps its checkpoint, which the resume tests break on purpose",
     "tlmscore.output._manifest": "the resume manifest, read back to check what a run wrote",
     "tlmscore.pipeline._meter": "the progress bar's byte count, checked without a terminal",
+    "tlmscore.pipeline._run": "the scorer factory a run calls, counted to show a run builds its scorer once",
     "tlmscore.ray._pages": "the Ray engine's fetch actor, run without a cluster",
     "tlmscore.ray._read": "how the Ray engine splits inputs into rows, checked without a cluster",
     "tlmscore.rendering._prompt": "the JSON and text blocks a prompt is built of, byte for byte",
@@ -270,7 +271,6 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.scoring.grounding._support": "the evidence index and derived-value support",
     "tlmscore.scoring.grounding._text": "sentence, clause, date and negation analysis",
     "tlmscore.scoring.grounding._tokens": "stemming, tokens and normalised numbers",
-    "tlmscore.sources._openinference": "one OpenInference span read as a record, from a real instrumentation",
 }
 
 # A test that reaches a private module of another package than the one its folder tests.

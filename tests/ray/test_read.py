@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.sources.test_registry import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
+from tests.stores.test_readers import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
 from tests.support.paths import ROOT
 from tlmscore.ingest import input_names, read_transcripts, with_input_id
 from tlmscore.ray._read import LINE_BITS, input_rows, read_input, transcript_of

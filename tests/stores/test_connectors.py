@@ -315,7 +315,7 @@ def test_every_store_is_a_connector_and_rows_find_their_way_back() -> None:
 
 
 PLUGIN = '''
-from tlmscore.sources import Read, SourceReader
+from tlmscore.stores import Read, SourceReader
 from tlmscore.stores.agents import AgentsConnector
 
 
@@ -357,7 +357,7 @@ def test_plugins_add_and_never_replace_and_are_listed(installed: None, capsys: p
         loaded_stores_and_readers = (connectors(), tlmscore.stores.readers())
     stores, readers = loaded_stores_and_readers
     assert list(stores)[-1] == "elsewhere" and stores["phoenix"] is CONNECTORS["phoenix"]
-    assert readers["otlp"] is tlmscore.sources.GENERIC["otlp"] and "elsewhere" in readers
+    assert readers["otlp"] is tlmscore.stores.otlp_logs.SPANS_READER and "elsewhere" in readers
     messages = sorted(str(w.message) for w in warned)
     assert "tlmscore: connector plug-in 'impostor' (acme_store:IMPOSTOR) refused: it would replace the built-in " \
            "'phoenix'" in messages

@@ -36,12 +36,12 @@ from tlmscore.annotate import (
 )
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
-from tlmscore.sources import is_live
 from tlmscore.stores import (
     Target,
     check_source,
     connectors,
     find_reader,
+    is_live,
     keyed,
     parse_target,
     source_server,

@@ -18,8 +18,7 @@ from tlmscore.cli._compare import add_compare_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
-from tlmscore.sources import is_live, with_window
-from tlmscore.stores import readers
+from tlmscore.stores import is_live, readers, with_window
 
 
 def _input(value: str) -> str | Path:

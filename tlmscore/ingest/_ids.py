@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tlmscore.model import Transcript
-from tlmscore.sources import is_live
+from tlmscore.stores import is_live
 
 
 def input_names(inputs: Iterable[str | Path]) -> dict[str, str]:

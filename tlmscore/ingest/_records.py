@@ -29,8 +29,7 @@ from tlmscore.ingest._logfile import (
 from tlmscore.ingest._normalize import normalize_record
 from tlmscore.ingest._streams import is_event, is_sse_line, stream_records
 from tlmscore.model import Transcript
-from tlmscore.sources import SourceReader, is_live
-from tlmscore.stores import find_reader
+from tlmscore.stores import SourceReader, find_reader, is_live
 
 Inputs = str | Path | dict[str, Any] | Iterable[Any] | Any
 """What a run reads: a path, a live source's address, a record, an SDK `Response`, or an iterable of those."""

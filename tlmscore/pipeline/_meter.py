@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tlmscore.ingest import Location
-from tlmscore.sources import is_live
+from tlmscore.stores import is_live
 
 _GZIP = b"\x1f\x8b"
 

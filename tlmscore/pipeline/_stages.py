@@ -43,7 +43,7 @@ from tlmscore.pipeline._scoring import Scoring
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
-from tlmscore.sources import is_live
+from tlmscore.stores import is_live
 
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")

@@ -1,18 +1,23 @@
-"""Trace stores: one connector per store, each reading its traces and taking scores back onto them.
+"""Where logs live: one module per trace store or log format, reading it and writing scores back onto it.
 
+A store that takes scores back has a connector; a format's module reads only.
+
+- `reading`: what a reader is (`SourceReader`, `Read`, `Peek`), a live source's address (`is_live`,
+  `scheme`, `with_window`), and the table files every reader reads.
 - `base`: the `Connector` protocol, `Annotation` (what every store is told about a row), `Target`,
   `Keys` and `credentials` (a key goes only to the server it is for), `Sent` (what a batch did).
-- `phoenix` (live projects, span annotations), `otlp` (OTLP trace files, `gen_ai.evaluation.result`
-  events), `langfuse` (observation exports, scores), `langsmith` (run exports, feedback), `mlflow`
-  (live experiments, feedback assessments), `agents` (the Agents SDK's span exports) and `openai`
-  (stored responses by id, `tlmscore pull`, `--hydrate`): one module each.
+- `phoenix` (live projects, span annotations), `otlp` (OTLP trace and log files and OpenInference span
+  exports, read by `otlp_spans`, `genai`, `genai_openai`, `genai_uploads`, `otlp_logs` and
+  `openinference`; `gen_ai.evaluation.result` events out), `langfuse` (observation exports and traces,
+  scores), `langsmith` (run exports, feedback), `mlflow` (live experiments and exports, feedback
+  assessments), `agents` (the Agents SDK's span exports) and `openai` (stored responses by id,
+  `tlmscore pull`, `--hydrate`).
 
 `registry.CONNECTORS` lists the built-in stores: adding a store is one module and one entry there
 (or, from another package, a `tlmscore.connectors` entry point loading a `Connector`, which never
 replaces a built-in one: see `tlmscore.plugins`). Everything else finds a store through this
 registry: by name, by the origin its rows carry, by a target's text. The registry also holds every
-reader of logs (`readers`, `find_reader`): the generic ones of `tlmscore.sources`, each store's own,
-and the `tlmscore.sources` entry points'.
+reader of logs (`readers`, `find_reader`): each store's own, and the `tlmscore.sources` entry points'.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.sources import is_live
 from tlmscore.stores.base import Annotation, Connector, Failure, Keys, Sent, Session, Target, credentials
+from tlmscore.stores.openinference import spans_records
+from tlmscore.stores.reading import Peek, Read, SourceReader, is_live, scheme, with_window
 from tlmscore.stores.registry import (
     CONNECTORS,
     ENTRY_POINT_GROUP,
@@ -38,8 +44,9 @@ from tlmscore.stores.registry import (
 )
 
 __all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "READERS", "SOURCE_PLUGINS", "Annotation", "Connector",
-           "Failure", "Keys", "Sent", "Session", "Target", "check_source", "connectors", "credentials", "find_reader",
-           "for_origin", "keyed", "parse_target", "readers", "source_server", "target_forms"]
+           "Failure", "Keys", "Peek", "Read", "Sent", "Session", "SourceReader", "Target", "check_source", "connectors",
+           "credentials", "find_reader", "for_origin", "is_live", "keyed", "parse_target", "readers", "scheme",
+           "source_server", "spans_records", "target_forms", "with_window"]
 
 def for_origin(origin: Any) -> Connector | None:
     """The store rows of this `origin` go back to (None: a plain file's rows, or an unknown origin)."""

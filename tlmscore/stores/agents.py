@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.sources import Peek, Read, SourceReader, rows, table_kind
 from tlmscore.stores.base import Keys, ReadOnly
+from tlmscore.stores.reading import Peek, Read, SourceReader, rows, table_kind
 
 __all__ = ["CONNECTOR", "AgentsConnector", "detect", "read", "response_id", "span_record"]
 

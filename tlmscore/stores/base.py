@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import httpx
 
 from tlmscore.errors import ConfigError, TranscriptError
-from tlmscore.sources import SourceReader
+from tlmscore.stores.reading import SourceReader
 
 __all__ = ["Annotation", "Connector", "Failure", "Keys", "Sent", "Session", "Target", "credentials", "same_server",
            "server_of"]
@@ -291,7 +291,7 @@ class LiveAddress:
     """What a live store's address says: `SCHEME://HOST:PORT/NAME[?since=&until=&limit=&page=]`.
 
     `name` is what is read there (a Phoenix project, an MLflow experiment); the window and the caps
-    come from the command line's `--since`, `--until` and `--limit` (`tlmscore.sources.with_window`).
+    come from the command line's `--since`, `--until` and `--limit` (`tlmscore.stores.reading.with_window`).
     """
 
     base_url: str

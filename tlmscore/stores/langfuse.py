@@ -36,7 +36,6 @@ from typing import Any
 import httpx
 
 from tlmscore._tables import json_cell
-from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
 from tlmscore.stores import langfuse_trace
 from tlmscore.stores._http import RETRY_STATUS, failure, hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
@@ -49,6 +48,7 @@ from tlmscore.stores.langfuse_shapes import (
     is_responses_items,
     typed_items,
 )
+from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
 

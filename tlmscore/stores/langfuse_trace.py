@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources import Peek, Read, rows, table_kind
+from tlmscore.stores.reading import Peek, Read, rows, table_kind
 
 __all__ = ["Observation", "detect", "is_trace", "read", "trace_records"]
 

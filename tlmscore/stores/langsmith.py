@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.sources import Peek, Read, SourceReader, read_rows, rows, table_kind
 from tlmscore.stores._http import hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
            "run_record"]

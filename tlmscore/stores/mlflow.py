@@ -35,7 +35,6 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import Read, SourceReader, attributes_of, json_cell
 from tlmscore.stores import mlflow_export
 from tlmscore.stores._http import RETRY_STATUS, answered, call
 from tlmscore.stores.base import (
@@ -51,6 +50,8 @@ from tlmscore.stores.base import (
     live_target,
 )
 from tlmscore.stores.mlflow_attachments import ARTIFACT_PATH, Fetch, references, restore
+from tlmscore.stores.otlp_spans import attributes_of
+from tlmscore.stores.reading import Read, SourceReader, json_cell
 
 __all__ = ["CONNECTOR", "MlflowConnector", "assessment", "feedback_sources", "newer_traces", "parse_address",
            "read_live", "span_records"]

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources import Peek, Read, rows, table_kind
 from tlmscore.stores.mlflow_attachments import export_warning
+from tlmscore.stores.reading import Peek, Read, rows, table_kind
 
 __all__ = ["Spans", "detect", "is_trace", "read", "trace_of"]
 

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tlmscore.sources import rows, table_kind
 from tlmscore.stores.agents import response_id
 from tlmscore.stores.base import Keys, ReadOnly
+from tlmscore.stores.reading import rows, table_kind
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -1,4 +1,4 @@
-"""OpenTelemetry: GenAI spans in (OTLP trace files, read by `tlmscore.sources`), evaluation events out.
+"""OpenTelemetry: GenAI spans in (OTLP trace and log files, OpenInference span exports), evaluation events out.
 
 Write-back: one `gen_ai.evaluation.result` event per annotation, an OTLP log record with the
 GenAI semantic conventions' attributes (`gen_ai.evaluation.name`, `gen_ai.evaluation.score.value`,
@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tlmscore.errors import ConfigError
-from tlmscore.sources import GENERIC
+from tlmscore.stores import openinference, otlp_logs
 from tlmscore.stores._http import call, sent
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
@@ -156,7 +156,8 @@ class OtlpConnector:
 
     name = "otlp"
     origins = ("otlp", "openinference")
-    readers = (GENERIC["otlp"],)
+    readers = (openinference.READER, otlp_logs.SPANS_READER, otlp_logs.LOGS_READER)
+    """The files of OTLP collectors and backends: OpenInference span exports, OTLP traces, GenAI log events."""
     keys = KEYS
     batch_size = 512
     forms = ("otlp:URL", "otlp (OTEL_EXPORTER_OTLP_ENDPOINT)", "otlp-json:FILE")

@@ -5,7 +5,7 @@ sorted by start time, oldest first, a page at a time with the cursor the server 
 each span is downloaded once (100,000 spans: 100 requests of 1,000) and memory stays bounded by
 a page. The address's query holds the window and the cap (`?since=ISO&until=ISO&limit=N`, which
 the command line's `--since`, `--until` and `--limit` add, and `page=N`, at most 1,000). The
-spans are read as Phoenix's exports are (`tlmscore.sources.spans_records`), origin `phoenix`.
+spans are read as Phoenix's exports are (`tlmscore.stores.openinference.spans_records`), origin `phoenix`.
 
 Writing: one span annotation per row with a span id, `POST /v1/span_annotations?sync=true`, 100
 a request: name `tlmscore.<scorer>`, annotator kind CODE, score, label and explanation, and the
@@ -29,7 +29,6 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import TranscriptError
-from tlmscore.sources import Read, SourceReader, plain, spans_records
 from tlmscore.stores._http import answered, call, sent
 from tlmscore.stores.base import (
     Annotation,
@@ -43,6 +42,8 @@ from tlmscore.stores.base import (
     live_origin,
     live_target,
 )
+from tlmscore.stores.openinference import spans_records
+from tlmscore.stores.reading import Read, SourceReader, plain
 
 __all__ = ["CONNECTOR", "DEFAULT_LIMIT", "DEFAULT_PAGE", "IDENTIFIER", "PhoenixConnector", "annotation_identifiers",
            "newer_spans", "parse_address", "read_live", "span_annotation"]
@@ -148,7 +149,7 @@ def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Re
 def newer_spans(address: str, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     """The project's LLM spans that started at or after the address's `since`, oldest first, a page at a time.
 
-    What `tlmscore watch` polls: the raw spans (flattened by `tlmscore.sources.spans_records`).
+    What `tlmscore watch` polls: the raw spans (flattened by `openinference.spans_records`).
     """
     return _pages(parse_address(address), session, headers)
 

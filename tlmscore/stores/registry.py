@@ -1,9 +1,10 @@
 """The registries of trace stores and of readers of logs: what is built in, and what plug-ins add.
 
 `CONNECTORS` lists the built-in stores; `PLUGINS` reads the `tlmscore.connectors` entry points.
-Every reader of logs is here too, as the stores bring readers of their own: `READERS`, the built-in
-ones (the generic readers of `tlmscore.sources`, then each store's), and `SOURCE_PLUGINS`, the
-`tlmscore.sources` entry points; `find_reader` picks a file's reader by its content (or by name).
+Every reader of logs is here too, as each store brings its readers (its connector's `readers`):
+`READERS`, the built-in ones, and `SOURCE_PLUGINS`, the `tlmscore.sources` entry points; `find_reader`
+picks a file's reader by its content (or by name). Adding a store or a format is one module and one
+entry: its connector here, or a reader on its store's connector.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 from tlmscore.errors import TranscriptError
 from tlmscore.plugins import Kind, plugins
-from tlmscore.sources import GENERIC, SOURCES_GROUP, Peek, SourceReader, peek, scheme
 from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
 from tlmscore.stores.base import Connector
+from tlmscore.stores.reading import SOURCES_GROUP, Peek, SourceReader, peek, scheme
 
 __all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "READERS", "SOURCE_PLUGINS", "connectors", "find_reader",
            "readers"]
@@ -52,9 +53,9 @@ def connectors() -> Mapping[str, Connector]:
     return MappingProxyType({**CONNECTORS, **plugins(PLUGINS)})
 
 
-READERS: Mapping[str, SourceReader] = MappingProxyType({
-    **GENERIC, **{reader.name: reader for c in CONNECTORS.values() for reader in c.readers}})
-"""The built-in readers, by name: the generic ones, then the built-in trace stores'."""
+READERS: Mapping[str, SourceReader] = MappingProxyType(
+    {reader.name: reader for c in CONNECTORS.values() for reader in c.readers})
+"""The built-in readers, by name, in the stores' order: a file's reader is the first that recognises it."""
 
 
 def _accept_readers(name: str, value: Any) -> Mapping[str, SourceReader]:

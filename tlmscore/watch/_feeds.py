@@ -20,8 +20,7 @@ from typing import Any, Protocol
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.sources import Read, spans_records, with_window
-from tlmscore.stores import Session, Target, credentials, keyed, parse_target
+from tlmscore.stores import Read, Session, Target, credentials, keyed, parse_target, spans_records, with_window
 from tlmscore.stores import mlflow as mlflow_store
 from tlmscore.stores import phoenix as phoenix_store
 from tlmscore.watch._state import parse_time

@@ -15,7 +15,7 @@ reader to join to their spans. A logs file read on its own (`read`) gives one re
 under the ids of its span: what the event holds is the whole call but the span's name and status.
 
 `read_spans` is the reader of OTLP trace files: each span read with its events and the content
-the completion hook uploaded (`tlmscore.sources._uploads`).
+the completion hook uploaded (`tlmscore.stores.genai_uploads`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.sources import _otlp
-from tlmscore.sources._otlp import attributes_of, hex_id, requests_of, span_record
-from tlmscore.sources._tables import Peek, Read
-from tlmscore.sources._uploads import uploaded
+from tlmscore.stores import otlp_spans as _otlp
+from tlmscore.stores.genai_uploads import uploaded
+from tlmscore.stores.otlp_spans import attributes_of, hex_id, requests_of, span_record
+from tlmscore.stores.reading import Peek, Read, SourceReader
+
+__all__ = ["LOGS_READER", "SPANS_READER", "detect", "read", "read_spans"]
 
 EVENT = "gen_ai.client.inference.operation.details"
 Events = dict[tuple[str | None, str | None], dict[str, Any]]
@@ -134,3 +136,10 @@ def read_spans(address: str) -> Iterator[Read]:
         return {**found, **uploaded(own, path.parent)}
 
     yield from _otlp.read(address, content)
+
+
+SPANS_READER = SourceReader("otlp", _otlp.detect, read_spans, wants="`resourceSpans` (OTLP JSON) or a protobuf body")
+"""OTLP trace files (JSON or protobuf), with their GenAI log events where they sit beside them."""
+LOGS_READER = SourceReader("otlp-logs", detect, read,
+                           wants="`resourceLogs` holding `gen_ai.client.inference.operation.details` events")
+"""A file of GenAI log events alone."""

@@ -5,13 +5,11 @@
 `input` and `tools` and the response's `output` (a Chat Completions call: `messages`, `tools` and
 `choices`). Parts: `text`; `tool_call`, `tool_call_response` (its value in `response` or
 `result`); `reasoning`; `server_tool_call` and `server_tool_call_response` (a built-in tool: the
-provider's item where the instrumentation writes it so, see `_genai_openai`; else a call of that
-name and its result, with a warning); media as the content parts the API takes, so they render as
-the raw record's do (`blob` and `uri` images and files as inline data, `file` by its id or name),
-never as their bytes. Tool definitions are kept as the request gave them (built-ins, `strict`).
+provider's item where the instrumentation writes it so, see `genai_openai`; else a call of that name
+and its result, with a warning); media as the content parts the API takes, rendered as the raw
+record's (`blob`, `uri` inline, `file` by id or name), never as bytes; tools as the request gave them.
 
-What each instrumentation leaves out is known from the span's instrumentation scope, and the
-warnings say what a span of it cannot hold (see `docs/traces.md`). Pure: values in, values out.
+What each instrumentation leaves out is known from its scope; warnings say what its spans lack. Pure.
 """
 
 from __future__ import annotations
@@ -22,7 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.sources._genai_openai import KEPT_GENAI_OPENAI, as_requested, output_format, provider_item, read_back
+from tlmscore.stores.genai_openai import KEPT_GENAI_OPENAI, as_requested, output_format, provider_item, read_back
+
+__all__ = ["GENAI_OPENAI", "LOGFIRE", "OFFICIAL", "TRACELOOP", "genai_call", "instrumentation"]
 
 TRACELOOP, LOGFIRE, OFFICIAL, GENAI_OPENAI = "traceloop", "logfire", "openai-v2", "genai-openai"
 _SCOPES = {"opentelemetry.instrumentation.openai.v1": TRACELOOP, "opentelemetry.instrumentation.openai": TRACELOOP,

@@ -22,6 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+__all__ = ["uploaded"]
+
 CONTENT = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions")
 """The attributes the hook uploads; each span names its file as the attribute with `_ref` (or `.ref`) added."""
 

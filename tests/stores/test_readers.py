@@ -18,10 +18,9 @@ from tests.support.paths import ROOT
 from tests.support.tables import write_table
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest import read_transcripts
-from tlmscore.sources import Read, SourceReader
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import SOURCE_PLUGINS as PLUGINS
-from tlmscore.stores import find_reader
+from tlmscore.stores import Read, SourceReader, find_reader
 
 pytest.importorskip("openinference.instrumentation.openai", reason="the phoenix extra is not installed")
 

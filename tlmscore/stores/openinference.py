@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell, rows, table_kind
-from tlmscore.sources._tables import Peek, Read
+from tlmscore.stores.reading import Peek, Read, SourceReader
+
+__all__ = ["READER", "detect", "read", "span_record", "spans_records"]
 
 ORIGIN = "openinference"
 REDACTED = "__REDACTED__"
@@ -159,3 +161,9 @@ def read(address: str) -> Iterator[Read]:
     """The LLM spans of an export file, in the file's order."""
     path = Path(address)
     yield from spans_records(rows(path, table_kind(path) or "jsonl"))
+
+
+READER = SourceReader(
+    "openinference", detect, read,
+    wants="`context.span_id` and an OpenInference span kind (`span_kind`, `attributes.openinference…`)")
+"""OpenInference span exports (Phoenix's, or any file of such spans)."""

@@ -254,7 +254,7 @@ def test_an_image_the_openinference_instrumentation_redacted_is_said_to_be_redac
     span = {"name": "Response", "span_kind": "LLM", "context.span_id": "5f1d", "context.trace_id": "9a0e",
             "attributes.llm.model_name": "gpt-4.1-mini", "attributes.input.value": json.dumps(request),
             "attributes.output.value": json.dumps(record["response"])}
-    from tlmscore.sources._openinference import span_record
+    from tlmscore.stores.openinference import span_record
 
     made = span_record(span)
     assert made is not None

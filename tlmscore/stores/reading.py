@@ -1,25 +1,28 @@
-"""What a reader of logs is, and the readers of formats no one store owns.
+"""What a reader of logs is, and what every reader reads files with.
 
 A reader (`SourceReader`) turns a file (or a live address) into transcript records, the dicts of
 the record contract (`{"id", "request", "response", "metadata"}` plus the origin fields `origin`,
 `trace_id`, `span_id` and, where something was lost on the way, `warnings`), which ingest
-normalises as it does any record. `GENERIC` holds the readers of file formats no one store owns
-(OpenInference span exports, OTLP traces and logs); each trace store brings its own, and the registry of
-every reader (with the `tlmscore.sources` entry points', `SOURCES_GROUP`) is
-`tlmscore.stores.readers`, where `find_reader` picks a file's reader.
+normalises as it does any record. Each store's module declares its readers on its connector (the
+OTLP store's are the OTLP trace, log and OpenInference span files); `registry.READERS` is the one
+table of them, with the `tlmscore.sources` entry points' (`SOURCES_GROUP`), where `find_reader`
+picks a file's reader. A live source's address: `scheme`, `is_live`, and `with_window`, which puts
+the command line's `--since`, `--until`, `--limit` into it. The table files themselves (JSON lines,
+JSON, Parquet, CSV: `rows`, `table_kind`, `plain`, `json_cell`) are read by `tlmscore._tables`, which
+output files read back share; `peek` and `read_rows` are what detection and span exports read.
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import MappingProxyType
 
-from tlmscore.sources import _openinference, _otlp, _otlp_logs
-from tlmscore.sources._tables import Peek, Read
+from tlmscore._tables import json_cell, plain, rows, table_kind
+from tlmscore.stores._rows import Peek, Read, peek, read_rows
 
-__all__ = ["GENERIC", "SOURCES_GROUP", "Peek", "Read", "SourceReader", "is_live", "scheme", "with_window"]
+__all__ = ["SOURCES_GROUP", "Peek", "Read", "SourceReader", "is_live", "json_cell", "peek", "plain", "read_rows",
+           "rows", "scheme", "table_kind", "with_window"]
 
 SOURCES_GROUP = "tlmscore.sources"
 """The entry-point group of source readers from other packages."""
@@ -38,16 +41,6 @@ class SourceReader:
     read: Callable[[str], Iterator[Read]]
     schemes: tuple[str, ...] = ()
     wants: str = ""
-
-
-GENERIC: Mapping[str, SourceReader] = MappingProxyType({r.name: r for r in (
-    SourceReader("openinference", _openinference.detect, _openinference.read,
-                 wants="`context.span_id` and an OpenInference span kind (`span_kind`, `attributes.openinference…`)"),
-    SourceReader("otlp", _otlp.detect, _otlp_logs.read_spans, wants="`resourceSpans` (OTLP JSON) or a protobuf body"),
-    SourceReader("otlp-logs", _otlp_logs.detect, _otlp_logs.read,
-                 wants="`resourceLogs` holding `gen_ai.client.inference.operation.details` events"),
-)})
-"""The readers of file formats no one store owns, by name (each store's own are `tlmscore.stores`')."""
 
 
 def scheme(address: str) -> str | None:

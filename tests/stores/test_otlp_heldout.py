@@ -2,7 +2,7 @@
 
 Reads the project's recorded replies (`fixtures/responses/`) and, when the shared corpus sits beside
 the clone (`../shared/corpus/responses`), its real recorded calls nobody on the project wrote as
-more cases; `tests/sources/test_otlp_instrumentations.py` makes the same checks on the project's own
+more cases; `tests/stores/test_otlp_instrumentations.py` makes the same checks on the project's own
 recorded traces. Every corpus response is asked for through the official `openai` client (with
 the tools it echoes) under Traceloop's instrumentation, logfire's and the official one (content
 opt-in on; it wraps Chat Completions only), exported over OTLP/HTTP to a local receiver. Expected:

@@ -28,6 +28,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = ["KEPT_GENAI_OPENAI", "as_requested", "output_format", "provider_item", "read_back"]
+
 CALL_ITEMS = {"code_interpreter": "code_interpreter_call", "file_search": "file_search_call",
               "image_generation": "image_generation_call", "mcp": "mcp_call", "mcp_list_tools": "mcp_list_tools",
               "tool_search": "tool_search_call", "web_search": "web_search_call"}

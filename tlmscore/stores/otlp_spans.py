@@ -6,7 +6,7 @@ them gzip-encoded (as OTLP/HTTP bodies often are).
 
 A span is a record when it carries GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`)
 or the older per-message events (`gen_ai.user.message`, …, `gen_ai.choice`), read as the
-instrumentation that wrote it (its scope) writes them (`tlmscore.sources._genai`); logfire's span
+instrumentation that wrote it (its scope) writes them (`tlmscore.stores.genai`); logfire's span
 of a streamed call holds only its request, and the span it logs when the stream ends the whole call,
 so only that one is a record. A record of a
 Responses call (`gen_ai.response.id` `resp_…`) also names that id as `hydrate_id`: `--hydrate`
@@ -29,8 +29,10 @@ from typing import IO, Any
 
 from tlmscore._tables import json_cell, rows
 from tlmscore.errors import TranscriptError
-from tlmscore.sources._genai import GENAI_OPENAI, LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
-from tlmscore.sources._tables import Peek, Read
+from tlmscore.stores._rows import Peek, Read
+from tlmscore.stores.genai import GENAI_OPENAI, LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
+
+__all__ = ["attributes_of", "detect", "hex_id", "read", "requests_of", "span_record"]
 
 ORIGIN = "otlp"
 _EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
