@@ -6,6 +6,7 @@
 - `_writers`: `RowWriter`, row records to one file (what the file sinks write with).
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
+- `_run_output`: `RunOutput`, the file a run writes resumably: manifest, checkpoint and output in one.
 - `_read`: `read_rows`, the one reader of output files back into `Row`s (compare, calibrate, annotate, resume).
 """
 
@@ -16,6 +17,7 @@ from tlmscore.output._encoding import FORMATS, arrow_table
 from tlmscore.output._manifest import build_manifest, describe_file, manifest_path, start_run
 from tlmscore.output._read import read_rows, score_of
 from tlmscore.output._row import CALIBRATED_COLUMN, COLUMN_KINDS, ROW_COLUMNS, SCORE_COLUMNS, Row, column_kind
+from tlmscore.output._run_output import RunOutput
 from tlmscore.output._sinks import (
     ENTRY_POINT_GROUP,
     PLUGINS,
@@ -50,6 +52,7 @@ __all__ = [
     "Row",
     "RowSink",
     "RowWriter",
+    "RunOutput",
     "SinkFactory",
     "arrow_table",
     "build_manifest",

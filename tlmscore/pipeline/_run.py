@@ -29,7 +29,7 @@ from tlmscore.convert.registry import ConverterLike
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.page import PageSource
 from tlmscore.ingest import Inputs
-from tlmscore.output import Checkpoint, Done, Row, build_manifest, describe_file, output_format, start_run
+from tlmscore.output import Done, Row, RunOutput, build_manifest, describe_file, output_format
 from tlmscore.pipeline._stages import Progress, aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, ScorerSpec, get_scorer, spec_of
 from tlmscore.settings import Settings
@@ -242,32 +242,30 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
 
 
 def _execute(job: Job, engine: Engine) -> RunResult:
-    """The run around the engine: resume checks, the checkpoint, `on_start`, `on_rows`, the output file."""
-    checkpoint, skip = _start(job)
+    """The run around the engine: its output (resume checks, checkpoint), `on_start`, `on_rows`, the output file."""
+    output = _open_output(job)
     if job.on_start is not None:
-        job.on_start(len(checkpoint.done) if checkpoint is not None else 0)
+        job.on_start(output.earlier if output is not None else 0)
     written = 0
 
     def sink(rows: list[Row]) -> None:
         nonlocal written
-        if checkpoint is not None:
-            checkpoint.write(rows)
+        if output is not None:
+            output.write(rows)
         written += len(rows)
         if job.on_rows is not None:
             job.on_rows(rows)
 
-    engine.rows(job, skip, sink)
-    if checkpoint is None:
+    engine.rows(job, output.done if output is not None else Done(), sink)
+    if output is None:
         return RunResult(None, written, 0, written)
-    total = checkpoint.finish(job.settings.chunk_size, job.columns())
-    return RunResult(job.output, written, len(checkpoint.done), total)
+    total = output.finish(job.settings.chunk_size, job.columns())
+    return RunResult(job.output, written, output.earlier, total)
 
 
-def _start(job: Job) -> tuple[Checkpoint | None, Done]:
-    """The checkpoint of a run with an output (after checking `resume` against its manifest) and what to skip."""
+def _open_output(job: Job) -> RunOutput | None:
+    """The output of a run that has one, its resume checked against the manifest of the run it continues."""
     if job.output is None:
-        return None, Done()
+        return None
     manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
-    names = start_run(job.output, manifest, resume=job.resume)
-    checkpoint = Checkpoint(job.output, resume=job.resume)
-    return checkpoint, Done.of((names.get(source, source), line) for source, line in checkpoint.done)
+    return RunOutput(job.output, manifest, resume=job.resume)
