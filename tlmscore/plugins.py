@@ -19,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Entry", "Kind", "Loaded", "loaded", "plugins"]
+__all__ = ["Entry", "Kind", "Loaded", "factories", "loaded", "named_items", "plugins"]
 
 T = TypeVar("T")
 
@@ -109,3 +109,26 @@ def plugins(kind: Kind[T]) -> Mapping[str, T]:
     """The items installed packages add to a kind (never one named as a built-in)."""
     return loaded(kind).items
 
+
+
+def named_items(of: type[Any]) -> Callable[[str, Any], Mapping[str, Any]]:
+    """The `accept` of a kind whose entry points load one item of `of`, or a sequence of them, each by its name.
+
+    `of` is a class or a runtime-checkable protocol.
+    """
+    def accept(name: str, value: Any) -> Mapping[str, Any]:
+        items = list(value) if isinstance(value, Sequence) else [value]
+        wrong = [type(item).__name__ for item in items if not isinstance(item, of)]
+        if wrong:
+            raise TypeError(f"not a {of.__name__}: {', '.join(wrong)}")
+        return {item.name: item for item in items}
+    return accept
+
+
+def factories(signature: str, key: Callable[[str], str] = str) -> Callable[[str, Any], Mapping[str, Any]]:
+    """The `accept` of a kind whose entry points each load a factory (`signature` says what it is), by `key(name)`."""
+    def accept(name: str, value: Any) -> Mapping[str, Any]:
+        if not callable(value):
+            raise TypeError(f"must be a factory {signature}, not {type(value).__name__}")
+        return {key(name): value}
+    return accept

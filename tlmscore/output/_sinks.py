@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from tlmscore.errors import ConfigError
 from tlmscore.output._encoding import FORMATS
 from tlmscore.output._row import Row
 from tlmscore.output._writers import RowWriter
-from tlmscore.plugins import Kind, plugins
+from tlmscore.plugins import Kind, factories, plugins
 
 ENTRY_POINT_GROUP = "tlmscore.sinks"
 
@@ -92,15 +92,9 @@ SINKS: Mapping[str, SinkFactory] = MappingProxyType({".jsonl": JsonlSink, ".csv"
 """The built-in sinks by file suffix."""
 
 
-def _accept(name: str, value: Any) -> Mapping[str, SinkFactory]:
-    """A sink factory, under the file suffix its entry point names."""
-    if not callable(value):
-        raise TypeError(f"a sink must be a factory (path, columns) -> RowSink, not {type(value).__name__}")
-    return {"." + name.lower().lstrip("."): value}
-
-
-PLUGINS: Kind[SinkFactory] = Kind("sink", ENTRY_POINT_GROUP, lambda: SINKS, _accept)
-"""Output formats from other packages (`tlmscore.sinks` entry points)."""
+PLUGINS: Kind[SinkFactory] = Kind("sink", ENTRY_POINT_GROUP, lambda: SINKS,
+                                  factories("(path, columns) -> RowSink", lambda name: "." + name.lower().lstrip(".")))
+"""Output formats from other packages (`tlmscore.sinks` entry points), each under its entry point's file suffix."""
 
 
 def sinks() -> Mapping[str, SinkFactory]:

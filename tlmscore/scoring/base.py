@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from tlmscore._reach import PROBE_TIMEOUT, check_reachable
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
-from tlmscore.plugins import Kind, plugins
+from tlmscore.plugins import Kind, factories, plugins
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -111,14 +111,7 @@ class Scorer(Protocol):
 ScorerFactory = Callable[[Mapping[str, Any]], Scorer]
 
 
-def _accept(name: str, value: Any) -> Mapping[str, ScorerFactory]:
-    """A scorer plug-in: a factory `(options) -> Scorer`, named by its entry point."""
-    if not callable(value):
-        raise TypeError(f"a scorer must be a factory (options) -> Scorer, not {type(value).__name__}")
-    return {name: value}
-
-
-PLUGINS: Kind[ScorerFactory] = Kind("scorer", ENTRY_POINT_GROUP, lambda: SCORERS, _accept)
+PLUGINS: Kind[ScorerFactory] = Kind("scorer", ENTRY_POINT_GROUP, lambda: SCORERS, factories("(options) -> Scorer"))
 """Scorers from other packages (`tlmscore.scorers` entry points); one named as a built-in is refused."""
 
 

@@ -9,12 +9,11 @@ entry: its connector here, or a reader on its store's connector.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
 from tlmscore.errors import TranscriptError
-from tlmscore.plugins import Kind, plugins
+from tlmscore.plugins import Kind, named_items, plugins
 from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
 from tlmscore.stores.base import Connector
 from tlmscore.stores.reading import SOURCES_GROUP, Peek, SourceReader, peek, scheme
@@ -35,16 +34,7 @@ CONNECTORS: Mapping[str, Connector] = MappingProxyType({c.name: c for c in (
 """The built-in trace stores, by name."""
 
 
-def _accept(name: str, value: Any) -> Mapping[str, Connector]:
-    """The connectors an entry point loaded: one, or a sequence of them."""
-    items = list(value) if isinstance(value, Sequence) else [value]
-    wrong = [type(item).__name__ for item in items if not isinstance(item, Connector)]
-    if wrong:
-        raise TypeError(f"not a Connector: {', '.join(wrong)}")
-    return {item.name: item for item in items}
-
-
-PLUGINS: Kind[Connector] = Kind("connector", ENTRY_POINT_GROUP, lambda: CONNECTORS, _accept)
+PLUGINS: Kind[Connector] = Kind("connector", ENTRY_POINT_GROUP, lambda: CONNECTORS, named_items(Connector))
 """Trace stores from other packages (`tlmscore.connectors` entry points)."""
 
 
@@ -58,16 +48,7 @@ READERS: Mapping[str, SourceReader] = MappingProxyType(
 """The built-in readers, by name, in the stores' order: a file's reader is the first that recognises it."""
 
 
-def _accept_readers(name: str, value: Any) -> Mapping[str, SourceReader]:
-    """The readers an entry point loaded: one `SourceReader` or a sequence of them."""
-    items = list(value) if isinstance(value, Sequence) else [value]
-    wrong = [type(item).__name__ for item in items if not isinstance(item, SourceReader)]
-    if wrong:
-        raise TypeError(f"not a SourceReader: {', '.join(wrong)}")
-    return {item.name: item for item in items if isinstance(item, SourceReader)}
-
-
-SOURCE_PLUGINS: Kind[SourceReader] = Kind("source", SOURCES_GROUP, lambda: READERS, _accept_readers)
+SOURCE_PLUGINS: Kind[SourceReader] = Kind("source", SOURCES_GROUP, lambda: READERS, named_items(SourceReader))
 """Source readers from other packages (`tlmscore.sources` entry points)."""
 
 
