@@ -27,6 +27,7 @@ from tlmscore.errors import ConfigError
 from tlmscore.ingest import safe_text
 from tlmscore.output._checkpoint import checkpoint_path
 from tlmscore.settings import Settings
+from tlmscore.stores import is_live
 
 MANIFEST_VERSION = 1
 ROW_SETTINGS = ("urls", "reasoning", "offline", "allow_hosts", "page_chars", "evidence_chars", "max_bytes", "think",
@@ -44,9 +45,9 @@ def describe_file(name: str | Path) -> dict[str, Any]:
     """A file as the manifest records it: given name, resolved path, size and BLAKE2b of its bytes.
 
     A folder (of page files) is described by the relative names and bytes of the files in it; a
-    live source (given as text with `://`) by its address alone: its spans are not a file to hash.
+    live source (`stores.is_live`) by its address alone: its spans are not a file to hash.
     """
-    if isinstance(name, str) and "://" in name:
+    if isinstance(name, str) and is_live(name):
         return {"name": name, "path": name, "size": None, "blake2b": None}
     path = Path(name)
     digest = hashlib.blake2b(digest_size=20)
