@@ -278,6 +278,7 @@ CROSS_PACKAGE: dict[tuple[str, str], str] = {
     ("docs/test_documents.py", "tlmscore.cli._args"): "the documented flags are the parser's",
     ("docs/test_documents.py", "tlmscore.cli._reference"): "docs/cli.md is the reference the CLI renders",
     ("cli/test_resume.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint, damaged on purpose",
+    ("pipeline/test_run.py", "tlmscore.ingest._records"): "the reader lookup a run makes, counted per input",
     ("cli/test_resume_manifest.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint",
     ("cli/test_resume_manifest.py", "tlmscore.output._manifest"): "what the resumed run wrote",
     ("convert/test_provider_shapes.py", "tlmscore.rendering._shown"): "a page two searches list is shown once",

@@ -30,17 +30,20 @@ from tlmscore.ingest._history import (
 from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
 from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
 from tlmscore.ingest._normalize import normalize_record
-from tlmscore.ingest._records import Inputs, Location, read_located, read_transcripts, scan
+from tlmscore.ingest._records import Input, Inputs, Location, decide, decided, read_located, read_transcripts, scan
 
 __all__ = [
     "BatchInputs",
     "ChainIndex",
     "History",
+    "Input",
     "Inputs",
     "Location",
     "call_input",
     "check_readable",
     "conversation_id",
+    "decide",
+    "decided",
     "input_names",
     "is_jsonl",
     "load_line",

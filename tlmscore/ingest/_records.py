@@ -185,27 +185,64 @@ def _from_source(reader: SourceReader, address: str, batch: BatchInputs | None,
         raise TranscriptError(f"{name}: unreadable as {reader.name}: {type(exc).__name__}: {exc}") from None
 
 
-def _file(given: str | Path, batch: BatchInputs | None, look: Look | None,
+@dataclass(frozen=True)
+class Input:
+    """One input file or live source, as decided once where it enters: how it is read.
+
+    By `reader`, a source reader; a plain file by its `kind`: `sse` or `events` (a stream), `jsonl` or `json`.
+    """
+
+    given: str | Path
+    reader: SourceReader | None = None
+    kind: str = ""
+
+
+def decide(given: str | Path, fmt: str | None = None, name: str | None = None) -> Input:
+    """How `given` is read: by the source reader of its address or content (or the one `fmt` names), else by kind.
+
+    A file that is not there is a `TranscriptError` naming it as `name`.
+    """
+    if isinstance(given, str) and is_live(given):
+        reader = find_reader(given, fmt)
+        if reader is not None:
+            return Input(given, reader)
+    path = Path(given)
+    if not path.is_file():
+        raise TranscriptError(f"{str(given) if name is None else name}: no such file")
+    reader = find_reader(str(path), fmt)
+    return Input(given, reader) if reader is not None else Input(given, kind=_kind(path))
+
+
+def decided(source: Inputs, fmt: str | None = None) -> Inputs:
+    """`source` with each path or address decided once (`Input`), for a run that reads it more than once.
+
+    One that cannot be decided yet (not there) is left as given: reading it says so where it did.
+    """
+    if not isinstance(source, (str, Path, list, tuple)):
+        return source
+    items = [source] if isinstance(source, (str, Path)) else list(source)
+    out: list[Any] = []
+    for item in items:
+        try:
+            out.append(decide(item, fmt) if isinstance(item, (str, Path)) else item)
+        except TranscriptError:
+            out.append(item)
+    return out
+
+
+def _file(given: str | Path | Input, batch: BatchInputs | None, look: Look | None,
           fmt: str | None = None, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """The records of one file (or live source), named as given or `name` (so locations and transcripts agree).
 
     A file whose content a source reader recognises (or the reader `fmt` names) is read by it; an
     event stream gives one record per streamed response; any other file is read as transcript records.
     """
-    label = str(given) if name is None else name
-    if isinstance(given, str) and is_live(given):
-        reader = find_reader(given, fmt)
-        if reader is not None:
-            yield from _from_source(reader, given, batch, label)
-            return
-    path = Path(given)
-    if not path.is_file():
-        raise TranscriptError(f"{label}: no such file")
-    reader = find_reader(str(path), fmt)
-    if reader is not None:
-        yield from _from_source(reader, str(given), batch, label)
+    found = given if isinstance(given, Input) else decide(given, fmt, name)
+    label = str(found.given) if name is None else name
+    if found.reader is not None:
+        yield from _from_source(found.reader, str(found.given), batch, label)
         return
-    kind = _kind(path)
+    path, kind = Path(found.given), found.kind
     if kind in ("sse", "events"):
         yield from _stream_file(path, label, kind == "sse")
     elif kind == "jsonl":
@@ -223,13 +260,13 @@ def scan(source: Inputs, batch: BatchInputs | None = None, look: Look | None = N
     names the source reader of every file (see `tlmscore.sources`); by default each file's
     content decides. `name` is what a single file is called in rows and messages (else its path as given).
     """
-    if isinstance(source, (str, Path)):
+    if isinstance(source, (str, Path, Input)):
         yield from _file(source, batch, look, fmt, name)
         return
     if isinstance(source, dict) or hasattr(source, "model_dump"):
         source = [source]
     for number, item in enumerate(source, start=1):
-        if isinstance(item, (str, Path)):
+        if isinstance(item, (str, Path, Input)):
             yield from _file(item, batch, look, fmt)
         else:
             yield (Location("<records>", number, record=item),
@@ -271,7 +308,8 @@ def read_located(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchIn
     """`read_transcripts`, each record with its `Location` (a line's byte offset: how far a run has read)."""
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
-    files = [source] if isinstance(source, (str, Path)) else source if isinstance(source, (list, tuple)) else []
-    names = input_names(item for item in files if isinstance(item, (str, Path)))
+    files = [source] if isinstance(source, (str, Path, Input)) else source if isinstance(source, (list, tuple)) else []
+    names = input_names(item.given if isinstance(item, Input) else item for item in files
+                        if isinstance(item, (str, Path, Input)))
     for location, transcript in scan(source, batch, fmt=fmt):
         yield location, with_input_id(transcript, names)

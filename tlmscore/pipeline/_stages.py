@@ -34,7 +34,17 @@ from tlmscore.convert.registry import converters as registered_converters
 from tlmscore.errors import TlmscoreError
 from tlmscore.evidence.page import Page, PagesByKey, PageSource, answered_at, page_for, planned_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import BatchInputs, ChainIndex, History, Inputs, Location, read_located, with_history
+from tlmscore.ingest import (
+    BatchInputs,
+    ChainIndex,
+    History,
+    Input,
+    Inputs,
+    Location,
+    decided,
+    read_located,
+    with_history,
+)
 from tlmscore.model import Conversation, Message, ScoringInput, ToolCall, Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._hydrate import hydrated, open_client
@@ -248,11 +258,13 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
         joined = batch if batch is not None else ()
         if batch is not None:
             stack.callback(batch.close)
-        chains = await asyncio.to_thread(_chain_index, source, joined, settings.input_format)
+        # each input decided once (its reader, or its kind), for the chain index's passes and the read
+        inputs = await asyncio.to_thread(decided, source, settings.input_format)
+        chains = await asyncio.to_thread(_chain_index, inputs, joined, settings.input_format)
         if chains is not None:
             stack.callback(chains.close)
         client = await stack.enter_async_context(open_client()) if settings.hydrate else None
-        records = ((where, t) for where, t in read_located(source, batch_inputs=joined, fmt=settings.input_format)
+        records = ((where, t) for where, t in read_located(inputs, batch_inputs=joined, fmt=settings.input_format)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         scoring = Scoring(scorer, settings.score_workers) if scorer is not None else None
@@ -329,9 +341,10 @@ def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None
     scored with the history the store holds in each span.
     """
     items = source if isinstance(source, (list, tuple)) else [source]
-    if any(isinstance(item, str) and is_live(item) for item in items):
+    given = [item.given if isinstance(item, Input) else item for item in items]
+    if any(isinstance(item, str) and is_live(item) for item in given):
         return None
-    if isinstance(source, (str, Path, dict, list, tuple)) or hasattr(source, "model_dump"):
+    if isinstance(source, (str, Path, Input, dict, list, tuple)) or hasattr(source, "model_dump"):
         return ChainIndex.build(source, batch_inputs=batch, fmt=fmt)
     return None
 
