@@ -25,14 +25,13 @@ from __future__ import annotations
 import calendar
 import json
 import time
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode, urlsplit
 
 from tlmscore._urls import url_key
 from tlmscore.evidence._guard import address_problem, parse_ip_literal
-from tlmscore.evidence.page import AsOf, Page, PageSource, pages_as_done
+from tlmscore.evidence.page import AsOf, Fallback, Page, PageSource
 from tlmscore.settings import Settings
 
 FALLBACK_STATUSES = frozenset({"http_error", "timeout", "connect_error", "dns_error", "redirect_loop", "empty"})
@@ -105,40 +104,42 @@ class ArchivePages(PageSource):
     """Pages from `live` (the fetcher), with a web archive before or after it as `settings.archive` says."""
 
     def __init__(self, live: PageSource, settings: Settings) -> None:
-        self._live = live
-        self._base = settings.archive_url
-        self._prefer = settings.archive == "prefer"
+        base = settings.archive_url
         # An archive on a private host (a mirror of one's own) may be asked about private hosts too.
-        self._keep_back = (lambda _url: False) if names_private_host(self._base) else names_private_host
+        keep_back = (lambda _url: False) if names_private_host(base) else names_private_host
+        archive = Snapshots(live, base, keep_back)
+        if settings.archive == "prefer":  # the archive first; the live page where it has no snapshot
+            self._pages = Fallback(archive, live, retry=lambda _url, page: not page.ok, keep_first=False)
+        else:  # the live page first; the archive for a failure it may make up for
+            self._pages = Fallback(live, archive,
+                                   retry=lambda url, page: page.status in FALLBACK_STATUSES and not keep_back(url))
+
+    def pages_as_done(self, urls: Sequence[str],
+                      as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` per URL: live pages as they come, archived ones once the archive answers."""
+        return self._pages.pages_as_done(urls, as_of)
+
+
+class Snapshots(PageSource):
+    """The archive alone: each URL's snapshot at or before the time it is wanted as of, fetched by `live`.
+
+    A URL with none (or one `keep_back` keeps from the archive) is a failed page saying why.
+    """
+
+    def __init__(self, live: PageSource, base: str, keep_back: Callable[[str], bool]) -> None:
+        self._live = live
+        self._base = base
+        self._keep_back = keep_back
 
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
-        """`(url, page)` per URL: live pages as they come, archived ones once the archive answers."""
+        """`(url, page)` per URL once the archive has answered for all."""
         when = {url: (as_of or {}).get(url_key(url)) for url in urls}
-        if self._prefer:
-            archived: dict[str, Page | str] = {url: "a private host" for url in urls if self._keep_back(url)}
-            archived |= await self._archived([u for u in dict.fromkeys(urls) if u not in archived], when)
-            missing = [url for url in urls if isinstance(archived[url], str)]
-            for url in urls:
-                page = archived[url]
-                if isinstance(page, Page):
-                    yield url, page
-            async with aclosing(pages_as_done(self._live, missing, as_of)) as live:
-                async for item in live:
-                    yield item
-            return
-        failed: dict[str, Page] = {}
-        async with aclosing(pages_as_done(self._live, urls, as_of)) as live:
-            async for url, page in live:
-                if page.status in FALLBACK_STATUSES and not self._keep_back(url):
-                    failed[url] = page
-                else:
-                    yield url, page
-        if failed:
-            from_archive = await self._archived(list(failed), when)
-            for url, page in failed.items():
-                found = from_archive[url]
-                yield url, found if isinstance(found, Page) else _with_reason(page, found)
+        archived: dict[str, Page | str] = {url: "a private host" for url in urls if self._keep_back(url)}
+        archived |= await self._archived([u for u in dict.fromkeys(urls) if u not in archived], when)
+        for url in urls:
+            found = archived[url]
+            yield url, found if isinstance(found, Page) else Page(url=url, status="http_error", error=found)
 
     async def _closest(self, urls: list[str], when: dict[str, float | None]) -> dict[str, Snapshot | str]:
         """The snapshot of each URL at or before its time, or why there is none.
@@ -203,8 +204,3 @@ def names_private_host(url: str) -> bool:
     if literal is not None:
         return address_problem(literal) is not None
     return "." not in host or host.endswith(_PRIVATE_SUFFIXES)
-
-
-def _with_reason(page: Page, reason: str) -> Page:
-    """The live failure, saying also why the archive did not make up for it."""
-    return replace(page, error=f"{page.error or page.status}; {reason}")

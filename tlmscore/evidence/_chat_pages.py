@@ -52,7 +52,7 @@ from tlmscore.errors import ConfigError, FetchError
 from tlmscore.evidence._archive import names_private_host
 from tlmscore.evidence._guard import Resolver, check_url, system_resolver
 from tlmscore.evidence.cache import PageCache
-from tlmscore.evidence.page import AsOf, Page, PageSource, pages_as_done
+from tlmscore.evidence.page import AsOf, Fallback, Page, PageSource
 from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
 
@@ -165,9 +165,20 @@ def api_key(settings: Settings) -> str | None:
     return key
 
 
-def _with_reason(page: Page, reason: str) -> Page:
-    """The failure below, saying also why the page model did not make up for it."""
-    return replace(page, error=f"{page.error or page.status}; {reason}")
+def _model_may_help(url: str, page: Page) -> bool:
+    """Whether the page model is asked for a page below failed: not one the guard refused, nor a blank URL."""
+    return not (page.ok or page.status == "blocked" or not url or not url.strip())
+
+
+class _Alone(PageSource):
+    """The page model alone, on an open `ChatPages`: what it makes up for below it."""
+
+    def __init__(self, chat: ChatPages) -> None:
+        self._chat = chat
+
+    def pages_as_done(self, urls: Sequence[str],
+                      as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        return self._chat.read(urls)
 
 
 class ChatPages(PageSource):
@@ -232,22 +243,16 @@ class ChatPages(PageSource):
             for url in dict.fromkeys(urls):
                 if not url or not url.strip():
                     yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
-            async with aclosing(self._read(urls)) as read:
+            async with aclosing(self.read(urls)) as read:
                 async for item in read:
                     yield item
             return
-        failed: dict[str, Page] = {}
-        async with aclosing(pages_as_done(self._below, urls, as_of)) as below:
-            async for url, page in below:
-                if page.ok or page.status == "blocked" or not url or not url.strip():
-                    yield url, page
-                else:
-                    failed[url] = page
-        async with aclosing(self._read(list(failed))) as read:
-            async for url, found in read:
-                yield url, found if found.ok else _with_reason(failed[url], found.error or found.status)
+        fallback = Fallback(self._below, _Alone(self), retry=_model_may_help)
+        async with aclosing(fallback.pages_as_done(urls, as_of)) as found:
+            async for item in found:
+                yield item
 
-    async def _read(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+    async def read(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         """The model's page of each URL (each distinct page asked once), or why there is none, as each is done."""
         plan = Plan.of([urls])
         firsts = plan.urls

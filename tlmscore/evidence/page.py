@@ -9,16 +9,17 @@ by `url_key` alone (`PagesByKey`); `page_for` looks a cited URL's page up in it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol, get_args
 
 from tlmscore._urls import url_key
 from tlmscore.evidence.plan import Plan
 
-__all__ = ["PAGE_STATUSES", "AsOf", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus", "PagesByKey",
-           "answered_at", "in_given_order", "keyed_pages", "page_for", "pages_as_done", "planned_pages"]
+__all__ = ["PAGE_STATUSES", "AsOf", "Fallback", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus",
+           "PagesByKey", "answered_at", "in_given_order", "keyed_pages", "page_for", "pages_as_done", "planned_pages",
+           "with_reason"]
 
 PageStatus = Literal[
     "ok",
@@ -178,3 +179,43 @@ class MemoryPages(PageSource):
         if page is None:
             return Page(url=url, status="offline_miss", error="page not available offline")
         return page
+
+
+def with_reason(page: Page, reason: str) -> Page:
+    """A failed page, saying also why the source asked after it did not make up for it."""
+    return replace(page, error=f"{page.error or page.status}; {reason}")
+
+
+class Fallback(PageSource):
+    """Pages from `first`; those `retry(url, page)` picks, asked of `then` once `first` is done with all.
+
+    A page `then` gives is used when it is ok; otherwise the first page stays, its error saying also why
+    `then` could not help (`keep_first`), or `then`'s page is used as it is. The web archive and the
+    page model each make up for the pages below them this way.
+    """
+
+    def __init__(self, first: PageSource, then: PageSource, *, retry: Callable[[str, Page], bool],
+                 keep_first: bool = True) -> None:
+        self._first = first
+        self._then = then
+        self._retry = retry
+        self._keep_first = keep_first
+
+    async def pages_as_done(self, urls: Sequence[str],
+                            as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+        """`(url, page)` per URL: `first`'s pages as they come, then the retried ones as `then` gives them."""
+        failed: dict[str, Page] = {}
+        async with aclosing(pages_as_done(self._first, urls, as_of)) as got:
+            async for url, page in got:
+                if self._retry(url, page):
+                    failed[url] = page
+                else:
+                    yield url, page
+        if not failed:
+            return
+        async with aclosing(pages_as_done(self._then, list(failed), as_of)) as again:
+            async for url, found in again:
+                if found.ok or not self._keep_first:
+                    yield url, found
+                else:
+                    yield url, with_reason(failed[url], found.error or found.status)
