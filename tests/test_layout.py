@@ -14,7 +14,7 @@ MAX_LINES = 400
 # The pipeline's order. A module may import from its own stage and from earlier ones only.
 STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
-     "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._cost", "tlmscore.plugins",
+     "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._endpoint", "tlmscore._cost", "tlmscore.plugins",
      "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores"),
     ("tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
@@ -234,6 +234,7 @@ NO_TESTS = {"servers", "support"}
 PRIVATE_REACH: dict[str, str] = {
     "tlmscore._breaker": "the breaker's count and reason, tested on its own; its users export none of it",
     "tlmscore._chat": "the judge's reply types (Completion, TokenLogprob), built by hand for the fake server",
+    "tlmscore._endpoint": "the key lookup and client every model endpoint shares, tested on its own",
     "tlmscore._retry_after": "Retry-After parsing, tested on its own; every client uses it, none exports it",
     "tlmscore._urls": "url_key, the one spelling of a URL that pages, cache and archive are keyed by",
     "tlmscore.cli._args": "the parser and Settings made from flags: help texts and the documented flags",

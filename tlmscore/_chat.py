@@ -59,7 +59,7 @@ class Completion:
     tokens: tuple[TokenLogprob, ...] = ()
 
 
-def open_client(base_url: str, api_key: str | None, *, timeout: float, retries: int) -> openai.AsyncOpenAI:
+def open_client(base_url: str | None, api_key: str | None, *, timeout: float, retries: int) -> openai.AsyncOpenAI:
     """An SDK client for one endpoint; the caller closes it (`async with` or `await client.close()`).
 
     With `api_key=None` requests go without an `Authorization` header (local servers need none):

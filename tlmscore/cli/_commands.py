@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tlmscore._endpoint import Endpoint
 from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate, target_files
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
@@ -241,17 +242,14 @@ def _pull(args: argparse.Namespace) -> int:
     """Stored responses by id into transcript records; an id that cannot be pulled is an error record."""
     import asyncio  # noqa: PLC0415  (only this command runs a loop of its own here)
 
-    import openai  # noqa: PLC0415
-
     from tlmscore.stores.openai import pull_to_file, read_ids  # noqa: PLC0415
 
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     ids = [rid for given in args.ids for rid in read_ids(given, args.column)]
-    try:
-        client = openai.AsyncOpenAI(base_url=args.base_url)
-    except openai.OpenAIError:
-        raise ConfigError("pull needs an API key in OPENAI_API_KEY") from None
+    stored = Endpoint(args.base_url, key_envs=("OPENAI_API_KEY",), key_needed=True,
+                      missing="pull needs an API key in OPENAI_API_KEY")
+    client = stored.client(timeout=600.0, retries=2)  # the SDK's own timeout and retries
 
     async def pull() -> tuple[int, int]:
         async with client:

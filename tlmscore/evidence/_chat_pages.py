@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 import re
 import time
 from collections.abc import AsyncGenerator, Sequence
@@ -46,9 +45,10 @@ from typing import TYPE_CHECKING
 
 from tlmscore._chat import ChatClient, open_client
 from tlmscore._cost import Budget, dollars, estimate_tokens, price_of, token_cost
+from tlmscore._endpoint import Endpoint
 from tlmscore._urls import url_key
 from tlmscore.convert import split_think
-from tlmscore.errors import ConfigError, FetchError
+from tlmscore.errors import FetchError
 from tlmscore.evidence._archive import names_private_host
 from tlmscore.evidence._guard import Resolver, check_url, system_resolver
 from tlmscore.evidence.cache import PageCache
@@ -154,15 +154,12 @@ def model_folder(settings: Settings) -> Path:
     return settings.cache_dir / "model-pages" / f"{slug}-{digest}"
 
 
-def api_key(settings: Settings) -> str | None:
-    """The page model's key from the environment variable `page_api_key_env` names (None: no key is sent)."""
+def page_endpoint(settings: Settings) -> Endpoint:
+    """The page model: its API root, model and requests in flight; its key from `page_api_key_env` (or none)."""
     name = settings.page_api_key_env
-    if name is None:
-        return None
-    key = os.environ.get(name)
-    if not key:
-        raise ConfigError(f"page_api_key_env (--page-api-key-env): the environment variable {name} is not set")
-    return key
+    return Endpoint(settings.page_base_url or "", settings.page_model or "", key_envs=(name,) if name else (),
+                    key_needed=name is not None, concurrency=settings.page_concurrency,
+                    missing=f"page_api_key_env (--page-api-key-env): the environment variable {name} is not set")
 
 
 def _model_may_help(url: str, page: Page) -> bool:
@@ -193,7 +190,8 @@ class ChatPages(PageSource):
         self._below = below
         self._settings = settings
         self._model = settings.page_model or ""
-        self._key = None if client is not None else api_key(settings)
+        self._endpoint = page_endpoint(settings)
+        self._key = None if client is not None else self._endpoint.key()
         self._given = client
         self._resolver: Resolver = resolver or system_resolver
         self._budget = Budget(settings.page_max_cost, what="page model", model=self._model,
@@ -212,7 +210,7 @@ class ChatPages(PageSource):
         client = self._given
         if client is None and not settings.offline:
             client = await stack.enter_async_context(open_client(
-                settings.page_base_url or "", self._key, timeout=settings.page_timeout, retries=settings.retries))
+                self._endpoint.base_url, self._key, timeout=settings.page_timeout, retries=settings.retries))
         if client is not None:
             self._chat = ChatClient(client, self._model, gate=asyncio.Semaphore(settings.page_concurrency),
                                     endpoint=_ENDPOINT, failure=lambda message: FetchError("model_failed", message))

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tlmscore.errors import ConfigError
+from tlmscore._endpoint import Endpoint
 from tlmscore.ingest import normalize_record
 from tlmscore.model import Transcript
 from tlmscore.stores.openai import fillable_id, hydrate
@@ -22,14 +22,13 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 
-def open_client() -> AsyncOpenAI:
-    """The client `--hydrate` pulls with; `ConfigError` when the environment holds no key."""
-    import openai  # noqa: PLC0415  (loaded only for a run that hydrates)
+PULLS = Endpoint(key_envs=("OPENAI_API_KEY",), key_needed=True, missing="--hydrate needs an API key in OPENAI_API_KEY")
+"""The stored responses' API (`OPENAI_BASE_URL`, else OpenAI's), its key in `OPENAI_API_KEY`."""
 
-    try:
-        return openai.AsyncOpenAI()
-    except openai.OpenAIError:
-        raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY") from None
+
+def open_client() -> AsyncOpenAI:
+    """The client `--hydrate` pulls with (the SDK's timeout and retries); `ConfigError` when no key is set."""
+    return PULLS.client(timeout=600.0, retries=2)
 
 
 async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency: int) -> list[Transcript]:

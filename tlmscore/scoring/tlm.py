@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore._breaker import Breaker
+from tlmscore._endpoint import Endpoint
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, ScorerSpec, parse_options
@@ -60,12 +61,11 @@ class TLMOptions(BaseModel):
                                                               "CLEANLAB_API_KEY, then CLEANLAB_TLM_API_KEY")
 
 
-def _api_key(env: str | None) -> str:
+def endpoint(env: str | None) -> Endpoint:
+    """Cleanlab's API: its key from `env`, else `CLEANLAB_API_KEY`, then `CLEANLAB_TLM_API_KEY`."""
     names = (env,) if env else API_KEY_ENVS
-    for name in names:
-        if os.environ.get(name):
-            return os.environ[name]
-    raise ScorerError(f"tlm scorer: set {' or '.join(names)} to your Cleanlab API key")
+    return Endpoint(key_envs=names, key_needed=True, error=ScorerError,
+                    missing=f"tlm scorer: set {' or '.join(names)} to your Cleanlab API key")
 
 
 def _tlm_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def _build_client(opts: TLMOptions) -> TLMClient:
         from cleanlab_tlm import TLM  # noqa: PLC0415  (an optional extra, imported only when asked for)
     except ImportError:
         raise ScorerError(f"tlm scorer needs the cleanlab-tlm package: {_INSTALL}") from None
-    key = _api_key(opts.api_key_env)
+    key = endpoint(opts.api_key_env).key()
     attempts = [_tlm_options(opts.options), dict(opts.options)]
     for n, options in enumerate(attempts):
         try:
