@@ -26,7 +26,8 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.compare",),
     ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
-    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures", "tlmscore.watch"),
+    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures", "tlmscore.watch",
+     "tlmscore.local_judge"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),
     ("tlmscore.__main__",),
 ]
