@@ -162,3 +162,23 @@ def test_p_yes(tokens: tuple[TokenLogprob, ...], text: str, expected: tuple[floa
     value, from_logprobs = p_yes(Completion(text, tokens))
     assert from_logprobs is expected[1]
     assert value == (pytest.approx(expected[0]) if expected[0] is not None else None)
+
+
+# ---------------------------------------------------------------- a real model behind llama.cpp's server
+# (the `llama_server` fixture: tests/servers/llama_server.py, `tlmscore judge-server`)
+
+
+@pytest.mark.system("llama.cpp")
+def test_claims_mode_with_a_real_model(llama_server: str) -> None:
+    inputs = [tool_input(HARBOUR, "Work on the northern pier ends in 2027."),
+              tool_input(HARBOUR, "The council rejected the harbour budget. Work on the pier starts in June.")]
+    scorer = get_scorer("judge", {"model": "gemma-3-270m", "base_url": llama_server, "mode": "claims",
+                                  "timeout": 120.0, "cache": False})
+    assert isinstance(scorer, JudgeScorer)
+    scores = run(scorer, inputs)
+    assert [len(s.details["claims"]) for s in scores] == [1, 2]
+    for score in scores:
+        assert score.error is None, score.error
+        assert 0.0 <= score.score <= 1.0
+        assert score.details["logprobs_available"] is True
+        assert all(c["from_logprobs"] for c in score.details["claims"]), score.details  # P(yes) from the token
