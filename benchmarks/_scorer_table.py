@@ -294,15 +294,17 @@ def table(result: Mapping[str, Any], auroc: Auroc) -> str:
             + f" | {_per_row(line.seconds)} | {_thousand(line.seconds)} | {line.cost} |" for line in found]
     out += ["| `judge`, `mode=answer` (the default) | the whole answer against the whole rendered prompt, "
             "rated A/B/C twice | an OpenAI-compatible endpoint | not measured | not measured | not measured | "
-            "two requests of about 1,900 tokens a SummEdits row | - | - |",
+            "not measured: two requests of about 1,900 input tokens each a SummEdits row | - | - |",
             "| `tlm` | Cleanlab TLM's trustworthiness | a Cleanlab key | not measured (no key here) | - | - | - | - "
             "| Cleanlab's price |"]
+    titles = {"wice": "WiCE", "summedits": "SummEdits"}
     for name, c in chosen.items():
         if "judge" in result["sets"][name]["seconds"]:
+            high = f"high {c['high']:g}" if c["high"] <= 1 else "no high threshold (a high score is never sure)"
             out.append("")
-            out.append(f"Cascade on {name}: thresholds chosen on {c['on']} (best AUROC on the grid), low "
-                       f"{c['low']:g}, high {c['high']:g}; {100 * c['sent']:.0f}% of the {name} rows sent to the "
-                       "model.")
+            out.append(f"Cascade on {titles.get(name, name)}: thresholds chosen on {titles.get(c['on'], c['on'])} "
+                       f"(the best AUROC on the grid), low {c['low']:g}, {high}; {100 * c['sent']:.0f}% of the "
+                       f"{titles.get(name, name)} rows sent to the model.")
     return "\n".join(out)
 
 

@@ -123,3 +123,12 @@ def test_the_bench_scores_both_sets_and_writes_the_table_into_the_page(tmp_path:
     assert again.returncode == 0, again.stderr
     assert page.read_text(encoding="utf-8") == text and text.count("scorer table: begin") == 1
 
+
+
+def test_the_scorers_page_shows_the_table_its_kept_scores_give() -> None:
+    table = bench_module("_scorer_table")
+    auroc = bench_module("_validity").auroc
+    kept = json.loads((BENCHMARKS / "scorer_table.json").read_text(encoding="utf-8"))
+    page = (ROOT / "docs" / "scorers.md").read_text(encoding="utf-8")
+    shown = page.split(table.BEGIN, 1)[1].split(table.END, 1)[0].strip()
+    assert shown == table.table(kept, auroc)
