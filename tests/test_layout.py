@@ -26,7 +26,8 @@ STAGES: list[tuple[str, ...]] = [
     ("tlmscore.compare",),
     ("tlmscore.annotate",),
     ("tlmscore.pipeline",),
-    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures", "tlmscore.watch"),
+    ("tlmscore.ray", "tlmscore.compat", "tlmscore.audit", "tlmscore.fixtures", "tlmscore.watch",
+     "tlmscore.local_judge"),
     ("tlmscore.cli", "tlmscore.pytest_plugin"),
     ("tlmscore.__main__",),
 ]
@@ -286,6 +287,7 @@ CROSS_PACKAGE: dict[tuple[str, str], str] = {
     ("evidence/test_archive.py", "tlmscore._urls"): "archived pages are keyed as fetched ones",
     ("rendering/test_prompt.py", "tlmscore._urls"): "the prompt's pages are keyed as fetched ones",
     ("scoring/test_judge.py", "tlmscore._chat"): "the judge's fake server answers in the chat reply types",
+    ("scoring/test_judge_claims.py", "tlmscore._chat"): "P(yes) is read from the chat reply types, built by hand",
     ("scoring/test_grounding_model_pages.py", "tlmscore.evidence._chat_pages"): "model-read pages, weighed",
     ("scoring/test_grounding_model_pages.py", "tlmscore.ray._pages"): "model-read pages in the Ray fetch actor",
 }

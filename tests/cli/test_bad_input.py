@@ -201,6 +201,19 @@ TABLE: dict[str, Case] = {
     "no command": Case("", 2, "the following arguments are required: COMMAND (see tlmscore --help)"),
     "score without -o": Case(
         "score logs.jsonl", 2, "the following arguments are required: -o/--output (see tlmscore score --help)"),
+    # judge-server: the model file and the flags, checked before a download or a model load
+    "judge-server: no such model file": Case(
+        "judge-server --model missing.gguf", 2, "missing.gguf: no such model file"),
+    "judge-server: a model file that is not GGUF": Case(
+        "judge-server --model notes.txt", 2, "notes.txt: not a GGUF model file"),
+    "judge-server: an unknown model to fetch": Case(
+        "judge-server --fetch llama-70b", 2,
+        "argument --fetch: invalid choice: 'llama-70b' (choose from 'qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b') "
+        "(see tlmscore judge-server --help)"),
+    "judge-server: --fetch-only without --fetch": Case(
+        "judge-server --model logs.jsonl --fetch-only", 2, "--fetch-only goes with --fetch NAME"),
+    "judge-server: a port out of range": Case(
+        "judge-server --fetch qwen2.5-coder-1.5b --port 70000", 2, "--port 70000: give a port from 1 to 65535"),
 }
 
 REAL = ["the output is the input", "HOME cannot be written (the default cache)", "--cache-dir is a file (cache stats)",

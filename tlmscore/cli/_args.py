@@ -298,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tlmscore.cli._watch import add_watch_parser  # noqa: PLC0415  (it builds on this module's flags)
 
     add_watch_parser(sub, _formatter, _add_evidence)
+    from tlmscore.cli._judge_server import add_judge_server_parser  # noqa: PLC0415  (beside watch's)
+
+    add_judge_server_parser(sub, _formatter)
     sub.add_parser("plugins", help="list the plug-ins of every kind: built in, installed, refused",
                    formatter_class=_formatter)
     cache = sub.add_parser("cache", help="inspect or clear the page cache", formatter_class=_formatter)

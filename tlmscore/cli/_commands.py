@@ -35,6 +35,7 @@ from tlmscore.cli._checks import (
     one_line,
 )
 from tlmscore.cli._compare import run_compare
+from tlmscore.cli._judge_server import check_judge_server, run_judge_server
 from tlmscore.cli._plugins import run_plugins
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._ray import ray_engine
@@ -363,7 +364,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "fixtures": _checked(check_fixtures_args, _fixtures), "calibrate": _calibrate, "compare": run_compare,
         "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
-        "plugins": run_plugins}
+        "plugins": run_plugins, "judge-server": _checked(check_judge_server, run_judge_server)}
     try:
         if args.command in ("prepare", "score"):
             return _run(args, scoring=args.command == "score")

@@ -41,6 +41,7 @@ is empty or the response makes no claim.
 
 from __future__ import annotations
 
+from tlmscore.scoring.grounding._passages import ClaimPassage
 from tlmscore.scoring.grounding._scorer import GroundingOptions, GroundingScorer, create
 
-__all__ = ["GroundingOptions", "GroundingScorer", "create"]
+__all__ = ["ClaimPassage", "GroundingOptions", "GroundingScorer", "create"]

@@ -23,6 +23,7 @@ from tlmscore.scoring.grounding._evidence import (
     numbered,
 )
 from tlmscore.scoring.grounding._lexicon import Lexicon, load_lexicon, wordnet_folder
+from tlmscore.scoring.grounding._passages import ClaimPassage, passage_for
 from tlmscore.scoring.grounding._recent import Recent
 from tlmscore.scoring.grounding._signals import FEATURES, ClaimSignals, features
 from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
@@ -192,8 +193,8 @@ class GroundingScorer:
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
         return EvidenceIndex(docs, self._analyse, self._read, self._lexicon, self._rules)
 
-    def score_one(self, item: ScoringInput) -> Score:
-        """The grounding score of one input."""
+    def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
+        """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
         opts = self.options
         docs = documents(item, opts.messages)
         summary = _evidence_summary(docs)
@@ -207,6 +208,30 @@ class GroundingScorer:
         if not claims:
             why = "the response makes no statement to check"
             return Score.unscorable(why if complete else f"{why} (status {item.status})", {"evidence": summary})
+        return docs, summary, claims
+
+    def claim_passages(self, item: ScoringInput, max_chars: int) -> list[ClaimPassage] | Score:
+        """Each answer sentence that makes a claim, with the evidence it needs (`_passages`), or the unscorable `Score`.
+
+        The sentences and the evidence are those this scorer checks (the same claims, the same
+        documents), so a model asked about them sees what grounding scored.
+        """
+        found = self._claims(item)
+        if isinstance(found, Score):
+            return found
+        docs, _, claims = found
+        index = self._index(tuple(docs))
+        checked = list(dict.fromkeys(claim.sentence for claim in claims))
+        return [ClaimPassage(text, passage_for(index, self._analyse(text), max_chars)) for text in checked]
+
+    def score_one(self, item: ScoringInput) -> Score:
+        """The grounding score of one input."""
+        opts = self.options
+        found = self._claims(item)
+        if isinstance(found, Score):
+            return found
+        docs, summary, claims = found
+        complete = item.status.split(":", 1)[0] in _COMPLETE
         index = self._index(tuple(docs))
         result = _Result()
         for claim in claims:

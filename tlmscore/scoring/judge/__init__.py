@@ -16,6 +16,11 @@ which Cleanlab's TLM builds on, combine two signals; this scorer computes both w
 Trust = `beta * O + (1 - beta) * S` with `beta = 0.7` as in BSDetector when samples are taken,
 else `S`.
 
+With `mode="claims"` (`_facts`) the judge instead asks about each claim of the answer once, with
+only the evidence that claim needs (the claims and evidence `grounding` checks), in one token:
+the claim's value is P(yes) from the token's log-probabilities, or its verdict word without them,
+and the row's score `0.3 * mean + 0.7 * min` over its claims.
+
 Unparseable output never becomes an invented score: a rating the parser cannot read counts as
 unsure (0.5) and is flagged in `details`; when no rating of an input could be read at all, its
 score is NaN with an explanation. Errors after retries (HTTP, timeouts) fail that row only.
@@ -36,6 +41,7 @@ logged (logger `tlmscore.scoring.judge`, level INFO; `plan` gives the same figur
 from __future__ import annotations
 
 from tlmscore._cost import estimate_tokens
+from tlmscore.scoring.judge._facts import FACT_PROMPT, fact_messages, p_yes
 from tlmscore.scoring.judge._options import Judged, JudgeOptions, JudgePlan
 from tlmscore.scoring.judge._prompts import (
     AGREEMENT_PROMPT,
@@ -50,6 +56,7 @@ from tlmscore.scoring.judge._scorer import SPEC, JudgeScorer, create, status_not
 
 __all__ = [
     "AGREEMENT_PROMPT",
+    "FACT_PROMPT",
     "LETTER_VALUES",
     "REFLECTION_PROMPTS",
     "SPEC",
@@ -60,7 +67,9 @@ __all__ = [
     "Rating",
     "create",
     "estimate_tokens",
+    "fact_messages",
     "messages_of",
+    "p_yes",
     "parse_rating",
     "rate",
     "status_note",

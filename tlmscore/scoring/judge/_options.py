@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,6 +26,12 @@ class JudgeOptions(BaseModel):
                                                                  "http://127.0.0.1:8000/v1")
     api_key_env: str | None = Field(default=None, description="environment variable holding the API key; "
                                                               "default OPENAI_API_KEY, optional for local servers")
+    mode: Literal["answer", "claims"] = Field(
+        default="answer", description="answer: rate the whole answer against the whole prompt (self-reflection, "
+                                      "and consistency with samples); claims: ask about each claim with the "
+                                      "evidence it needs, P(yes) from one token")
+    passage_chars: int = Field(default=2000, ge=200, description="claims mode: most characters of evidence sent "
+                                                                 "with a claim")
     reflections: int = Field(default=2, ge=2, le=len(REFLECTION_PROMPTS))
     samples: int = Field(default=0, ge=0, le=20, description="alternative answers for observed consistency")
     beta: float = Field(default=0.7, ge=0.0, le=1.0, description="weight of observed consistency")
@@ -72,7 +78,19 @@ class JudgeOptions(BaseModel):
     def _batch_needs_a_folder(self) -> JudgeOptions:
         if self.batch and not self.batch_dir:
             raise ValueError("batch mode needs batch_dir, the folder that keeps its state for resuming")
+        if self.mode == "claims" and (self.batch or self.samples):
+            raise ValueError("mode claims sends live requests without samples: it takes neither batch nor samples")
         return self
+
+    @property
+    def rating_tokens(self) -> int:
+        """`max_tokens` of a rating: the option when given, else 8 (answer mode) or 1 (claims mode: Yes or No)."""
+        return self.max_tokens if "max_tokens" in self.model_fields_set or self.mode == "answer" else 1
+
+    @property
+    def alternatives(self) -> int:
+        """`top_logprobs` asked for: the option when given, else 5 (answer mode) or 20 (claims mode)."""
+        return self.top_logprobs if "top_logprobs" in self.model_fields_set or self.mode == "answer" else 20
 
 
 @dataclass(frozen=True)

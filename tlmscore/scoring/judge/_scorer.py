@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -16,8 +17,10 @@ from tlmscore._cost import Budget, estimate_tokens, price_of
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
+from tlmscore.scoring.grounding import GroundingScorer
 from tlmscore.scoring.judge._cache import CachedChat
 from tlmscore.scoring.judge._cost import cost_of
+from tlmscore.scoring.judge._facts import fact_messages, verdict_score, verdicts
 from tlmscore.scoring.judge._options import DEFAULT_BASE_URL, Judged, JudgeOptions, JudgePlan
 from tlmscore.scoring.judge._prompts import (
     AGREEMENT_PROMPT,
@@ -92,6 +95,7 @@ class JudgeScorer:
         self._client = client
         self._budget = Budget(options.max_cost, what="judge", model=options.model,
                               prices="price_in and price_out (dollars per million tokens)")
+        self._grounding = GroundingScorer()  # claims mode: the claims and the evidence each needs
 
     def judged(self, item: ScoringInput) -> Judged:
         """The fields the prompts are filled with: the prompt clipped, the response with its status note."""
@@ -101,6 +105,8 @@ class JudgeScorer:
     def plan(self, inputs: Sequence[ScoringInput]) -> JudgePlan:
         """Requests and estimated tokens of scoring `inputs` (nothing is sent)."""
         opts = self.options
+        if opts.mode == "claims":
+            return self._claims_plan(inputs)
         per_row = opts.reflections + 2 * opts.samples
         tokens = 0
         for item in inputs:
@@ -116,6 +122,20 @@ class JudgeScorer:
         price = price_of(opts.model, opts.price_in, opts.price_out)
         cost = cost_of(tokens, output, price, batch=opts.batch) if price is not None else None
         return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch, cost=cost)
+
+    def _claims_plan(self, inputs: Sequence[ScoringInput]) -> JudgePlan:
+        """Claims mode: one request per claim, of its sentence and the evidence it needs."""
+        opts = self.options
+        requests = tokens = 0
+        for item in inputs:
+            found = self._grounding.claim_passages(item, opts.passage_chars)
+            for claim in () if isinstance(found, Score) else found:
+                requests += 1
+                tokens += sum(estimate_tokens(m["content"]) for m in fact_messages(claim.claim, claim.passage))
+        price = price_of(opts.model, opts.price_in, opts.price_out)
+        output = requests * opts.rating_tokens
+        cost = cost_of(tokens, output, price, batch=False) if price is not None else None
+        return JudgePlan(len(inputs), requests, tokens, output, cost=cost)
 
     def check_cost(self, plan: JudgePlan) -> None:
         """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
@@ -135,7 +155,7 @@ class JudgeScorer:
                 client = await stack.enter_async_context(
                     open_client(opts.base_url, self._key, timeout=opts.timeout, retries=opts.retries))
             chat = ChatClient(client, opts.model, gate=asyncio.Semaphore(opts.concurrency),
-                              top_logprobs=opts.top_logprobs, extra_body=opts.extra_body)
+                              top_logprobs=opts.alternatives, extra_body=opts.extra_body)
             if opts.batch:
                 from tlmscore.scoring.judge._batch import score_batch  # noqa: PLC0415  (batch mode only)
 
@@ -143,7 +163,7 @@ class JudgeScorer:
                     return await score_batch(self, chat, client, inputs)
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
-            cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.top_logprobs,
+            cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.alternatives,
                                 extra_body=opts.extra_body, directory=self.cache_directory)
             try:
                 scores = await score_rows(inputs, lambda item: self._score(cached, item),
@@ -178,7 +198,23 @@ class JudgeScorer:
             self._ask(client, AGREEMENT_PROMPT, {**fields, "other": answer.text}, AGREEMENT_WORDS)
             for answer in answers)))
 
+    async def _claims(self, client: CachedChat, item: ScoringInput) -> Score:
+        """Claims mode (`_facts`): each claim with the evidence it needs, P(yes) from one token."""
+        opts = self.options
+        found = self._grounding.claim_passages(item, opts.passage_chars)
+        if isinstance(found, Score):
+            return found
+        done = await verdicts(client, found, temperature=opts.temperature, max_tokens=opts.rating_tokens,
+                              logprobs=opts.logprobs)
+        score = verdict_score(done, {"model": opts.model, "mode": "claims", "response_status": item.status,
+                                     "logprobs_available": client.logprobs_supported})
+        if item.status not in ("", "completed") and score.error is None:
+            return replace(score, explanation=f"answer not complete ({item.status}): {score.explanation}")
+        return score
+
     async def _score(self, client: CachedChat, item: ScoringInput) -> Score:
+        if self.options.mode == "claims":
+            return await self._claims(client, item)
         judged = self.judged(item)
         reflections = list(await asyncio.gather(*(
             self._ask(client, REFLECTION_PROMPTS[i], judged.fields, REFLECTION_WORDS)
