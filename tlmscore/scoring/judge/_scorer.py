@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 
 from tlmscore._chat import ChatClient, open_client
 from tlmscore._cost import Budget, estimate_tokens, price_of
+from tlmscore._endpoint import Endpoint
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
@@ -50,16 +50,15 @@ def _clip(text: str, limit: int | None) -> tuple[str, int]:
     return f"{text[:head]}\n[… {omitted} characters omitted …]\n{text[-tail:]}", omitted
 
 
-def _api_key(options: JudgeOptions) -> str | None:
+def endpoint(options: JudgeOptions) -> Endpoint:
+    """The judge's server: its key from `api_key_env`, else `OPENAI_API_KEY`, needed when named or for OpenAI's API."""
     name = options.api_key_env or "OPENAI_API_KEY"
-    key = os.environ.get(name)
-    if key:
-        return key
-    if options.api_key_env is not None:
-        raise ScorerError(f"judge scorer: the environment variable {name} (api_key_env) is not set")
-    if urlsplit(options.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname:
-        raise ScorerError("judge scorer: OPENAI_API_KEY is not set (or name another variable with api_key_env)")
-    return None
+    named = options.api_key_env is not None
+    return Endpoint(options.base_url, options.model, key_envs=(name,), error=ScorerError,
+                    key_needed=named or urlsplit(options.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname,
+                    concurrency=options.concurrency,
+                    missing=f"judge scorer: the environment variable {name} (api_key_env) is not set" if named else
+                    "judge scorer: OPENAI_API_KEY is not set (or name another variable with api_key_env)")
 
 
 def _mean(ratings: Sequence[Rating]) -> float | None:
@@ -91,7 +90,7 @@ class JudgeScorer:
 
     def __init__(self, options: JudgeOptions, *, client: openai.AsyncOpenAI | None = None) -> None:
         self.options = options
-        self._key = None if client is not None else _api_key(options)
+        self._key = None if client is not None else endpoint(options).key()
         self._client = client
         self._budget = Budget(options.max_cost, what="judge", model=options.model,
                               prices="price_in and price_out (dollars per million tokens)")
