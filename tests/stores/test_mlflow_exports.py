@@ -195,3 +195,19 @@ def test_an_attachment_that_cannot_be_fetched_is_named_in_the_rows_warnings(
     named = [r for r in rows if any("MLflow attachment not fetched" in w for w in r.get("warnings") or [])]
     assert len(named) == ATTACHED
     assert all("HTTP 404" in " ".join(r["warnings"]) for r in named)
+
+
+def test_a_server_named_for_an_export_that_never_answers_is_given_up_after_three_attachments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row still comes, each attachment named; after three requests with no answer the rest are not sent."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on: each request is refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    rows = tlmscore.prepare(str(FOLDER / "traces.jsonl"), _settings(tmp_path))
+    warned = [w for ws in rows["warnings"] for w in ws if w.startswith("MLflow attachment not fetched")]
+    assert len(rows) == len(_calls()) and rows["error"].isna().all()
+    assert len(warned) >= ATTACHED and sum("Connection refused" in w and "gave up" not in w for w in warned) == 3
+    assert all("gave up after 3 failed requests in a row" in w for w in warned[3:])

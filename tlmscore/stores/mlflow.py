@@ -49,7 +49,7 @@ from tlmscore.stores.base import (
     live_origin,
     live_target,
 )
-from tlmscore.stores.mlflow_attachments import ARTIFACT_PATH, Fetch, references, restore
+from tlmscore.stores.mlflow_attachments import fetcher, with_media
 from tlmscore.stores.otlp_spans import attributes_of
 from tlmscore.stores.reading import Read, SourceReader, json_cell
 
@@ -214,32 +214,11 @@ def read_live(address: str, env: Mapping[str, str] | None = None) -> Iterator[Re
     with httpx.Client(timeout=READ_TIMEOUT) as client:
         session = Session(client, READ_TIMEOUT, 0)
         exp_id = experiment_id(where, session, headers)
-        fetch = _fetcher(where.base_url, session, headers)
+        fetch = fetcher(where.base_url, session, headers)
         for trace in _traces(where, exp_id, session, headers):
             for _, record, error in span_records(trace, where.name):
                 number += 1
-                yield Read(number, _with_media(record, fetch)) if record is not None else Read(number, error=error)
-
-
-def _fetcher(base_url: str, session: Session, headers: Mapping[str, str]) -> Fetch:
-    """An attachment's bytes, fetched as MLflow's UI fetches them (or why they cannot be)."""
-    def fetch(trace_id: str, attachment_id: str) -> bytes | str:
-        reply = call(session.client, "GET", f"{base_url}{ARTIFACT_PATH}", headers, session.timeout,
-                     params={"request_id": trace_id, "path": attachment_id})
-        if isinstance(reply, str):
-            return reply
-        return reply.content if reply.is_success else f"the server answered {answered(reply)}"
-    return fetch
-
-
-def _with_media(record: dict[str, Any], fetch: Fetch) -> dict[str, Any]:
-    """The record with its attachments' media put back (those that cannot be fetched named in its warnings)."""
-    if not references([record["request"], record["response"]]):
-        return record
-    failures: list[str] = []
-    restored = {**record, "request": restore(record["request"], fetch, failures),
-                "response": restore(record["response"], fetch, failures)}
-    return restored | ({"warnings": [f"MLflow attachment not fetched: {f}" for f in failures]} if failures else {})
+                yield Read(number, with_media(record, fetch)) if record is not None else Read(number, error=error)
 
 
 def newer_traces(address: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
@@ -331,8 +310,8 @@ def _export_read(address: str, env: Mapping[str, str] | None = None) -> Iterator
         return
     headers = CONNECTOR.headers(env) if credentials(KEYS, server, env, [server]) else {}
     with httpx.Client(timeout=READ_TIMEOUT) as client:
-        fetch = _fetcher(server, Session(client, READ_TIMEOUT, 0), headers)
-        yield from mlflow_export.read(address, span_records, lambda record: _with_media(record, fetch))
+        fetch = fetcher(server, Session(client, READ_TIMEOUT, 0), headers)
+        yield from mlflow_export.read(address, span_records, lambda record: with_media(record, fetch))
 
 
 class MlflowConnector:

@@ -21,7 +21,11 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ARTIFACT_PATH", "PREFIX", "Fetch", "export_warning", "references", "restore"]
+from tlmscore._breaker import Breaker
+from tlmscore.stores._http import answered, call
+from tlmscore.stores.base import Session
+
+__all__ = ["ARTIFACT_PATH", "PREFIX", "Fetch", "export_warning", "fetcher", "references", "restore", "with_media"]
 
 PREFIX = "mlflow-attachment://"
 ARTIFACT_PATH = "/ajax-api/3.0/mlflow/get-trace-artifact"
@@ -90,3 +94,33 @@ def restore(value: Any, fetch: Fetch, failures: list[str], key: str = "") -> Any
         return value
     encoded = base64.b64encode(got).decode("ascii")
     return encoded if key in _BARE_FIELDS else f"data:{parsed['content_type']};base64,{encoded}"
+
+
+def fetcher(base_url: str, session: Session, headers: Mapping[str, str]) -> Fetch:
+    """An attachment's bytes, fetched as MLflow's UI fetches them (or why they cannot be).
+
+    A server that gives no answer three times in a row is given up: the attachments left say why at once.
+    """
+    breaker = Breaker(noun="requests")
+
+    def fetch(trace_id: str, attachment_id: str) -> bytes | str:
+        if breaker.opened is not None:
+            return breaker.opened
+        reply = call(session.client, "GET", f"{base_url}{ARTIFACT_PATH}", headers, session.timeout,
+                     params={"request_id": trace_id, "path": attachment_id})
+        if isinstance(reply, str):
+            breaker.failed(reply)
+            return reply
+        breaker.succeeded()
+        return reply.content if reply.is_success else f"the server answered {answered(reply)}"
+    return fetch
+
+
+def with_media(record: dict[str, Any], fetch: Fetch) -> dict[str, Any]:
+    """The record with its attachments' media put back (those that cannot be fetched named in its warnings)."""
+    if not references([record["request"], record["response"]]):
+        return record
+    failures: list[str] = []
+    restored = {**record, "request": restore(record["request"], fetch, failures),
+                "response": restore(record["response"], fetch, failures)}
+    return restored | ({"warnings": [f"MLflow attachment not fetched: {f}" for f in failures]} if failures else {})
