@@ -421,3 +421,17 @@ def test_the_private_check_sees_an_unlisted_and_an_other_packages_reach(tmp_path
     assert unlisted_reaches(reaches) == [
         "evidence/test_a.py imports tlmscore.ingest._logfile: tlmscore.ingest is not what evidence/test_a.py tests",
         "evidence/test_b.py imports tlmscore.evidence._nowhere: not in PRIVATE_REACH"]
+
+
+def test_one_built_in_table_per_kind_of_plug_in() -> None:
+    """docs/architecture.md: five built-in tables, one per kind of plug-in, each loaded by `plugins.py`."""
+    from tlmscore import convert, output, scoring, stores
+    from tlmscore.cli._plugins import kinds
+
+    tables = {kind.group: kind.builtin() for kind in kinds()}
+    assert list(tables) == ["tlmscore.sources", "tlmscore.connectors", "tlmscore.converters", "tlmscore.scorers",
+                            "tlmscore.sinks"]
+    expected = [stores.READERS, stores.CONNECTORS, convert.registry.REGISTRY, scoring.base.SCORERS, output.SINKS]
+    assert all(table is want for table, want in zip(tables.values(), expected, strict=True))
+    prose = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "five, one per kind of plug-in" in " ".join(prose.split())
