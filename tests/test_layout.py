@@ -426,12 +426,14 @@ def test_the_private_check_sees_an_unlisted_and_an_other_packages_reach(tmp_path
 def test_one_built_in_table_per_kind_of_plug_in() -> None:
     """docs/architecture.md: five built-in tables, one per kind of plug-in, each loaded by `plugins.py`."""
     from tlmscore import convert, output, scoring, stores
-    from tlmscore.cli._plugins import kinds
 
-    tables = {kind.group: kind.builtin() for kind in kinds()}
-    assert list(tables) == ["tlmscore.sources", "tlmscore.connectors", "tlmscore.converters", "tlmscore.scorers",
-                            "tlmscore.sinks"]
+    made = [path for path in MODULE_FILES for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Kind"]
+    assert len(made) == 5  # the kinds the page names
+    kinds = [stores.SOURCE_PLUGINS, stores.PLUGINS, convert.registry.PLUGINS, scoring.base.PLUGINS, output.PLUGINS]
+    assert [kind.group for kind in kinds] == ["tlmscore.sources", "tlmscore.connectors", "tlmscore.converters",
+                                              "tlmscore.scorers", "tlmscore.sinks"]
     expected = [stores.READERS, stores.CONNECTORS, convert.registry.REGISTRY, scoring.base.SCORERS, output.SINKS]
-    assert all(table is want for table, want in zip(tables.values(), expected, strict=True))
+    assert all(kind.builtin() is table for kind, table in zip(kinds, expected, strict=True))
     prose = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "five, one per kind of plug-in" in " ".join(prose.split())
