@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tlmscore.stores.reading import Peek, Read, rows, table_kind
+from tlmscore.stores.reading import Peek, Read, read_rows, rows, table_kind
 
 __all__ = ["Observation", "detect", "is_trace", "read", "trace_records"]
 
@@ -75,15 +75,8 @@ def trace_records(row: Mapping[str, Any], first: int, observation_record: Observ
     if not generations:
         yield Read(first, error=f"trace {trace_id}: it holds no GENERATION observation (no LLM call to read)")
         return
-    for number, observation in enumerate(generations, start=first):
-        given = {**observation, "traceId": observation.get("traceId") or observation.get("trace_id") or trace_id}
-        try:
-            record = observation_record(given)
-        except (ValueError, TypeError, AttributeError) as exc:
-            yield Read(number, error=f"trace {trace_id}, observation {observation.get('id')}: {exc}")
-            continue
-        if record is not None:
-            yield Read(number, record)
+    given = ({**o, "traceId": o.get("traceId") or o.get("trace_id") or trace_id} for o in generations)
+    yield from read_rows(enumerate(given, start=first), observation_record, f"trace {trace_id}, observation")
 
 
 def read(address: str, observation_record: Observation) -> Iterator[Read]:
