@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +15,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore._endpoint import Endpoint
 from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate, target_files
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
@@ -47,6 +45,7 @@ from tlmscore.output import checkpoint_path
 from tlmscore.pipeline import Engine, Local, run
 from tlmscore.settings import Settings, default_cache_dir
 from tlmscore.stores import find_reader
+from tlmscore.stores.openai import stored_responses
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
@@ -126,8 +125,8 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, An
     check_files(args.pages, what="--pages", folders=True)
     check_output(args.output)
     check_page_model(args)
-    if args.hydrate and not ray and not os.environ.get("OPENAI_API_KEY"):
-        raise ConfigError("--hydrate needs an API key in OPENAI_API_KEY")
+    if args.hydrate and not ray:
+        stored_responses(None, "--hydrate").key()  # no key: one line, before anything is written
     targets = args.annotate if scoring else []
     options: dict[str, Any] = {}
     if scoring:
@@ -248,9 +247,7 @@ def _pull(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     ids = [rid for given in args.ids for rid in read_ids(given, args.column)]
-    stored = Endpoint(args.base_url, key_envs=("OPENAI_API_KEY",), key_needed=True,
-                      missing="pull needs an API key in OPENAI_API_KEY")
-    client = stored.client(timeout=600.0, retries=2)  # the SDK's own timeout and retries
+    client = stored_responses(args.base_url, "pull").client(timeout=600.0, retries=2)  # the SDK's timeout, retries
 
     async def pull() -> tuple[int, int]:
         async with client:

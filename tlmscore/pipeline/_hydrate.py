@@ -13,22 +13,17 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tlmscore._endpoint import Endpoint
 from tlmscore.ingest import normalize_record
 from tlmscore.model import Transcript
-from tlmscore.stores.openai import fillable_id, hydrate
+from tlmscore.stores.openai import fillable_id, hydrate, stored_responses
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 
-PULLS = Endpoint(key_envs=("OPENAI_API_KEY",), key_needed=True, missing="--hydrate needs an API key in OPENAI_API_KEY")
-"""The stored responses' API (`OPENAI_BASE_URL`, else OpenAI's), its key in `OPENAI_API_KEY`."""
-
-
 def open_client() -> AsyncOpenAI:
     """The client `--hydrate` pulls with (the SDK's timeout and retries); `ConfigError` when no key is set."""
-    return PULLS.client(timeout=600.0, retries=2)
+    return stored_responses(None, "--hydrate").client(timeout=600.0, retries=2)
 
 
 async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency: int) -> list[Transcript]:

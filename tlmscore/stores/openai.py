@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore._endpoint import Endpoint
 from tlmscore.stores.agents import response_id
 from tlmscore.stores.base import Keys, ReadOnly
 from tlmscore.stores.reading import rows, table_kind
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = ["CONNECTOR", "INCLUDE", "OpenAIConnector", "done_ids", "fillable_id", "hydrate", "pending", "pull_one",
-           "pull_records", "pull_to_file", "read_ids", "request_from", "stored_id"]
+           "pull_records", "pull_to_file", "read_ids", "request_from", "stored_id", "stored_responses"]
 
 ORIGIN = "openai"
 INCLUDE = ("web_search_call.action.sources", "web_search_call.results", "file_search_call.results",
@@ -95,6 +96,15 @@ async def pull_one(client: AsyncOpenAI, rid: str) -> dict[str, Any]:
     body = response.model_dump(mode="json", exclude_unset=True, warnings=False)
     return {"id": rid, "request": request_from(body, items), "response": body, "origin": ORIGIN,
             "metadata": {"pulled": "responses.retrieve"}}
+
+
+def stored_responses(base_url: str | None, needing: str) -> Endpoint:
+    """The stored responses' API (`base_url`, else `OPENAI_BASE_URL` or OpenAI's), its key in `OPENAI_API_KEY`.
+
+    `needing` names what needs the key (`pull`, `--hydrate`) in the line a missing key gives.
+    """
+    return Endpoint(base_url, key_envs=("OPENAI_API_KEY",), key_needed=True,
+                    missing=f"{needing} needs an API key in OPENAI_API_KEY")
 
 
 def stored_id(record: Any) -> str | None:
