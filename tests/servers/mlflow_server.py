@@ -17,10 +17,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 START_TIMEOUT = 600.0  # seconds; the first start creates the database on a shared two-core machine
 QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -121,3 +123,12 @@ class MlflowProcess:
                 "max_results": 500}
         return len(httpx.post(f"{self.url}/api/3.0/mlflow/traces/search", json=body, timeout=30).json().get(
             "traces") or [])
+
+
+@pytest.fixture(scope="module", name="server")
+def mlflow_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowProcess]:
+    """An `mlflow server` of its own for a test module, which may stop and start it (`server`)."""
+    process = MlflowProcess(tmp_path_factory.mktemp("mlflow"))
+    process.start()
+    yield process
+    process.stop()

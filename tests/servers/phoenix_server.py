@@ -107,6 +107,15 @@ def serve_phoenix(working_dir: Path) -> Iterator[PhoenixServer]:
         process.stop()
 
 
+@pytest.fixture(scope="module", name="phoenix")
+def phoenix_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
+    """A `phoenix serve` of its own for a test module, which may stop and start it (`phoenix`)."""
+    process = PhoenixProcess(tmp_path_factory.mktemp("phoenix"))
+    process.start()
+    yield process
+    process.stop()
+
+
 @pytest.fixture(scope="module")
 def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
     pytest.importorskip("phoenix.server.main", reason="the phoenix extra is not installed: pip install -e '.[phoenix]'")

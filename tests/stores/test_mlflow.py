@@ -17,7 +17,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,10 @@ import pandas as pd
 import pytest
 
 import tlmscore
-from tests.servers.mlflow_server import MlflowProcess
+from tests.servers.mlflow_server import (
+    MlflowProcess,
+    mlflow_process,  # noqa: F401  (the fixture `server`: a server of this module's)
+)
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.store_proxy import StoreProxy
 from tests.support.paths import ROOT
@@ -72,14 +75,6 @@ class Recorded:
     @property
     def address(self) -> str:
         return f"{self.process.address}/{EXPERIMENT}"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowProcess]:
-    process = MlflowProcess(tmp_path_factory.mktemp("mlflow"))
-    process.start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,13 @@ import pytest
 
 import tlmscore
 from tests.servers.openai_server import OpenAIServer
-from tests.servers.phoenix_server import PhoenixProcess, PhoenixServer, send_spans, wait_for_spans
+from tests.servers.phoenix_server import (
+    PhoenixProcess,
+    PhoenixServer,
+    phoenix_process,  # noqa: F401  (the fixture `phoenix`: a server of this module's)
+    send_spans,
+    wait_for_spans,
+)
 from tests.servers.store_proxy import StoreProxy
 from tests.support.paths import ROOT
 from tlmscore.cli import main
@@ -101,14 +107,6 @@ class Recorded:
     @property
     def address(self) -> str:
         return f"{self.server.address}/{PROJECT}"
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
-    process = PhoenixProcess(tmp_path_factory.mktemp("phoenix"))
-    process.start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture(scope="module")

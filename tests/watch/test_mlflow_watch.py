@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,10 @@ import httpx
 import pytest
 
 import tlmscore
-from tests.servers.mlflow_server import MlflowProcess
+from tests.servers.mlflow_server import (
+    MlflowProcess,
+    mlflow_process,  # noqa: F401  (the fixture `server`: a server of this module's)
+)
 from tests.support.paths import ROOT
 from tlmscore.watch import evaluator_of, load_state, sample_key, sampled
 
@@ -34,14 +36,6 @@ EXPERIMENT = "watch-kills"
 RATE = 0.5
 CYCLES = 10
 FEEDS, PER_FEED = 3, 20
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowProcess]:
-    process = MlflowProcess(tmp_path_factory.mktemp("mlflow"))
-    process.start()
-    yield process
-    process.stop()
 
 
 def _requests(answers: Path) -> list[dict[str, Any]]:

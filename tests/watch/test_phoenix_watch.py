@@ -29,7 +29,12 @@ import pytest
 import tlmscore
 from tests.servers.judge_server import ChatReply, ChatServer, completion
 from tests.servers.openai_server import OpenAIServer
-from tests.servers.phoenix_server import PhoenixProcess, send_spans, wait_for_spans
+from tests.servers.phoenix_server import (
+    PhoenixProcess,
+    phoenix_process,  # noqa: F401  (the fixture `phoenix`: a server of this module's)
+    send_spans,
+    wait_for_spans,
+)
 from tests.support.paths import ROOT
 from tlmscore.watch import Hooks, evaluator_of, load_state, parse_time, sample_key, sampled, watch
 
@@ -40,14 +45,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 LABELLED = ROOT / "fixtures" / "labelled" / "labelled.jsonl"
 RATE = 0.5
 CYCLES = 10
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
-    process = PhoenixProcess(tmp_path_factory.mktemp("phoenix"))
-    process.start()
-    yield process
-    process.stop()
 
 
 @pytest.fixture(scope="module")
