@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -198,6 +199,9 @@ class Cluster:
 
     def __init__(self, temp: Path, cpus: int = 2, memory: int = 200_000_000) -> None:
         self.temp, self.cpus, self.memory = temp, cpus, memory
+        # Ray's own files (its sockets among them) in a short folder of their own: a socket path may not pass
+        # 107 bytes, and a test's temporary folder grows with pytest's run count and its worker's name.
+        self.sessions = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
         self.address = f"127.0.0.1:{PORT}"
         self.worker: subprocess.Popen[bytes] | None = None
         self.nodes, self.worker_log = 0, ""
@@ -211,7 +215,7 @@ class Cluster:
         os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
                            "RAY_USAGE_STATS_ENABLED": "0"})
         subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={PORT}", "--include-dashboard=false",
-                        f"--temp-dir={self.temp}", *self._node()], check=True, timeout=180, capture_output=True)
+                        f"--temp-dir={self.sessions}", *self._node()], check=True, timeout=180, capture_output=True)
         self.start_worker()
         return self
 
@@ -266,3 +270,4 @@ class Cluster:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.kill_worker()
         subprocess.run([str(BIN / "ray"), "stop", "--force"], timeout=120, capture_output=True, check=False)
+        shutil.rmtree(self.sessions, ignore_errors=True)
