@@ -6,6 +6,7 @@ The help texts show each default from `Settings` itself, so `--help` and a run n
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -167,27 +168,36 @@ _PAGE_MODEL_FLAGS = ("page_source", "page_base_url", "page_model", "page_api_key
                      "page_price_in", "page_price_out", "page_price_request", "page_max_cost")
 
 
-def _add_scoring(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("scoring")
+def _add_scoring(parser: argparse.ArgumentParser, *, watch: bool = False) -> None:
+    """The scorer and its endpoint's flags; `score` adds its run's, `watch` its spend caps per hour and day."""
+    group = parser.add_argument_group("scoring and spend" if watch else "scoring")
     group.add_argument("--scorer", default="grounding", choices=scorer_names(),
                        help="grounding (offline, no model or key; default), judge (an OpenAI-compatible model) "
                             "or tlm (Cleanlab TLM, needs a key)")
     group.add_argument("--model", help="judge: the model name at the endpoint (required with --scorer judge)")
     group.add_argument("--base-url", help="judge: the OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1")
     group.add_argument("--api-key-env", metavar="VAR", help="judge/tlm: environment variable holding the API key")
-    group.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
     group.add_argument("--option", action="append", metavar="KEY=VALUE",
                        help="any other scorer option (VALUE is JSON when it parses as JSON; repeatable)")
+    group.add_argument("--price-in", type=float, metavar="USD",
+                       help="judge: dollars per million input tokens, for the cost estimate (models not in "
+                            "the price table)")
+    group.add_argument("--price-out", type=float, metavar="USD", help="judge: dollars per million output tokens")
+    if watch:
+        group.add_argument("--max-cost-per-hour", type=float, metavar="USD",
+                           help="send no model request past these dollars in a clock hour (UTC)")
+        group.add_argument("--max-cost-per-day", type=float, metavar="USD",
+                           help="send no model request past these dollars in a day (UTC)")
+        group.add_argument("--threshold", type=float, default=0.5,
+                           help="a score at or above it is labelled supported (default 0.5)")
+        return
+    group.add_argument("--quality-preset", help="tlm: base, low, medium, high or best")
     group.add_argument("--judge-batch", action="store_true",
                        help="judge: send requests through the OpenAI Batch API (half price, results within "
                             "24 h); state kept in OUT.judge-batch/ so a rerun resumes")
     group.add_argument("--no-judge-cache", action="store_true",
                        help="judge: send every request and keep no verdict (default: verdicts are kept in "
                             "the cache folder's judge/ and a rerun sends nothing twice)")
-    group.add_argument("--price-in", type=float, metavar="USD",
-                       help="judge: dollars per million input tokens, for the cost estimate (models not in "
-                            "the price table)")
-    group.add_argument("--price-out", type=float, metavar="USD", help="judge: dollars per million output tokens")
     group.add_argument("--max-cost", type=float, metavar="USD",
                        help="judge: refuse to start (exit 2) when the estimated cost is above this")
     group.add_argument("--calibration", type=Path, metavar="CALIB.json",
@@ -297,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pull(sub)
     from tlmscore.cli._watch import add_watch_parser  # noqa: PLC0415  (it builds on this module's flags)
 
-    add_watch_parser(sub, _formatter, _add_evidence)
+    add_watch_parser(sub, _formatter, functools.partial(_add_scoring, watch=True), _add_evidence)
     from tlmscore.cli._judge_server import add_judge_server_parser  # noqa: PLC0415  (beside watch's)
 
     add_judge_server_parser(sub, _formatter)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore.errors import ConfigError
-from tlmscore.scoring.base import scorer_names
 from tlmscore.watch import Hooks, StatusLine, parse_time, parse_where, watch
 
 EXAMPLES = """\
@@ -30,8 +29,8 @@ examples:
 """
 
 
-def add_watch_parser(sub: Any, formatter: Any, add_evidence: Any) -> None:
-    """The `watch` command's flags (`add_evidence` adds the evidence flags `score` has)."""
+def add_watch_parser(sub: Any, formatter: Any, add_scoring: Any, add_evidence: Any) -> None:
+    """The `watch` command's flags (`add_scoring` and `add_evidence` add the flags it shares with `score`)."""
     parser = sub.add_parser("watch", help="score a live store's new calls as they arrive, and annotate them",
                             description="Score a live store's new calls as they arrive (a sample, a filter, a "
                                         "spend cap), and write each score back onto its span.",
@@ -58,27 +57,9 @@ def add_watch_parser(sub: Any, formatter: Any, add_evidence: Any) -> None:
     group.add_argument("--until-idle", action="store_true", help="end at the first poll that finds nothing new")
     group.add_argument("--status-every", type=float, default=60.0, metavar="SECONDS",
                        help="off a terminal: print the status line this often (default 60)")
-    _add_scoring(parser)
+    add_scoring(parser)
     add_evidence(parser)
     parser.set_defaults(chunk_size=None, quiet=True, reasoning="skip", think="remove")
-
-
-def _add_scoring(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("scoring and spend")
-    group.add_argument("--scorer", default="grounding", choices=scorer_names(),
-                       help="grounding (offline, default), judge or tlm")
-    group.add_argument("--model", help="judge: the model name at the endpoint")
-    group.add_argument("--base-url", help="judge: the OpenAI-compatible API root")
-    group.add_argument("--api-key-env", metavar="VAR", help="judge/tlm: environment variable holding the API key")
-    group.add_argument("--option", action="append", metavar="KEY=VALUE", help="any other scorer option (repeatable)")
-    group.add_argument("--price-in", type=float, metavar="USD", help="judge: dollars per million input tokens")
-    group.add_argument("--price-out", type=float, metavar="USD", help="judge: dollars per million output tokens")
-    group.add_argument("--max-cost-per-hour", type=float, metavar="USD",
-                       help="send no model request past these dollars in a clock hour (UTC)")
-    group.add_argument("--max-cost-per-day", type=float, metavar="USD",
-                       help="send no model request past these dollars in a day (UTC)")
-    group.add_argument("--threshold", type=float, default=0.5,
-                       help="a score at or above it is labelled supported (default 0.5)")
 
 
 def _since(text: str | None) -> dt.datetime | None:
