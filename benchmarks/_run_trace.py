@@ -75,7 +75,6 @@ def _instrument():
     _download, _transport, cache, fetch = (_module(f"tlmscore.evidence.{n}") for n in ("_download", "_transport",
                                                                                      "cache", "fetch"))
     _workers = _module("tlmscore.evidence._workers") or _module("tlmscore.evidence.workers")
-    _run = _module("tlmscore.pipeline._run") or _module("tlmscore.pipeline")
     anyio_backend = _module("httpcore._backends.anyio")
     _wrap_async(_download.Downloader, "download", "queued", "downloaded", key=lambda s, url, *a: url)
     _wrap_async(_download.Downloader, "_exchange", "slot", None, key=lambda s, url, *a: url)
@@ -103,7 +102,7 @@ def _instrument():
     _wrap(template, "__init__", "template", "template_up")
     _wrap(worker, "__init__", "fork", "worker")
     _wrap(worker, "run", "work", "worked", key=lambda s, task: task[2])
-    _wrap_async(_run, "prepare_chunk", "chunk", "rows")
+    _wrap_async(_module("tlmscore.pipeline._stages"), "_rendered", "chunk", "rows")
 
 def _thread_cpu():
     # CPU seconds of each live thread of this process, by thread name (Linux)

@@ -185,18 +185,6 @@ def _plan(converted: Sequence[_Converted]) -> Plan:
     return Plan.of((c.conversation.urls for c in converted if c.conversation is not None), times)
 
 
-async def prepare_chunk(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
-                        chains: ChainIndex | None = None, scorer: Scorer | None = None, *,
-                        converters: Mapping[str, ItemConverter] | None = None) -> list[Row]:
-    """Rows for one chunk: convert all, fetch the chunk's distinct pages once, render each, score.
-
-    With `chains`, a follow-up call is converted with the history it continues; with `scorer`,
-    the rows get the score columns.
-    """
-    rows, inputs = await _rendered(transcripts, settings, source, chains, converters=converters)
-    return rows if scorer is None else await _score(rows, inputs, scorer)
-
-
 async def _rendered(transcripts: Sequence[Transcript], settings: Settings, source: PageSource,
                     chains: ChainIndex | None = None, *, converters: Mapping[str, ItemConverter] | None = None,
                     ) -> tuple[list[Row], list[ScoringInput | None]]:
@@ -363,7 +351,7 @@ async def _await(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-# The steps of `prepare_chunk` one record at a time, for an engine that spreads a batch's records,
+# The steps of a chunk (`aiter_chunks`) one record at a time, for an engine that spreads a batch's records,
 # pages and scoring over machines (`tlmscore.ray`): the same functions, so the same rows.
 convert_record = _convert
 record_row = _row

@@ -96,7 +96,7 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
 
 
 def _pages_of(blob: bytes | None) -> dict[str, Page]:
-    """The pages a record renders with, keyed by `url_key` as `prepare_chunk` keys them."""
+    """The pages a record renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)."""
     return dict(pickle.loads(blob)) if blob else {}  # noqa: S301  (rows this engine wrote)
 
 

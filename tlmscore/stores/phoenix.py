@@ -53,7 +53,6 @@ DEFAULT_LIMIT = 100_000
 DEFAULT_PAGE = 1000
 """Spans asked for in one request (Phoenix answers at most 1,000)."""
 IDENTIFIER = "tlmscore"
-CHECK_TIMEOUT = 30.0
 READ_TIMEOUT = 120.0
 KEYS = Keys(secrets=("PHOENIX_API_KEY",), servers=("PHOENIX_ENDPOINT", "PHOENIX_COLLECTOR_ENDPOINT"))
 _VERSION = re.compile(r"^\d+\.\d+")

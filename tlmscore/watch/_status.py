@@ -14,9 +14,6 @@ from typing import TextIO
 
 from tlmscore._cost import dollars
 
-SKIPPED = ("where", "unreadable", "another evaluator", "already scored", "over cost cap", "annotation failed")
-"""The reasons a call seen is not scored (or its score not written), as the counts name them."""
-
 
 @dataclass
 class Counts:
