@@ -11,20 +11,27 @@ import typing as _typing
 from tlmscore._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
+    from tlmscore.convert.context import ItemConverter
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
-    from tlmscore.ingest import read_transcripts
+    from tlmscore.ingest import BatchInputs, read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
     from tlmscore.output import Row, RowSink
-    from tlmscore.pipeline import Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
+    from tlmscore.pipeline import Engine, Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
     from tlmscore.rendering import render
+    from tlmscore.scoring.base import Score, Scorer
+    from tlmscore.scoring.calibration import Calibration
     from tlmscore.settings import Settings
     from tlmscore.watch import watch
 
 __all__ = [
+    "BatchInputs",
+    "Calibration",
     "ConfigError",
     "Conversation",
+    "Engine",
     "FetchError",
+    "ItemConverter",
     "Local",
     "MemoryPages",
     "Page",
@@ -32,6 +39,8 @@ __all__ = [
     "Row",
     "RowSink",
     "RunResult",
+    "Score",
+    "Scorer",
     "ScorerError",
     "ScoringInput",
     "Settings",
@@ -61,6 +70,11 @@ _HOMES = {
     "run": "tlmscore.pipeline",
     "RunResult": "tlmscore.pipeline",
     "Local": "tlmscore.pipeline",
+    "Engine": "tlmscore.pipeline",
+    "Calibration": "tlmscore.scoring.calibration",
+    "Score": "tlmscore.scoring.base",
+    "Scorer": "tlmscore.scoring.base",
+    "ItemConverter": "tlmscore.convert.context",
     "ConfigError": "tlmscore.errors",
     "FetchError": "tlmscore.errors",
     "ScorerError": "tlmscore.errors",
@@ -77,6 +91,7 @@ _HOMES = {
     "render": "tlmscore.rendering",
     "Settings": "tlmscore.settings",
     "read_transcripts": "tlmscore.ingest",
+    "BatchInputs": "tlmscore.ingest",
     "watch": "tlmscore.watch",
 }
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,33 @@ def test_top_level_exports_every_public_name() -> None:
     public = {n for n, v in vars(tlmscore).items()
               if not n.startswith("_") and n != "annotations" and not isinstance(v, modules)}
     assert public <= set(tlmscore.__all__)
+
+
+def signature_names(function: object) -> set[str]:
+    """The names a function's parameter and return annotations are written with (`Scorer`, `pd.DataFrame`)."""
+    signature = inspect.signature(function)  # type: ignore[arg-type]
+    written = [p.annotation for p in signature.parameters.values()] + [signature.return_annotation]
+    return {name for text in written if isinstance(text, str) for name in re.findall(r"[A-Za-z_][\w.]*", text)}
+
+
+def public_names() -> dict[str, object]:
+    """Every name a public module of the package exports, and what it is."""
+    return {name: getattr(module, name) for module in map(importlib.import_module, MODULES)
+            for name in getattr(module, "__all__", ())}
+
+
+def unexported_classes(functions: list[object], top: set[str], public: dict[str, object]) -> set[str]:
+    """Classes of the package the `functions` take or give that `top` does not list."""
+    return {name for f in functions for name in signature_names(f)
+            if inspect.isclass(public.get(name)) and name not in top}
+
+
+def test_the_top_level_exports_every_class_its_functions_take_or_give() -> None:
+    # What a user passes to `score`, `run`, `render`… (a `Scorer`, an `Engine`, a `Calibration`) is
+    # importable from `tlmscore` itself, not only from the module that defines it.
+    functions = [getattr(tlmscore, n) for n in tlmscore.__all__ if inspect.isfunction(getattr(tlmscore, n))]
+    assert unexported_classes(functions, set(tlmscore.__all__), public_names()) == set()
+    assert "Scorer" in unexported_classes(functions, set(tlmscore.__all__) - {"Scorer"}, public_names())
 
 
 def test_contract_entry_points_do_what_they_promise(demo_path: Path, tmp_path: Path) -> None:
