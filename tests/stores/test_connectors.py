@@ -295,12 +295,14 @@ def test_a_row_that_is_not_scorable_is_annotated_with_its_reason() -> None:
 # ---- the registry of stores and of plug-ins ---------------------------------------------------------------
 
 def test_every_store_is_a_connector_and_rows_find_their_way_back() -> None:
-    assert list(CONNECTORS) == ["phoenix", "otlp", "langfuse", "langsmith", "agents", "openai", "mlflow"]
+    assert list(CONNECTORS) == ["phoenix", "otlp", "langfuse", "langsmith", "mlflow"]
     assert all(isinstance(c, Connector) for c in CONNECTORS.values())
-    assert [for_origin(o).name for o in ("phoenix", "openinference", "otlp", "langfuse", "langsmith", "mlflow",
-                                         "agents", "openai")] == [  # type: ignore[union-attr]
-        "phoenix", "otlp", "otlp", "langfuse", "langsmith", "mlflow", "agents", "openai"]
-    assert for_origin(None) is None and for_origin("elsewhere") is None
+    assert [for_origin(o).name for o in ("phoenix", "openinference", "otlp", "langfuse", "langsmith",
+                                         "mlflow")] == [  # type: ignore[union-attr]
+        "phoenix", "otlp", "otlp", "langfuse", "langsmith", "mlflow"]
+    # The Agents SDK's exports and stored responses are read, never written back: no store takes their rows.
+    assert [for_origin(o) for o in (None, "elsewhere", "agents", "openai")] == [None] * 4
+    assert list(tlmscore.stores.READERS).index("agents") < list(tlmscore.stores.READERS).index("mlflow")
     assert parse_target("phoenix://127.0.0.1:6006", {}).text == "phoenix://127.0.0.1:6006"
     assert parse_target("phoenix:https://px.example/root/", {}).location == "https://px.example/root"
     assert parse_target("mlflow://127.0.0.1:5000", {}).location == "http://127.0.0.1:5000"
@@ -316,17 +318,18 @@ def test_every_store_is_a_connector_and_rows_find_their_way_back() -> None:
 
 PLUGIN = '''
 from tlmscore.stores import Read, SourceReader
-from tlmscore.stores.agents import AgentsConnector
+from tlmscore.stores.langsmith import LangSmithConnector
 
 
-class Elsewhere(AgentsConnector):
+class Elsewhere(LangSmithConnector):
     name = "elsewhere"
     origins = ("elsewhere",)
+    forms = ()
     readers = (SourceReader("elsewhere", lambda peek: peek.first.get("kind") == "elsewhere",
                             lambda address: iter([Read(1, error="nothing here")])),)
 
 
-class Impostor(AgentsConnector):
+class Impostor(LangSmithConnector):
     name = "phoenix"
 
 

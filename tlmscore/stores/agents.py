@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.stores.base import Keys, ReadOnly
 from tlmscore.stores.reading import Peek, Read, SourceReader, rows, table_kind
 
-__all__ = ["CONNECTOR", "AgentsConnector", "detect", "read", "response_id", "span_record"]
+__all__ = ["ORIGIN", "READER", "detect", "read", "response_id", "span_record"]
 
 ORIGIN = "agents"
 
@@ -83,15 +82,5 @@ def response_id(row: dict[str, Any]) -> str | None:
     return record["response_id"] if record is not None else None
 
 
-class AgentsConnector(ReadOnly):
-    """The Agents SDK's span exports: read, never written back."""
-
-    name = "agents"
-    origins = (ORIGIN,)
-    readers = (SourceReader("agents", detect, read, wants="`object` `trace`, or `trace.span` with `span_data`"),)
-    keys = Keys()
-    annotates = "span"
-    kept = "the Agents SDK's traces"
-
-
-CONNECTOR = AgentsConnector()
+READER = SourceReader("agents", detect, read, wants="`object` `trace`, or `trace.span` with `span_data`")
+"""The reader of the SDK's span exports (the registry lists it among every store's readers)."""

@@ -250,42 +250,6 @@ class Connector(Protocol):
         ...
 
 
-class ReadOnly:
-    """The half of a connector of a store whose traces take no annotations: nothing to send, nowhere to go.
-
-    A subclass names the store, what it reads, its keys, and `kept` (what it keeps, said when asked to
-    take annotations).
-    """
-
-    batch_size = 0
-    forms: tuple[str, ...] = ()
-    kept = "these traces"
-
-    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
-        """No target: the store takes no annotations."""
-        return None
-
-    def back_to(self, source: str | None) -> str | None:
-        """Nowhere."""
-        return None
-
-    def headers(self, env: Mapping[str, str]) -> dict[str, str]:
-        """No header of its own."""
-        return {}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """Its records are files or pulled by id: there is no live source to check."""
-        raise NotImplementedError(address)
-
-    def payload(self, annotation: Annotation) -> Any | None:
-        """Nothing is sent."""
-        return None
-
-    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
-        """Nothing can be sent."""
-        return Sent.failed(len(payloads), f"{self.kept} take no annotations", retry=False)
-
-
 @dataclass(frozen=True)
 class LiveAddress:
     """What a live store's address says: `SCHEME://HOST:PORT/NAME[?since=&until=&limit=&page=]`.

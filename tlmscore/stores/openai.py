@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from tlmscore._endpoint import Endpoint
 from tlmscore.stores.agents import response_id
-from tlmscore.stores.base import Keys, ReadOnly
 from tlmscore.stores.reading import rows, table_kind
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["CONNECTOR", "INCLUDE", "OpenAIConnector", "done_ids", "fillable_id", "hydrate", "pending", "pull_one",
+__all__ = ["INCLUDE", "ORIGIN", "done_ids", "fillable_id", "hydrate", "pending", "pull_one",
            "pull_records", "pull_to_file", "read_ids", "request_from", "stored_id", "stored_responses"]
 
 ORIGIN = "openai"
@@ -201,20 +200,3 @@ async def pull_to_file(client: AsyncOpenAI, ids: Sequence[str], output: Path, *,
             written += 1
             errors += "error" in record
     return written, errors
-
-
-class OpenAIConnector(ReadOnly):
-    """Stored responses: pulled by id (`tlmscore pull`, `--hydrate`), never written back.
-
-    The `openai` SDK sends the key itself, so the connector adds no header.
-    """
-
-    name = "openai"
-    origins = (ORIGIN,)
-    readers = ()
-    keys = Keys(secrets=("OPENAI_API_KEY",), servers=("OPENAI_BASE_URL",), default="https://api.openai.com/v1")
-    annotates = "response"
-    kept = "stored responses"
-
-
-CONNECTOR = OpenAIConnector()

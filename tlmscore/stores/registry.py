@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from tlmscore.errors import TranscriptError
 from tlmscore.plugins import Kind, named_items, plugins
-from tlmscore.stores import agents, langfuse, langsmith, mlflow, openai, otlp, phoenix
+from tlmscore.stores import agents, langfuse, langsmith, mlflow, otlp, phoenix
 from tlmscore.stores.base import Connector
 from tlmscore.stores.reading import SOURCES_GROUP, Peek, SourceReader, peek, scheme
 
@@ -27,11 +27,10 @@ CONNECTORS: Mapping[str, Connector] = MappingProxyType({c.name: c for c in (
     otlp.CONNECTOR,
     langfuse.CONNECTOR,
     langsmith.CONNECTOR,
-    agents.CONNECTOR,
-    openai.CONNECTOR,
     mlflow.CONNECTOR,
 )})
-"""The built-in trace stores, by name."""
+"""The built-in trace stores that take scores back, by name (the Agents SDK's exports and stored responses are
+read only: their traces take no annotations)."""
 
 
 PLUGINS: Kind[Connector] = Kind("connector", ENTRY_POINT_GROUP, lambda: CONNECTORS, named_items(Connector))
@@ -43,8 +42,9 @@ def connectors() -> Mapping[str, Connector]:
     return MappingProxyType({**CONNECTORS, **plugins(PLUGINS)})
 
 
-READERS: Mapping[str, SourceReader] = MappingProxyType(
-    {reader.name: reader for c in CONNECTORS.values() for reader in c.readers})
+READERS: Mapping[str, SourceReader] = MappingProxyType({reader.name: reader for reader in (
+    *phoenix.CONNECTOR.readers, *otlp.CONNECTOR.readers, *langfuse.CONNECTOR.readers, *langsmith.CONNECTOR.readers,
+    agents.READER, *mlflow.CONNECTOR.readers)})
 """The built-in readers, by name, in the stores' order: a file's reader is the first that recognises it."""
 
 
