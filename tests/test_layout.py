@@ -15,7 +15,7 @@ MAX_LINES = 400
 STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
      "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._endpoint", "tlmscore._cost", "tlmscore.plugins",
-     "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores"),
+     "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores", "tlmscore._content", "tlmscore._think"),
     ("tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
     ("tlmscore.convert",),
@@ -243,7 +243,7 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.cli._summary": "the run summary's quartiles, checked without a run",
     "tlmscore.compare._svg": "the scatter's colours, which the HTML report's test looks for",
     "tlmscore.convert._citations": "sentence ends and message citations: the citation parser's own cases",
-    "tlmscore.convert._status": "a record's and a response's status, over every documented status",
+    "tlmscore.ingest._status": "a record's and a response's status, over every documented status",
     "tlmscore.convert._tools": "the built-in tools' declarations the prompt lists",
     "tlmscore.evidence._archive": "the archive's lookup URL and snapshot time, without a live archive",
     "tlmscore.evidence._body": "the body decoder's limits and encodings, fed hostile bytes directly",

@@ -13,6 +13,7 @@ __all__ = [
     "Evidence",
     "FileResult",
     "Message",
+    "ResponseStatus",
     "ScoringInput",
     "ToolCall",
     "ToolResult",
@@ -21,6 +22,7 @@ __all__ = [
     "WebRef",
     "WebResult",
     "is_item_reference",
+    "item_type",
 ]
 
 
@@ -29,12 +31,37 @@ def is_item_reference(item: dict[str, Any]) -> bool:
     return item.get("type") == "item_reference" or (item.get("type") is None and set(item) == {"id"})
 
 
+def item_type(item: object) -> str:
+    """An item's type, also where the API lets it be left out: a bare `{role, content}` is a message, `{id}` a ref."""
+    if isinstance(item, dict):
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            return "message"
+        if is_item_reference(item):
+            return "item_reference"
+        return str(kind) if kind is not None else "unknown"
+    return "unknown"
+
+
+@dataclass(frozen=True)
+class ResponseStatus:
+    """A response's status (`completed`, `incomplete:<reason>`, `failed`, ...), as ingest decided it for the row.
+
+    `error`: no answer to score (an error row, with this message); `warning`: an answer, not a complete one (scored).
+    """
+
+    value: str
+    error: str | None = None
+    warning: str | None = None
+
+
 @dataclass(frozen=True)
 class Transcript:
     """One logged call: the request kwargs, the Response as a dict, and where it came from.
 
     `raw` keeps the record exactly as read, unknown fields included. A record that could not be
-    read has `error` set and an empty response; it still becomes one output row. `origin`,
+    read has `error` set and an empty response; it still becomes one output row. `status` is decided
+    once as the record is read (None when not known): a failed or unfinished response has its `error`. `origin`,
     `trace_id` and `span_id` say where a source found it (the kind of source, the trace store's
     ids); `warnings` say what the source could not hold of the call.
     """
@@ -47,6 +74,7 @@ class Transcript:
     metadata: dict[str, Any] = field(default_factory=dict)
     raw: Any = None
     error: str | None = None
+    status: ResponseStatus | None = None
     fmt: Literal["responses", "chat"] = "responses"
     origin: str | None = None
     trace_id: str | None = None

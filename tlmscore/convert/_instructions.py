@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tlmscore.convert._content import part_text
+from tlmscore._content import part_text
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._content import content_text, is_known_part, part_type
-from tlmscore.convert._think import split_think
+from tlmscore._content import content_text, is_known_part, part_type
+from tlmscore._think import split_think
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import Message, Turn
 

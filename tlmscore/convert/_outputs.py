@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tlmscore.convert._content import blob_summary, content_text
+from tlmscore._content import blob_summary, content_text
 
 NOT_LOGGED = "The output of this call was not recorded in the log, so what it returned is unknown."
 

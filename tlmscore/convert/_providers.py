@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tlmscore.convert._content import content_text
+from tlmscore._content import content_text
 from tlmscore.convert._messages import REASONING_FIELDS
 from tlmscore.convert._web import SYNTHETIC
 

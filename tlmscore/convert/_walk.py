@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tlmscore.convert._content import content_text
+from tlmscore._content import content_text
 from tlmscore.convert._functions import parse_arguments
 from tlmscore.convert._generic import convert_unknown
 from tlmscore.convert._instructions import call_instructions

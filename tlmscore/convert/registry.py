@@ -47,7 +47,7 @@ from tlmscore.convert import (
     _web as web,
 )
 from tlmscore.convert.context import Converter, ItemConverter
-from tlmscore.model import is_item_reference
+from tlmscore.model import item_type
 from tlmscore.plugins import Kind, plugins
 
 __all__ = ["ENTRY_POINT_GROUP", "PLUGINS", "REGISTRY", "ConverterLike", "converters", "item_type",
@@ -112,17 +112,3 @@ def converters(extra: Mapping[str, ConverterLike] | None = None) -> Mapping[str,
         return _installed()
     return MappingProxyType({**_installed(), **{kind: _as_converter(kind, v) for kind, v in extra.items()}})
 
-
-def item_type(item: object) -> str:
-    """An item's type, also for the input shapes the API lets leave out `type`.
-
-    A bare `{role, content}` input message counts as a message, a bare `{id}` as an item reference.
-    """
-    if isinstance(item, dict):
-        kind = item.get("type")
-        if kind is None and "role" in item:
-            return "message"
-        if is_item_reference(item):
-            return "item_reference"
-        return str(kind) if kind is not None else "unknown"
-    return "unknown"

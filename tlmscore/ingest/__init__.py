@@ -2,7 +2,7 @@
 
 - `_records`: files and records in memory read as records, streamed (`read_transcripts`, `read_located`, `scan`);
   `_normalize`: the record formats (Responses, Chat Completions, Batch API output, bare Responses),
-  read leniently: `normalize_record` reads one record (a dict) as a `Transcript`.
+  read leniently: `normalize_record` reads one record (a dict) as a `Transcript`, its status decided once (`_status`).
 - `_batch_api`: OpenAI Batch API input files, joined to output lines by `custom_id`.
 - `_logfile`: log files as bytes (gzip included), lines with their offsets, random access.
 - `_ids`: the id of a record that has none (its file named relative to the run's inputs, its line).

@@ -10,6 +10,7 @@ from typing import Any
 
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest._batch_api import BatchInputs
+from tlmscore.ingest._status import with_status
 from tlmscore.model import Transcript
 from tlmscore.stores.openai import stored_id
 
@@ -70,8 +71,7 @@ def _unwrap(record: dict[str, Any],
         batch = record["response"]
         body = _plain(batch.get("body") or {})
         if batch.get("status_code") not in (None, 200) or record.get("error"):
-            detail = record.get("error") or (body.get("error") if isinstance(body, dict) else body) or \
-                batch.get("status_code")
+            detail = record.get("error") or batch.get("status_code")  # a failed code is worded by its status
             raise TranscriptError(f"batch request {record['custom_id']!r} failed: {detail}")
         if not isinstance(body, dict):
             raise TranscriptError(f"batch response body must be an object, not {type(body).__name__}")
@@ -114,7 +114,11 @@ def _unread(record: dict[str, Any], stored: str | None, rid: str, source: str, l
 
 
 def normalize_record(obj: Any, *, source: str, line: int, batch: BatchInputs | None = None) -> Transcript:
-    """One record as a `Transcript`; a record that cannot be used becomes an error transcript."""
+    """One record as a `Transcript`, with its status; a record that cannot be used becomes an error transcript."""
+    return with_status(_read(obj, source, line, batch))
+
+
+def _read(obj: Any, source: str, line: int, batch: BatchInputs | None) -> Transcript:
     rid = f"{source}:{line}"
     try:
         record = _plain(obj)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tlmscore._urls import url_key
-from tlmscore.convert import COMPLETED, NO_REQUEST, ResponseStatus, cited_files, convert_transcript, transcript_status
+from tlmscore.convert import NO_REQUEST, cited_files, convert_transcript
 from tlmscore.convert.context import ItemConverter
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.convert.registry import converters as registered_converters
@@ -65,7 +65,6 @@ class _Converted:
     conversation: Conversation | None
     error: str | None
     history_complete: bool | None = None
-    status: ResponseStatus | None = None
 
 
 def _failure(transcript: Transcript, exc: Exception) -> str:
@@ -84,30 +83,26 @@ def _continued(transcript: Transcript, chains: ChainIndex | None) -> tuple[Trans
 
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
              converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
-    """One record, its history joined first (ingest), then its status read and its items converted."""
+    """One record, its history joined first (ingest), then its items converted; its status is ingest's, read."""
     try:
         joined, history = _continued(transcript, chains)
         failed = None
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
         joined, history, failed = transcript, None, _failure(transcript, exc)
-    status = transcript_status(transcript)
-    if status is not None and status.error is not None:
-        return _Converted(transcript, None, f"{transcript.source}:{transcript.line}: {status.error}", status=status)
-    if transcript.error is not None:
-        return _Converted(transcript, None, transcript.error, status=status)
-    if failed is not None:
-        return _Converted(transcript, None, failed, status=status)
+    status = transcript.status
+    error = transcript.error or (status.error if status is not None else None) or failed
+    if error is not None:  # unreadable, no answer (a failed or unfinished response), or its history failed
+        return _Converted(transcript, None, error)
     extra = (*transcript.warnings, *((status.warning,) if status is not None and status.warning else ()))
     try:
         conv = convert_transcript(joined, settings, converters=converters)
     except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
-        return _Converted(transcript, None, _failure(transcript, exc), status=status)
+        return _Converted(transcript, None, _failure(transcript, exc))
     if history is None:
-        return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None,
-                          bool(transcript.request), status)
+        return _Converted(transcript, replace(conv, warnings=(*conv.warnings, *extra)), None, bool(transcript.request))
     own = (NO_REQUEST,) if not transcript.request and NO_REQUEST not in conv.warnings else ()
     conv = replace(conv, warnings=(*history.warnings, *conv.warnings, *own, *extra))
-    return _Converted(transcript, conv, None, history.complete and bool(transcript.request), status)
+    return _Converted(transcript, conv, None, history.complete and bool(transcript.request))
 
 
 def _count_calls(conv: Conversation) -> int:
@@ -126,7 +121,7 @@ def _draft(item: _Converted, error: str | None) -> Row:
     t = item.transcript
     return Row(id=t.id, source=t.source, line=t.line, model=t.model,
                response_id=t.response.get("id") if t.response else None, error=error,
-               response_status=item.status.value if item.status else None,
+               response_status=t.status.value if t.status else None,
                origin=t.origin, trace_id=t.trace_id, span_id=t.span_id)
 
 
@@ -135,9 +130,10 @@ def _row(item: _Converted, pages: PagesByKey, settings: Settings) -> tuple[Row, 
     conv = item.conversation
     if conv is None:
         return _draft(item, item.error), None
-    status = item.status.value if item.status else None
+    status = item.transcript.status
     try:
-        scoring = replace(render(conv, pages, settings), status=status or COMPLETED)
+        scoring = render(conv, pages, settings)
+        scoring = replace(scoring, status=status.value) if status is not None else scoring
     except Exception as exc:  # noqa: BLE001  (a render failure is this record's error row)
         where = f"{item.transcript.source}:{item.transcript.line}"
         return _draft(item, f"{where}: render failed: {type(exc).__name__}: {exc}"), None

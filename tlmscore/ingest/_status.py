@@ -1,8 +1,8 @@
-"""The status of a logged response, read from the response itself: `completed`, `incomplete:<reason>`, ...
+"""The status of a logged response, read from the record itself: `completed`, `incomplete:<reason>`, ...
 
-Pure: a response dict (Responses API or Chat Completions) in, a `ResponseStatus` out. Its value
-is the `response_status` column and `ScoringInput.status`. Rows with no answer are error rows
-that keep the API's error code and message; cut-short answers are scored, with a warning.
+Decided once as ingest reads the record (`with_status`), carried on the `Transcript`, only read later:
+the `response_status` column and `ScoringInput.status`. Rows with no answer are error rows that keep
+the API's error code and message; cut-short answers are scored, with a warning.
 
 - `completed`: `status: "completed"` (or none logged) with an answer; Chat `finish_reason`
   `stop`, `tool_calls`, `function_call` (and the `end_turn`/`stop_sequence`/`eos` of compatible servers).
@@ -23,13 +23,12 @@ that keep the API's error code and message; cut-short answers are scored, with a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from tlmscore.convert._content import content_text
-from tlmscore.convert._think import split_think
-from tlmscore.convert.registry import REGISTRY, item_type
-from tlmscore.model import Transcript
+from tlmscore._content import content_text
+from tlmscore._think import split_think
+from tlmscore.model import ResponseStatus, Transcript, item_type
 
 COMPLETED = "completed"
 _UNFINISHED = {
@@ -53,19 +52,9 @@ _REASONS = {
 _CHAT_DONE = frozenset({"stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "eos"})
 _CHAT_REASONS = {"length": "max_output_tokens", "max_tokens": "max_output_tokens", "model_length": "max_output_tokens",
                  "content_filter": "content_filter", "stream_cut_off": "stream_cut_off"}
-
-
-@dataclass(frozen=True)
-class ResponseStatus:
-    """A response's status value, and what the row says about it.
-
-    `error` is set when there is no answer to score (the row becomes an error row); `warning`
-    when there is an answer but it is not a complete one (the row is scored and warned about).
-    """
-
-    value: str
-    error: str | None = None
-    warning: str | None = None
+# Output items that answer (the built-in converters of kind "answer"); reasoning, a search, a code run do not.
+ANSWER_ITEMS = frozenset({"message", "function_call", "custom_tool_call", "computer_call", "local_shell_call",
+                          "shell_call", "apply_patch_call", "mcp_approval_request", "tool_search_call", "program"})
 
 
 def _name(value: Any) -> str | None:
@@ -92,17 +81,13 @@ def error_detail(error: Any) -> str:
 
 
 def _answer_texts(output: list[Any]) -> list[str] | None:
-    """The texts of the messages of `output`; None when a call answers (its arguments are an answer).
-
-    Reasoning and context items (a search, a code run) are not an answer by themselves.
-    """
+    """The texts of the messages of `output`; None when a call answers (its arguments are an answer)."""
     texts: list[str] = []
     for item in output:
         kind = item_type(item)
-        spec = REGISTRY.get(kind)
         if kind == "message" and isinstance(item, dict):
             texts.append(content_text(item.get("content")))
-        elif spec is not None and spec.kind == "answer":
+        elif kind in ANSWER_ITEMS:
             return None
     return texts
 
@@ -227,15 +212,18 @@ def record_status(record: Any) -> ResponseStatus | None:
     return None
 
 
-def transcript_status(transcript: Transcript) -> ResponseStatus | None:
-    """A transcript's response status; for a record ingest could not read, what the record says went wrong.
+def with_status(transcript: Transcript) -> Transcript:
+    """A transcript just read, with its status (for an unreadable record, what the record says went wrong).
 
-    None when it is not known: an unforeseen shape leaves the status unknown, and the record still
-    gets its row.
+    A status with no answer has the row's error, placed (an unreadable record's `error` too). The
+    status stays None when not known: an unforeseen shape leaves it unknown; the record keeps its row.
     """
     try:
-        if transcript.error is not None:
-            return record_status(transcript.raw)
-        return response_status(transcript.response, transcript.request, transcript.fmt)
+        status = record_status(transcript.raw) if transcript.error is not None else \
+            response_status(transcript.response, transcript.request, transcript.fmt)
     except Exception:  # noqa: BLE001  (a status is a help, never a reason to lose the record)
-        return None
+        return transcript
+    if status is not None and status.error is not None:  # the row's error, with the record's place
+        status = replace(status, error=f"{transcript.source}:{transcript.line}: {status.error}")
+        transcript = replace(transcript, error=status.error if transcript.error is not None else None)
+    return replace(transcript, status=status)

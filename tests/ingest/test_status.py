@@ -18,9 +18,11 @@ from openai.types.responses import Response
 
 import tlmscore
 from tlmscore import Settings
-from tlmscore.convert._status import record_status, response_status
+from tlmscore.convert.registry import REGISTRY
 from tlmscore.evidence.page import MemoryPages
-from tlmscore.model import ScoringInput
+from tlmscore.ingest import normalize_record
+from tlmscore.ingest._status import ANSWER_ITEMS, record_status, response_status
+from tlmscore.model import ResponseStatus, ScoringInput
 from tlmscore.output import RowWriter
 from tlmscore.scoring.base import Score
 
@@ -153,6 +155,51 @@ def test_chat_completion_with_an_error_and_no_choices_is_failed() -> None:
             "error": {"code": 429, "message": "Provider returned error", "metadata": {"provider_name": "x"}}}
     status = record_status({"request": {"messages": []}, "response": body})
     assert status is not None and status.error == "record is an API error, not a response: 429: Provider returned error"
+
+
+def test_the_answer_items_are_the_converters_of_kind_answer() -> None:
+    assert {kind for kind, spec in REGISTRY.items() if spec.kind == "answer"} == ANSWER_ITEMS
+
+
+@pytest.mark.parametrize(("item", "value"), [
+    ({"type": "computer_call", "id": "cu_1", "call_id": "c1", "action": {"type": "screenshot"},
+      "pending_safety_checks": [], "status": "completed"}, "completed"),
+    ({"type": "web_search_call", "id": "ws_1", "status": "completed",
+      "action": {"type": "search", "query": "x"}}, "incomplete:no_answer"),
+])
+def test_a_call_answers_and_a_search_does_not(item: dict[str, Any], value: str) -> None:
+    assert response_status(response([item], status="completed")).value == value
+
+
+def test_ingest_decides_the_status_with_the_records_place() -> None:
+    failed = normalize_record(record("f", response([], status="failed", error={"code": "server_error",
+                                                                                "message": "Try again."})),
+                              source="calls.jsonl", line=3)
+    assert failed.error is None  # read: it stays a link of its chain; its status says it has no answer
+    assert failed.status == ResponseStatus("failed", error="calls.jsonl:3: response failed: server_error: Try again.")
+    api = normalize_record({"error": {"code": "bad", "message": "No."}}, source="calls.jsonl", line=4)
+    assert api.error == "calls.jsonl:4: record is an API error, not a response: bad: No."
+    assert api.status is not None and api.status.error == api.error
+    assert normalize_record([1], source="calls.jsonl", line=5).status is None
+
+
+def test_the_pipeline_reads_the_status_ingest_decided_and_never_the_raw_record() -> None:
+    from dataclasses import replace
+
+    from tlmscore.pipeline import convert_record, record_row
+
+    read = normalize_record(record("ok", response([message("Paris.")], status="completed")), source="a", line=1)
+    assert read.status == ResponseStatus("completed")
+    cut = replace(read, status=ResponseStatus("incomplete:max_output_tokens", warning="cut short here"))
+    row, scoring = record_row(convert_record(cut, OFFLINE), {}, OFFLINE)
+    assert row.response_status == "incomplete:max_output_tokens" and "cut short here" in row.warnings
+    assert scoring is not None and scoring.status == "incomplete:max_output_tokens"
+    gone = replace(read, status=ResponseStatus("failed", error="a:1: response failed: told so"))
+    row, scoring = record_row(convert_record(gone, OFFLINE), {}, OFFLINE)
+    assert (row.response_status, row.error, scoring) == ("failed", "a:1: response failed: told so", None)
+    unknown = replace(read, status=None)
+    row, scoring = record_row(convert_record(unknown, OFFLINE), {}, OFFLINE)
+    assert row.response_status is None and row.error is None and scoring is not None
 
 
 def test_records_without_a_status_are_unknown() -> None:
