@@ -97,10 +97,8 @@ class Checkpoint:
             return
         if not self.path.exists() and output.exists():
             self._adopt_output()
-        if self.path.exists() and self._parts:
-            self._load_parts()
-        elif self.path.exists():
-            self._load_lines()
+        if self.path.exists():
+            self._load()
 
     def _remove(self) -> None:
         if self.path.is_dir():
@@ -116,11 +114,14 @@ class Checkpoint:
         elif self.output.suffix.lower() in _APPENDED:
             self.output.replace(self.path)
 
-    def _load_lines(self) -> None:
-        """Read which records the rows written so far hold; a last row cut off by a kill is dropped first."""
-        self._mend()
-        if self.path.stat().st_size:
-            self.done.update((row.source, row.line) for row in read_rows(self.path, columns=()))
+    def _load(self) -> None:
+        """Read which records the saved rows hold, once what a kill left half-written is gone (a part, a row)."""
+        if self._parts:
+            for stray in self.path.glob("*.tmp"):
+                stray.unlink()
+        else:
+            self._mend()
+        self.done.update((row.source, row.line) for row in self._rows(columns=()))
 
     def _mend(self) -> None:
         """End the file with its last whole row: a kill can cut the row being written, never one before it.
@@ -148,18 +149,13 @@ class Checkpoint:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def _load_parts(self) -> None:
-        """Read which records the saved parts hold; a part a kill left half-written is dropped."""
-        for stray in self.path.glob("*.tmp"):
-            stray.unlink()
-        for part in sorted(self.path.glob(_PART_GLOB)):
-            self.done.update((row.source, row.line) for row in read_rows(part, columns=()))
+    def _rows(self, columns: Sequence[str] | None = None) -> Iterator[Row]:
+        files = sorted(self.path.glob(_PART_GLOB)) if self._parts else [self.path]
+        return itertools.chain.from_iterable(read_rows(f, columns=columns) for f in files if f.stat().st_size)
 
     def saved(self) -> Iterator[Row]:
-        """The rows an earlier run saved, in order (read back from the checkpoint, before this run adds any)."""
-        files = sorted(self.path.glob(_PART_GLOB)) if self._parts else [self.path]
-        rows = itertools.chain.from_iterable(read_rows(f) for f in files if f.is_file() and f.stat().st_size)
-        return itertools.islice(rows, len(self.done))
+        """The rows an earlier run saved, in order, read back as a stream (before this run adds any)."""
+        return itertools.islice(self._rows(), len(self.done))
 
     def write(self, final: Sequence[Row]) -> None:
         """Save one chunk of rows durably."""

@@ -35,7 +35,6 @@ class RowWriter:
         self.path = path
         self._append = append
         self.format = builtin_format(path) if fmt is None else builtin_format(Path("rows" + fmt))
-        self.rows = 0
         self._handle: IO[str] | None = None
         self._binary: IO[bytes] | None = None
         self._csv: Any = None
@@ -63,7 +62,6 @@ class RowWriter:
             self._write_csv(rows)
         else:
             self._write_parquet(rows)
-        self.rows += len(rows)
 
     def _text(self) -> IO[str]:
         if self._handle is None:
