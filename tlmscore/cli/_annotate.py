@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +60,8 @@ DEFAULT_TIMEOUT = 20.0
 DEFAULT_DEADLINE = 3600.0
 _CHUNK = 1000
 """Rows of a scored file written back at a time."""
+_WAITING = 4
+"""Chunks handed over and not yet written back, at most: when the store is slower than the run, the run waits."""
 
 
 def add_annotate_flags(parser: argparse.ArgumentParser) -> None:
@@ -208,6 +212,9 @@ class WriteBack:
         self._clock, self._policy = Clock(deadline, now=self._now), Policy(timeout=timeout)
         self._targets = [] if replay else list(dict.fromkeys(targets))  # a target given twice is written to once
         self._feeds: dict[Route, _Feed] = {}
+        self._waiting: queue.Queue[list[Any] | None] = queue.Queue(_WAITING)
+        self._error: Exception | None = None
+        self._thread: threading.Thread | None = None
         for at, text in enumerate(self._targets):  # reported even when no row comes
             if text != ORIGIN:
                 self._feed((at, text, False))
@@ -230,29 +237,53 @@ class WriteBack:
         return self._feeds[route]
 
     def add(self, rows: Iterable[Any]) -> None:
-        """Write back rows in the order of the scores file: a run's chunk, or a file's rows as a stream."""
+        """Hand over rows to write back, in the order of the scores file: a run's chunk, or a file's as a stream.
+
+        They are sent on a thread of their own, so a slow store does not hold up the run (its event
+        loop, whose page fetches have deadlines); at most `_WAITING` chunks wait for it.
+        """
         stream = iter(rows)
         while chunk := list(itertools.islice(stream, _CHUNK)):
-            groups: dict[Route, list[Any]] = {}
-            for row in chunk:
-                for route in [(0, row["target"], False)] if self._replay else [
-                        (at, destination(row), True) if text == ORIGIN else (at, text, False)
-                        for at, text in enumerate(self._targets)]:
-                    groups.setdefault(route, []).append(row)
-            self._since = time.monotonic()
-            for route, group in groups.items():
-                feed = self._feed(route)
-                feed.rows += len(group)
-                if feed.refused is not None:
-                    feed.kept += [side_row(r, feed.shown) for r in group]
-                elif feed.delivery is not None:
-                    feed.delivery.add(group)
-                if feed.text is not None:
-                    self._retried.update(k for r in group if (k := (str(r.get("id")), feed.shown)) in self._keys)
-            self._spent, self._since = self._now(), None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._write, name="tlmscore-write-back", daemon=True)
+                self._thread.start()
+            self._waiting.put(chunk)
+
+    def _write(self) -> None:
+        """The write-back thread: chunk after chunk until `finish`; an error is raised again by `finish`."""
+        while (chunk := self._waiting.get()) is not None:
+            if self._error is None:
+                try:
+                    self._send(chunk)
+                except Exception as exc:  # noqa: BLE001  (kept for the caller's thread)
+                    self._error = exc
+
+    def _send(self, chunk: list[Any]) -> None:
+        groups: dict[Route, list[Any]] = {}
+        for row in chunk:
+            for route in [(0, row["target"], False)] if self._replay else [
+                    (at, destination(row), True) if text == ORIGIN else (at, text, False)
+                    for at, text in enumerate(self._targets)]:
+                groups.setdefault(route, []).append(row)
+        self._since = time.monotonic()
+        for route, group in groups.items():
+            feed = self._feed(route)
+            feed.rows += len(group)
+            if feed.refused is not None:
+                feed.kept += [side_row(r, feed.shown) for r in group]
+            elif feed.delivery is not None:
+                feed.delivery.add(group)
+            if feed.text is not None:
+                self._retried.update(k for r in group if (k := (str(r.get("id")), feed.shown)) in self._keys)
+        self._spent, self._since = self._now(), None
 
     def finish(self) -> int:
         """Send what waits, say what each target took, write the side file; returns the rows left in it."""
+        if self._thread is not None:
+            self._waiting.put(None)
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
         failures: list[dict[str, Any]] = []
         for route in sorted(self._feeds, key=lambda r: r[0]):  # the origins in the order their rows came
             failures += self._close(self._feeds[route], " (the rows' origin)" if route[2] else "")
