@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from tests.servers.otlp_receiver import OtlpReceiver, serve_otlp
 from tests.support.paths import ROOT
 from tests.support.tables import json_lines
-from tlmscore.annotate import Clock, Policy, deliver, parse_target
+from tlmscore.annotate import Clock, Delivery, Policy, deliver, parse_target
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
@@ -153,6 +154,50 @@ def test_otlp_json_file(scored: Path, tmp_path: Path) -> None:
     assert "traceId" not in records[1]
     assert {a["key"]: a["value"] for a in records[1]["attributes"]}["gen_ai.evaluation.score.label"] == {
         "stringValue": "not scorable"}
+
+
+def _record_ids(events: Path) -> list[list[str]]:
+    """The record ids of each request in an OTLP/JSON file, in order."""
+    return [[{a["key"]: a["value"] for a in record["attributes"]}["tlmscore.record.id"]["stringValue"]
+             for record in request["resourceLogs"][0]["scopeLogs"][0]["logRecords"]] for request in json_lines(events)]
+
+
+def test_a_delivery_fed_chunk_by_chunk_sends_each_batch_once_it_is_full(scored: Path, tmp_path: Path) -> None:
+    rows, target = json_lines(scored), tmp_path / "events.jsonl"
+    delivery = Delivery(parse_target(f"otlp-json:{target}", {}), policy=Policy(batch_size=10))
+    delivery.add(rows[:4])
+    assert not target.exists()  # four rows wait for a batch of ten
+    delivery.add(rows[4:12])
+    assert _record_ids(target) == [[r["id"] for r in rows[:10]]]
+    delivery.add(rows[12:])
+    outcome = delivery.close()
+    assert _record_ids(target) == [[r["id"] for r in rows[i:i + 10]] for i in (0, 10, 20)]
+    assert (outcome.rows, outcome.written, outcome.failed_rows) == (25, 25, [])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_score_annotate_on_a_resumed_run_writes_every_row_back_once_and_reads_no_output_back(
+        suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    out, events = tmp_path / f"out{suffix}", tmp_path / "events.jsonl"
+    args = ["score", str(LABELLED / "labelled.jsonl"), "-o", str(out), "--offline", "--quiet", "--chunk-size", "4",
+            "--pages", str(LABELLED / "pages"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0
+    whole = out.read_bytes()
+    ids = [row.id for row in read_rows(out)]
+    out.unlink()  # a run killed half way: its checkpoint ends in a row cut off mid-way
+    (tmp_path / f"out{suffix}.partial{suffix}").write_bytes(whole[:len(whole) // 2])
+    monkeypatch.setattr("tlmscore.cli._annotate.read_rows", _no_reading_back)
+    assert main([*args, "--resume", "--annotate", f"otlp-json:{events}"]) == 0
+    assert out.read_bytes() == whole  # the rows kept, then the rest appended: the bytes of one run
+    assert [i for request in _record_ids(events) for i in request] == ids  # each row written back once, in order
+    err = capsys.readouterr().err
+    earlier = re.search(r"resuming: (\d+) records already done", err)
+    assert earlier is not None and 0 < int(earlier.group(1)) < len(ids), err
+    assert f"annotations to otlp-json:{events}: 25 of 25 written" in err
+
+
+def _no_reading_back(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("score --annotate read its output back")
 
 
 def test_targets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

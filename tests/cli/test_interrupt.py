@@ -7,7 +7,6 @@ extraction workers get it too.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -16,8 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import FIXTURES
 from tlmscore.cli import main
+from tlmscore.output import read_rows
 
 COPIES = 60
 """The demo's lines, this many times: a run long enough for SIGINT to land between its chunks."""
@@ -31,15 +33,19 @@ def default_sigint() -> None:
 
 
 def saved_lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+    """About how many rows are saved so far (a CSV row ends in CRLF, after a header)."""
+    if not path.exists():
+        return 0
+    return path.read_bytes().count(b"\r\n") - 1 if path.suffix == ".csv" else path.read_bytes().count(b"\n")
 
 
-def test_ctrl_c_keeps_the_rows_so_far_and_resume_finishes_with_one_row_per_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_ctrl_c_keeps_the_rows_so_far_and_resume_finishes_with_one_row_per_record(tmp_path: Path, suffix: str) -> None:
     lines = [line for line in (FIXTURES / "demo.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     logs = tmp_path / "logs.jsonl"
     logs.write_text("\n".join(lines * COPIES) + "\n", encoding="utf-8")
     records = len(lines) * COPIES
-    out, checkpoint = tmp_path / "out.jsonl", tmp_path / "out.jsonl.partial.jsonl"
+    out, checkpoint = tmp_path / f"out{suffix}", tmp_path / f"out{suffix}.partial{suffix}"
     args = ["score", str(logs), "-o", str(out), "--offline", "--pages", str(FIXTURES / "pages"),
             "--chunk-size", str(CHUNK), "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.Popen([sys.executable, "-m", "tlmscore", *args], stdout=subprocess.PIPE,
@@ -60,12 +66,13 @@ def test_ctrl_c_keeps_the_rows_so_far_and_resume_finishes_with_one_row_per_recor
     found = re.fullmatch(rf"tlmscore: interrupted: (\d+) rows kept in {re.escape(str(checkpoint))}; rerun the same "
                          r"command with --resume to finish", said)
     assert found is not None, said
-    kept = [json.loads(line) for line in checkpoint.read_text(encoding="utf-8").splitlines()]
+    kept = [row.line for row in read_rows(checkpoint)]
     assert int(found.group(1)) == len(kept)
     assert 2 * CHUNK <= len(kept) < records and not out.exists()
-    assert [row["line"] for row in kept] == list(range(1, len(kept) + 1))  # whole rows, in order, none cut
+    assert kept == list(range(1, len(kept) + 1))  # whole rows, in order, none cut
+    saved = checkpoint.read_bytes()
 
     assert main([*args, "--resume", "--quiet"]) in (0, 1)
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert sorted(row["line"] for row in rows) == list(range(1, records + 1))  # each record exactly once
-    assert rows[: len(kept)] == kept  # the rows kept are the rows of the finished output
+    rows = [row.line for row in read_rows(out)]
+    assert sorted(rows) == list(range(1, records + 1))  # each record exactly once
+    assert out.read_bytes().startswith(saved)  # the rows kept are the first of the output, bytes as written

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tlmscore import Row
-from tlmscore.output import Checkpoint
+from tlmscore.output import Checkpoint, open_sink
 from tlmscore.output._checkpoint import checkpoint_path
 
 
@@ -83,7 +83,7 @@ def test_resume_skips_saved_parts_and_drops_a_half_written_one(tmp_path: Path) -
     assert df.scorer.tolist()[-1] == "grounding"
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
 def test_resuming_a_finished_run_keeps_every_row(tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"o{suffix}"
     done = Checkpoint(out, resume=False)
@@ -105,7 +105,7 @@ def test_without_resume_an_old_checkpoint_is_discarded(tmp_path: Path) -> None:
 
 
 def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
-    out = tmp_path / "o.csv"
+    out = tmp_path / "o.jsonl"
     Checkpoint(out, resume=False).write(rows(1, 3))
     with checkpoint_path(out).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(records(3, 4)[0])[:20])
@@ -117,7 +117,32 @@ def test_jsonl_checkpoint_drops_a_cut_off_last_line(tmp_path: Path) -> None:
     assert checkpoint_path(out).read_bytes().count(b"\n") == 2
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert resumed.finish() == 2
-    assert list(pd.read_csv(out).line) == [1, 2]
+    assert list(pd.read_json(out, lines=True).line) == [1, 2]
+
+
+def test_csv_checkpoint_drops_a_row_cut_anywhere_and_resumes_to_the_bytes_of_one_run(tmp_path: Path) -> None:
+    """A CSV output is its own checkpoint: a kill may cut the row being written anywhere, even inside a
+    quoted cell that holds line breaks and quotes; a resume keeps the whole rows and appends the rest."""
+    odd = {"prompt": 'a "quoted"\r\nprompt\nover lines, with commas'}
+    sink = open_sink(tmp_path / "one-run.csv")
+    sink.write(rows(1, 4, **odd))
+    sink.close()
+    one_run = (tmp_path / "one-run.csv").read_bytes()
+    out = tmp_path / "o.csv"
+    Checkpoint(out, resume=False).write(rows(1, 3, **odd))
+    whole = checkpoint_path(out).read_bytes()
+    third = one_run[len(whole):]
+    assert one_run.startswith(whole) and third.count(b"\n") > 1
+    for cut in [*range(len(third)), *range(-len(whole), -len(whole) + 40)]:  # the third row, then the header
+        checkpoint_path(out).write_bytes(whole + third[:cut] if cut >= 0 else whole[:cut + len(whole)])
+        resumed = Checkpoint(out, resume=True)
+        kept = {("log.jsonl", 1), ("log.jsonl", 2)} if cut >= 0 else set()
+        assert resumed.done == kept, cut
+        assert checkpoint_path(out).read_bytes() == (whole if cut >= 0 else b""), cut
+    resumed.write(rows(1, 4, **odd))
+    assert resumed.finish() == 3
+    assert out.read_bytes() == one_run
+    assert list(pd.read_csv(out).prompt) == [odd["prompt"]] * 3
 
 
 def test_an_empty_run_leaves_a_readable_file(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """A local OTLP/HTTP logs receiver for tests: decodes each request body with `opentelemetry-proto`.
 
 `OtlpReceiver.records` are the log records received (decoded protobuf), `headers` the request
-headers; `fail_next` makes the next N requests answer 503 (to test retries).
+headers; `fail_next` makes the next N requests answer 503 (to test retries); while `gate` is set to an
+unset event, each request waits for it (a slow store).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class OtlpReceiver:
     resources: list[Any] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     fail_next: int = 0
+    gate: threading.Event | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -37,6 +39,9 @@ def _handler(state: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with state.lock:
                 state.requests += 1
+            if state.gate is not None:
+                state.gate.wait(10)
+            with state.lock:
                 if state.fail_next > 0:
                     state.fail_next -= 1
                     self.send_response(503)

@@ -10,15 +10,17 @@ the same for every store:
 - `_values`: a scored row (any mapping of its columns) → an `Annotation`: name `tlmscore.<scorer>`,
   score, label, explanation (for a row that is not scorable, why), ids.
 - `_route`: where each row goes back to by its `origin` (a bare `--annotate`).
-- `_send`: the delivery loop (batches, retries, giving up on a target that keeps failing, a total
-  deadline, counts of what was stored) and the side file that names each row's target.
+- `_send`: the delivery loop, fed at once or chunk by chunk (`Delivery`): batches, retries, giving up
+  on a target that keeps failing, a total deadline, counts of what was stored; and the side file
+  that names each row's target.
 """
 
 from __future__ import annotations
 
-from tlmscore.annotate._route import ORIGIN, by_destination, destination, input_destination, needed
+from tlmscore.annotate._route import ORIGIN, destination, input_destination, needed
 from tlmscore.annotate._send import (
     Clock,
+    Delivery,
     Outcome,
     Policy,
     deliver,
@@ -43,12 +45,12 @@ __all__ = [
     "UNSUPPORTED",
     "Annotation",
     "Clock",
+    "Delivery",
     "Outcome",
     "Policy",
     "Target",
     "annotation_of",
     "annotations_of",
-    "by_destination",
     "deliver",
     "destination",
     "input_destination",

@@ -11,7 +11,7 @@ An address read from a row is data: no key is sent to it unless it is the server
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tlmscore.stores import for_origin
@@ -25,14 +25,6 @@ def destination(row: Mapping[str, Any]) -> str | None:
     connector = for_origin(row.get("origin"))
     source = row.get("source")
     return connector.back_to(source if isinstance(source, str) else None) if connector is not None else None
-
-
-def by_destination(rows: Sequence[Mapping[str, Any]]) -> dict[str | None, list[Mapping[str, Any]]]:
-    """The rows grouped by where they go back to (None: nowhere), in the order each target is first met."""
-    groups: dict[str | None, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(destination(row), []).append(row)
-    return groups
 
 
 def input_destination(address: str, reader: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """The delivery loop: one target's annotations in batches, retried, under a deadline, the failures kept.
 
-Written once for every store (`tlmscore.stores.Connector` says what a batch is sent as):
+Written once for every store (`tlmscore.stores.Connector` says what a batch is sent as), for rows
+handed over at once (`deliver`) or chunk by chunk as a run makes them (`Delivery`):
 
 - batches of the store's size (Phoenix and MLflow 100, the others 512), each retried up to
   `attempts` times (0.5 s, then 1 s apart) while its failure may pass (a timeout, HTTP 408, 429 or
@@ -65,11 +66,6 @@ class Clock:
     deadline: float | None = None
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-
-    @classmethod
-    def within(cls, seconds: float | None) -> Clock:
-        """A clock whose deadline is `seconds` from now."""
-        return cls(None if seconds is None else time.monotonic() + seconds)
 
     def passed(self) -> bool:
         """Whether the deadline has passed."""
@@ -146,37 +142,69 @@ def _report(outcome: Outcome, first: int, size: int, failed: Mapping[int, str]) 
         outcome.errors.append(f"rows {first}-{first + size - 1}: {share}{reason}")
 
 
+class Delivery:
+    """One target's delivery, fed rows chunk by chunk (`add`) as a run makes them; `close` sends the rest.
+
+    Rows wait only until they fill a batch of the store's size: batches, their numbers in the
+    report, the breaker and the deadline run across chunks as over one list of rows. Rows without
+    the ids the store annotates by (a span, a trace, a run) are counted in `skipped`. `evaluator`
+    is who scored them, carried by every annotation (see `Annotation.evaluator`).
+    """
+
+    def __init__(self, target: Target, *, threshold: float = 0.5, policy: Policy | None = None,
+                 clock: Clock | None = None, transport: httpx.BaseTransport | None = None,
+                 time_unix_nano: int | None = None, evaluator: Mapping[str, str] | None = None) -> None:
+        self.target, self.outcome = target, Outcome(target.text)
+        self._threshold, self._evaluator = threshold, evaluator
+        policy = policy or Policy()
+        self._run = _Run(policy, clock or Clock())
+        self._connector = connectors()[target.store]
+        self._size = policy.batch_size or self._connector.batch_size or 1
+        client = httpx.Client(transport=transport, timeout=policy.timeout)
+        self._session = Session(client, policy.timeout, time.time_ns() if time_unix_nano is None else time_unix_nano)
+        self._waiting: list[tuple[Mapping[str, Any], Any]] = []
+        self._sent = 0
+
+    def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Take rows; each full batch is sent now."""
+        made = [dataclasses.replace(a, evaluator=self._evaluator) for a in annotations_of(rows, self._threshold)]
+        paired = [(row, self._connector.payload(a)) for row, a in zip(rows, made, strict=True)]
+        reachable = [(row, payload) for row, payload in paired if payload is not None]
+        self.outcome.rows += len(rows)
+        self.outcome.skipped += len(rows) - len(reachable)
+        self._waiting += reachable
+        while len(self._waiting) >= self._size:
+            self._send(self._size)
+
+    def _send(self, size: int) -> None:
+        batch, self._waiting = self._waiting[:size], self._waiting[size:]
+        run, outcome = self._run, self.outcome
+        failed = (_batch(self.target, batch, self._session, run, outcome) if run.may_send()
+                  else dict.fromkeys(range(len(batch)), run.stopped or "not sent"))
+        if failed and not (run.stopped and set(failed.values()) == {run.stopped}):
+            _report(outcome, self._sent + 1, len(batch), failed)
+        outcome.failed_rows.extend(side_row(batch[i][0], self.target.text) for i in sorted(failed))
+        self._sent += len(batch)
+
+    def close(self) -> Outcome:
+        """Send the rows still waiting; what was written, skipped and kept."""
+        if self._waiting:
+            self._send(len(self._waiting))
+        self._session.client.close()
+        if self._run.stopped:
+            self.outcome.gave_up = f"{self._run.stopped}; {len(self.outcome.failed_rows)} rows kept to replay"
+        return self.outcome
+
+
 def deliver(rows: Sequence[Mapping[str, Any]], target: Target, *, threshold: float = 0.5,
             policy: Policy | None = None, clock: Clock | None = None,
             transport: httpx.BaseTransport | None = None, time_unix_nano: int | None = None,
             evaluator: Mapping[str, str] | None = None) -> Outcome:
-    """Write the annotations of `rows` to `target`; what fails is reported and kept, never raised.
-
-    Rows without the ids the store annotates by (a span, a trace, a run) are counted in `skipped`.
-    `evaluator` is who scored them, carried by every annotation (see `Annotation.evaluator`).
-    """
-    policy = policy or Policy()
-    run = _Run(policy, clock or Clock())
-    connector = connectors()[target.store]
-    outcome = Outcome(target.text, rows=len(rows))
-    made = [dataclasses.replace(a, evaluator=evaluator) for a in annotations_of(rows, threshold)]
-    paired = [(row, connector.payload(a)) for row, a in zip(rows, made, strict=True)]
-    reachable = [(row, payload) for row, payload in paired if payload is not None]
-    outcome.skipped = len(rows) - len(reachable)
-    size = policy.batch_size or connector.batch_size or 1
-    stamp = time.time_ns() if time_unix_nano is None else time_unix_nano
-    with httpx.Client(transport=transport, timeout=policy.timeout) as client:
-        session = Session(client, policy.timeout, stamp)
-        for start in range(0, len(reachable), size):
-            batch = reachable[start:start + size]
-            failed = (_batch(target, batch, session, run, outcome) if run.may_send()
-                      else dict.fromkeys(range(len(batch)), run.stopped or "not sent"))
-            if failed and not (run.stopped and set(failed.values()) == {run.stopped}):
-                _report(outcome, start + 1, len(batch), failed)
-            outcome.failed_rows.extend(side_row(batch[i][0], target.text) for i in sorted(failed))
-    if run.stopped:
-        outcome.gave_up = f"{run.stopped}; {len(outcome.failed_rows)} rows kept to replay"
-    return outcome
+    """Write the annotations of `rows` to `target`, one `Delivery`; what fails is reported and kept, never raised."""
+    delivery = Delivery(target, threshold=threshold, policy=policy, clock=clock, transport=transport,
+                        time_unix_nano=time_unix_nano, evaluator=evaluator)
+    delivery.add(rows)
+    return delivery.close()
 
 
 def parse_target(text: str, env: Mapping[str, str]) -> Target:

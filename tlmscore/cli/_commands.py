@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._annotate import annotate_file, check_live_inputs, check_targets, run_annotate, target_files
+from tlmscore.cli._annotate import WriteBack, check_live_inputs, check_targets, run_annotate, side_file, target_files
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
     SCORER_FLAGS,
@@ -152,10 +152,15 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
         raise ConfigError("--hydrate: not available with --engine ray yet")
     summary = Summary()
     kept = [0]  # rows saved in the checkpoint: an earlier run's, then each chunk's as it is handed on
+    back = WriteBack(args.annotate, side_file(args.output, None), threshold=args.annotate_threshold,
+                     inputs=args.inputs, timeout=args.annotate_timeout, deadline=args.annotate_deadline) \
+        if scoring and args.annotate else None  # each chunk is in the checkpoint before it is written back
 
     def saved(rows: list[Any]) -> None:
         kept[0] += len(rows)
         summary.add(rows)
+        if back is not None:
+            back.add(rows)
 
     def started(earlier: int) -> None:
         kept[0] = earlier
@@ -171,16 +176,15 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
                          settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
                          on_rows=saved, progress=bars.update, on_start=started, command=args.command,
-                         engine=engine)
+                         engine=engine, on_earlier=back.add if back is not None else None)
     except KeyboardInterrupt:  # Ctrl-C: every chunk finished so far is in the checkpoint, synced
         print(f"tlmscore: interrupted: {kept[0]} rows kept in {checkpoint_path(args.output)}; rerun the same "
               "command with --resume to finish", file=sys.stderr)
         return EXIT_INTERRUPTED
     _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
-    if scoring and args.annotate:  # the scores are in OUT already: a failed write-back loses none
-        annotate_file(args.output, args.annotate, threshold=args.annotate_threshold, inputs=args.inputs,
-                      timeout=args.annotate_timeout, deadline=args.annotate_deadline)
+    if back is not None:  # the scores are in OUT already: a failed write-back loses none
+        back.finish()
     if result.earlier:
         print(f"tlmscore: {result.total} rows in {args.output} ({result.earlier} from the earlier run)",
               file=sys.stderr)

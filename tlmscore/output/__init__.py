@@ -3,7 +3,7 @@
 - `_row`: `Row`, one output row, typed and frozen; `to_record` is the contract's dict.
 - `_sinks`: `RowSink`, the built-in file sinks, the `tlmscore.sinks` entry points.
 - `_encoding`: rows as JSON lines, CSV cells, Arrow tables (pure; `arrow_table`).
-- `_writers`: `RowWriter`, row records to one file (what the file sinks write with).
+- `_writers`: `RowWriter`, row records to one file (what the file sinks and the checkpoint write with).
 - `_checkpoint`: rows saved and synced chunk by chunk, so a killed run loses at most one chunk.
 - `_manifest`: what a run read and how, checked by `--resume`.
 - `_run_output`: `RunOutput`, the file a run writes resumably: manifest, checkpoint and output in one.

@@ -10,17 +10,19 @@ import sys
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from tlmscore.output import _encoding as encoding
-from tlmscore.output._encoding import arrow_table, json_line
 from tlmscore.output._read import read_rows
 from tlmscore.output._row import Row
 from tlmscore.output._sinks import open_sink
+from tlmscore.output._writers import RowWriter
 
 _PART_GLOB = "part-*.parquet"
+_APPENDED = (".jsonl", ".csv")
+"""The formats a checkpoint is written in as the output itself, appended to chunk by chunk."""
 
 
 @dataclass(frozen=True)
@@ -64,19 +66,23 @@ def _runs(lines: list[int]) -> tuple[tuple[int, int], ...]:
 
 
 def checkpoint_path(output: Path) -> Path:
-    """Where rows go while a run is in progress: a JSONL file, or for Parquet a folder of part files."""
-    if output.suffix.lower() == ".parquet":
+    """Where rows go while a run is in progress: a file in the output's format, Parquet's part files, or JSONL."""
+    suffix = output.suffix.lower()
+    if suffix == ".parquet":
         return output.with_name(output.name + ".partial")
-    return output.with_name(output.name + ".partial.jsonl")
+    return output.with_name(output.name + ".partial" + (suffix if suffix in _APPENDED else ".jsonl"))
 
 
 class Checkpoint:
     """Rows saved (and synced) as chunks complete, so a killed run loses at most one chunk.
 
-    For a Parquet output every chunk is one complete part file, so finishing is a rename (or a
-    merge of parts, no re-encoding of rows); otherwise rows are appended to a JSONL file. `done`
-    holds the `(source, line)` of every row saved by an earlier run; `finish` writes the output
-    and removes the checkpoint. Resuming a finished run keeps all its rows.
+    A JSONL or CSV output is its checkpoint, appended chunk by chunk by `RowWriter` (each row is
+    encoded and written once) and renamed at the end. A Parquet file cannot be appended to (its
+    footer is written last), so every chunk is one complete part file and finishing is a rename (or
+    a merge of parts, no re-encoding of rows). A plug-in sink may not be able to append either:
+    its rows wait in a JSONL file and go through the sink at the end. `done` holds the
+    `(source, line)` of every row saved by an earlier run; `finish` writes the output and removes
+    the checkpoint. Resuming a finished run keeps all its rows.
     """
 
     def __init__(self, output: Path, *, resume: bool) -> None:
@@ -84,17 +90,15 @@ class Checkpoint:
         self.path = checkpoint_path(output)
         self.done: set[tuple[str, int]] = set()
         self._parts = self.path.suffix == ".partial"
-        self._handle: IO[bytes] | None = None
+        self._writer: RowWriter | None = None
         self._written = 0
         if not resume:
             self._remove()
             return
         if not self.path.exists() and output.exists():
             self._adopt_output()
-        if self.path.exists() and self._parts:
-            self._load_parts()
-        elif self.path.exists():
-            self._load_lines()
+        if self.path.exists():
+            self._load()
 
     def _remove(self) -> None:
         if self.path.is_dir():
@@ -107,53 +111,51 @@ class Checkpoint:
         if self._parts:
             self.path.mkdir(parents=True)
             self.output.replace(self.path / "part-000000.parquet")
-        elif self.output.suffix.lower() == ".jsonl":
+        elif self.output.suffix.lower() in _APPENDED:
             self.output.replace(self.path)
 
-    def _load_lines(self) -> None:
-        """Read which records the rows written so far hold; a last line cut off by a kill is dropped first."""
-        self._mend_tail()
-        self.done.update((row.source, row.line) for row in read_rows(self.path, columns=()))
+    def _load(self) -> None:
+        """Read which records the saved rows hold, once what a kill left half-written is gone (a part, a row)."""
+        if self._parts:
+            for stray in self.path.glob("*.tmp"):
+                stray.unlink()
+        else:
+            self._mend()
+        self.done.update((row.source, row.line) for row in self._rows(columns=()))
 
-    def _mend_tail(self) -> None:
-        """End the file with its last whole line: a kill can cut the line being written, never one before it.
+    def _mend(self) -> None:
+        """End the file with its last whole row: a kill can cut the row being written, never one before it.
 
-        The bytes after the last newline are a row written whole but for its newline (kept, the newline
+        A JSON line ends at a newline (it holds none of its own); a CSV row at a CRLF outside quotes
+        (the writer quotes every cell that holds a line break or a quote, doubling its quotes). What
+        follows the last whole row is a JSON line written whole but for its newline (kept, the newline
         added), or a cut row (dropped, by truncating the file: one system call, which a kill cannot halve).
         """
+        csv = self.path.suffix == ".csv"
+        whole = end = quotes = 0
         with self.path.open("r+b") as handle:
-            end = handle.seek(0, os.SEEK_END)
-            start = end
-            while start > 0:
-                step = min(start, 1 << 16)
-                handle.seek(start - step)
-                block = handle.read(step)
-                newline = block.rfind(b"\n")
-                if newline >= 0:
-                    start = start - step + newline + 1
-                    break
-                start -= step
-            if start == end:
+            for line in handle:
+                end += len(line)
+                quotes += line.count(b'"') if csv else 0
+                if quotes % 2 == 0 and line.endswith(b"\r\n" if csv else b"\n"):
+                    whole = end
+            if whole == end:
                 return
-            handle.seek(start)
-            tail = handle.read()
-            try:
-                whole = isinstance(orjson.loads(tail), dict)
-            except orjson.JSONDecodeError:
-                whole = False
-            if whole:
+            handle.seek(whole)
+            if not csv and _json_object(handle.read()):
                 handle.write(b"\n")
             else:
-                handle.truncate(start)
+                handle.truncate(whole)
             handle.flush()
             os.fsync(handle.fileno())
 
-    def _load_parts(self) -> None:
-        """Read which records the saved parts hold; a part a kill left half-written is dropped."""
-        for stray in self.path.glob("*.tmp"):
-            stray.unlink()
-        for part in sorted(self.path.glob(_PART_GLOB)):
-            self.done.update((row.source, row.line) for row in read_rows(part, columns=()))
+    def _rows(self, columns: Sequence[str] | None = None) -> Iterator[Row]:
+        files = sorted(self.path.glob(_PART_GLOB)) if self._parts else [self.path]
+        return itertools.chain.from_iterable(read_rows(f, columns=columns) for f in files if f.stat().st_size)
+
+    def saved(self) -> Iterator[Row]:
+        """The rows an earlier run saved, in order, read back as a stream (before this run adds any)."""
+        return itertools.islice(self._rows(), len(self.done))
 
     def write(self, final: Sequence[Row]) -> None:
         """Save one chunk of rows durably."""
@@ -163,26 +165,22 @@ class Checkpoint:
         if self._parts:
             self._write_part(rows)
             return
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = self.path.open("ab")
-        self._handle.writelines(json_line(row) for row in rows)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        if self._writer is None:
+            self._writer = RowWriter(self.path, append=True)
+        self._writer.write(rows)
+        self._writer.sync()
         self._written += len(rows)
 
     def _write_part(self, rows: list[dict[str, Any]]) -> None:
         """Write the rows as the next part file: complete and synced before it gets its name."""
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
         self.path.mkdir(parents=True, exist_ok=True)
         parts = sorted(self.path.glob(_PART_GLOB))
         number = int(parts[-1].name[5:11]) + 1 if parts else 1
         final = self.path / f"part-{number:06d}.parquet"
         temporary = final.with_suffix(".tmp")
-        with temporary.open("wb") as handle:
-            pq.write_table(arrow_table(rows), handle, **encoding.parquet_options())
-            handle.flush()
+        with RowWriter(temporary, fmt=".parquet") as writer:
+            writer.write(rows)
+        with temporary.open("rb") as handle:
             os.fsync(handle.fileno())
         temporary.replace(final)
 
@@ -191,14 +189,10 @@ class Checkpoint:
 
         `columns` are the columns of an output that has no rows (a CSV header, a Parquet schema).
         """
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
         if self._parts:
             return self._finish_parts(columns)
-        if not self.path.exists():
-            self.path.write_text("", encoding="utf-8")
-        if self.output.suffix.lower() == ".jsonl":
+        (self._writer or RowWriter(self.path, columns, append=True)).close()  # no rows: a valid empty file
+        if self.output.suffix.lower() in _APPENDED:
             self.path.replace(self.output)
             return len(self.done) + self._written
         sink = open_sink(self.output, columns)
@@ -220,8 +214,7 @@ class Checkpoint:
         parts = sorted(self.path.glob(_PART_GLOB)) if self.path.exists() else []
         self.output.parent.mkdir(parents=True, exist_ok=True)
         if not parts:
-            pq.write_table(encoding.arrow_schema(list(columns)).empty_table(), str(self.output),
-                           **encoding.parquet_options())
+            RowWriter(self.output, columns, fmt=".parquet").close()
         elif len(parts) == 1:
             parts[0].replace(self.output)
         else:
@@ -232,6 +225,13 @@ class Checkpoint:
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
+
+
+def _json_object(text: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _batches(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:

@@ -1,41 +1,29 @@
 """`RunOutput`: the file a run writes, resumably: its manifest, its checkpoint and the output itself.
 
 Opening one checks a resume against the manifest of the run it continues and writes this run's
-(`_manifest`), then opens the checkpoint (`_checkpoint`) with the rows an earlier run saved
-(`done`, under this run's input names). Each chunk of final rows is written once, to the
-checkpoint; `finish` makes the output file from it through the output's sink.
+(`_manifest`), then opens the checkpoint (`_checkpoint`, which it is) with the rows an earlier run
+saved (`skip`, under this run's input names; `saved`, the rows themselves). Each chunk of final
+rows is written once (`write`): for JSONL and CSV to the output file itself, appended by the
+sink's `RowWriter` and renamed by `finish`; for Parquet as a part file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tlmscore.output._checkpoint import Checkpoint, Done
 from tlmscore.output._manifest import start_run
-from tlmscore.output._row import Row
 
 
-class RunOutput:
+class RunOutput(Checkpoint):
     """An output file made resumably: manifest first, rows checkpointed chunk by chunk, the file at the end."""
 
     def __init__(self, path: Path, manifest: Mapping[str, Any], *, resume: bool) -> None:
         names = start_run(path, manifest, resume=resume)
-        self.path = path
-        self._checkpoint = Checkpoint(path, resume=resume)
-        self.done = Done.of((names.get(source, source), line) for source, line in self._checkpoint.done)
-        """The `(source, line)` of every row an earlier run saved, as this run names its inputs."""
-
-    @property
-    def earlier(self) -> int:
+        super().__init__(path, resume=resume)
+        self.earlier = len(self.done)
         """How many rows an earlier run saved."""
-        return len(self._checkpoint.done)
-
-    def write(self, rows: Sequence[Row]) -> None:
-        """One chunk of final rows, saved and synced."""
-        self._checkpoint.write(rows)
-
-    def finish(self, chunk_size: int, columns: Sequence[str]) -> int:
-        """The output file, from every saved row (`columns`: those of an output with no rows); its row count."""
-        return self._checkpoint.finish(chunk_size, columns)
+        self.skip = Done.of((names.get(source, source), line) for source, line in self.done)
+        """The `(source, line)` of every row an earlier run saved, as this run names its inputs."""

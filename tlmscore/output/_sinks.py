@@ -49,11 +49,6 @@ class FileSink:
         self.path = path
         self._writer = RowWriter(path, columns, fmt=self.format)
 
-    @property
-    def rows(self) -> int:
-        """Rows written so far."""
-        return self._writer.rows
-
     def write(self, rows: Sequence[Row]) -> None:
         """Append the rows' records to the file."""
         self._writer.write([row.to_record() for row in rows])

@@ -7,6 +7,7 @@ read, so a run writing JSONL does not pay for it at start-up.
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -25,13 +26,15 @@ class RowWriter:
 
     `columns` are the columns of a file that gets no rows: a CSV header, a Parquet schema (typed as
     rows would be), so it still reads as a table (JSON lines have no header: an empty file); `fmt`
-    (one of `FORMATS`) writes that format whatever the suffix.
+    (one of `FORMATS`) writes that format whatever the suffix. `append` adds to a JSONL or CSV file
+    (a CSV keeps the header it has, the columns it names): how a checkpoint grows chunk by chunk.
     """
 
-    def __init__(self, path: Path, columns: Sequence[str] = (), fmt: str | None = None) -> None:
+    def __init__(self, path: Path, columns: Sequence[str] = (), fmt: str | None = None, *,
+                 append: bool = False) -> None:
         self.path = path
+        self._append = append
         self.format = builtin_format(path) if fmt is None else builtin_format(Path("rows" + fmt))
-        self.rows = 0
         self._handle: IO[str] | None = None
         self._binary: IO[bytes] | None = None
         self._csv: Any = None
@@ -59,18 +62,17 @@ class RowWriter:
             self._write_csv(rows)
         else:
             self._write_parquet(rows)
-        self.rows += len(rows)
 
     def _text(self) -> IO[str]:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = self.path.open("w", encoding="utf-8", newline="")
+            self._handle = self.path.open("a" if self._append else "w", encoding="utf-8", newline="")
         return self._handle
 
     def _lines(self) -> IO[bytes]:
         if self._binary is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._binary = self.path.open("wb")
+            self._binary = self.path.open("ab" if self._append else "wb")
         return self._binary
 
     def _write_jsonl(self, rows: list[dict[str, Any]]) -> None:
@@ -79,12 +81,28 @@ class RowWriter:
         handle.flush()
 
     def _write_csv(self, rows: list[dict[str, Any]]) -> None:
+        kept = self._kept_header()
         handle = self._text()
         if self._csv is None:
-            self._csv = csv.DictWriter(handle, fieldnames=list(rows[0].keys()), extrasaction="ignore")
-            self._csv.writeheader()
+            self._csv = csv.DictWriter(handle, fieldnames=kept or list(rows[0].keys()), extrasaction="ignore")
+            if not kept:
+                self._csv.writeheader()
         self._csv.writerows({k: encoding.cell(v) for k, v in row.items()} for row in rows)
         handle.flush()
+
+    def _kept_header(self) -> list[str] | None:
+        """The header of the CSV file appended to, None when there is none yet."""
+        if self._csv is not None or not self._append or not self.path.is_file() or not self.path.stat().st_size:
+            return None
+        with self.path.open(encoding="utf-8", newline="") as handle:
+            return next(csv.reader(handle))
+
+    def sync(self) -> None:
+        """Make what was written so far durable (flushed and synced), so a kill cannot lose it."""
+        for handle in (self._handle, self._binary):
+            if handle is not None:
+                handle.flush()
+                os.fsync(handle.fileno())
 
     def _write_parquet(self, rows: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq  # noqa: PLC0415  (see the module docstring)
@@ -113,7 +131,7 @@ class RowWriter:
         if self.format == ".jsonl":
             self._lines().close()
             self._binary = None
-        elif self.format == ".csv" and self._csv is None and self._columns:
+        elif self.format == ".csv" and self._csv is None and self._columns and not self._kept_header():
             csv.writer(self._text()).writerow(self._columns)  # no rows: the header alone
         elif self.format == ".csv":
             self._text()

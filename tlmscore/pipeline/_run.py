@@ -19,7 +19,7 @@ requests, then collects them.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Callable, Container, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Container, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +76,7 @@ class Job:
     on_start: Callable[[int], None] | None = None
     pages: PageSource | None = None
     converters: Mapping[str, ConverterLike] | None = None
+    on_earlier: Callable[[Iterable[Row]], None] | None = None
 
     @functools.cached_property
     def built(self) -> Scorer | None:
@@ -197,7 +198,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         calibration: Calibration | str | Path | None = None, on_rows: Callable[[list[Row]], None] | None = None,
         progress: Progress | None = None, on_start: Callable[[int], None] | None = None,
         command: str | None = None, engine: Engine | None = None, pages: PageSource | None = None,
-        converters: Mapping[str, ConverterLike] | None = None) -> RunResult:
+        converters: Mapping[str, ConverterLike] | None = None,
+        on_earlier: Callable[[Iterable[Row]], None] | None = None) -> RunResult:
     """Prepare (no `scorer`) or score `inputs`, writing the rows to `output` (.jsonl, .csv, .parquet).
 
     `scorer` is a registered name (with `options`) or a `Scorer`; `calibration` (a
@@ -205,7 +207,8 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
     saved it in) adds `calibrated_score`;
     `resume` continues an interrupted run into the same `output`, after checking that it read the
     same inputs with the same settings. `on_start` is told how many rows an earlier run saved, before
-    work starts; `on_rows` sees every chunk's final `Row`s as it completes. `engine` is where the rows
+    work starts, and `on_earlier` gets those rows (read back once, as a stream); `on_rows` sees every
+    chunk's final `Row`s as it completes. `engine` is where the rows
     are made: `Local()` (the default), or `tlmscore.ray.Engine(...)` on a Ray cluster; output, resume,
     `on_rows` and `on_start` are the same on both. `pages` (a `PageSource`) and `converters` are
     `tlmscore.prepare`'s, on the local engine.
@@ -234,7 +237,7 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
         options = spec.with_cache(options, settings.cache_dir)
     job = Job(tuple(inputs), target, settings, scorer, options, calibration if scorer is not None else None,
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
-              on_start, pages, converters)
+              on_start, pages, converters, on_earlier)
     _ = job.built  # the scorer's options and keys, checked before any file is written
     if spec is not None and job.scorer is not None:
         spec.check_endpoint(options)  # its server answers: a run without network stops here, not row by row
@@ -246,6 +249,8 @@ def _execute(job: Job, engine: Engine) -> RunResult:
     output = _open_output(job)
     if job.on_start is not None:
         job.on_start(output.earlier if output is not None else 0)
+    if job.on_earlier is not None and output is not None and output.earlier:
+        job.on_earlier(output.saved())
     written = 0
 
     def sink(rows: list[Row]) -> None:
@@ -256,7 +261,7 @@ def _execute(job: Job, engine: Engine) -> RunResult:
         if job.on_rows is not None:
             job.on_rows(rows)
 
-    engine.rows(job, output.done if output is not None else Done(), sink)
+    engine.rows(job, output.skip if output is not None else Done(), sink)
     if output is None:
         return RunResult(None, written, 0, written)
     total = output.finish(job.settings.chunk_size, job.columns())
