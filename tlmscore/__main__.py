@@ -26,6 +26,10 @@ def start() -> NoReturn:
     # while the batch is fetching; the command line does no linear algebra. (The executable's own
     # process only: a library call leaves its host's environment alone.)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # pydantic imports every installed plug-in of its own when the first model is made (logfire's
+    # brings its whole SDK: a quarter of a second of CPU at every start); this process validates
+    # only its own settings. PYDANTIC_DISABLE_PLUGINS set to anything (empty: none) is kept.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from tlmscore.cli import main  # noqa: PLC0415
 
     gc.freeze()

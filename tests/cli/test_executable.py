@@ -1,5 +1,5 @@
 """The `tlmscore` executable (`tlmscore.cli.__main__`): runs as a module, exits with the command's status,
-loads only what the command needs, keeps numpy to one BLAS thread."""
+loads only what the command needs, keeps numpy to one BLAS thread and pydantic's plug-ins unloaded."""
 
 from __future__ import annotations
 
@@ -88,3 +88,41 @@ def test_the_executable_does_not_load_the_command_line_of_httpx(tmp_path: Path) 
 def test_the_executable_keeps_numpy_to_one_blas_thread_unless_told_otherwise(tmp_path: Path) -> None:
     assert executable_state(tmp_path).endswith(" 1")
     assert executable_state(tmp_path, OPENBLAS_NUM_THREADS="3").endswith(" 3")
+
+
+PYDANTIC_PLUGIN = """import os, pathlib
+pathlib.Path(os.environ["PLUGIN_MARK"]).write_text("loaded")
+
+
+class Plugin:
+    def new_schema_validator(self, *args, **kwargs):
+        return None, None, None
+
+
+plugin = Plugin()
+"""
+
+
+def test_the_executable_leaves_pydantic_plugins_unloaded_unless_told_otherwise(tmp_path: Path) -> None:
+    """An installed pydantic plug-in (logfire's: its whole SDK) is imported with the first model made;
+    the executable's own process makes its settings without it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "marking_plugin.py").write_text(PYDANTIC_PLUGIN, encoding="utf-8")
+    info = site / "marking_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: marking-plugin\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[pydantic]\nmark = marking_plugin:plugin\n", encoding="utf-8")
+    mark = tmp_path / "mark"
+    base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    env = base | {"PYTHONPATH": path, "PLUGIN_MARK": str(mark)}
+    model = "import pydantic\nclass M(pydantic.BaseModel):\n    x: int = 0\n"
+    subprocess.run([sys.executable, "-c", model], env=env, check=True, timeout=120)
+    assert mark.read_text(encoding="utf-8") == "loaded"  # the plug-in is seen where nothing stops it
+    mark.unlink()
+    executable_state(tmp_path / "cache", PYTHONPATH=env["PYTHONPATH"], PLUGIN_MARK=str(mark))
+    assert not mark.exists()
+    executable_state(tmp_path / "cache", PYTHONPATH=env["PYTHONPATH"], PLUGIN_MARK=str(mark),
+                     PYDANTIC_DISABLE_PLUGINS="")
+    assert mark.read_text(encoding="utf-8") == "loaded"
