@@ -13,10 +13,9 @@ from tlmscore._lazy import lazy_exports as _lazy_exports
 if _typing.TYPE_CHECKING:
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
-    from tlmscore.ingest import read_transcripts
     from tlmscore.model import Conversation, ScoringInput, Transcript
     from tlmscore.output import Row, RowSink
-    from tlmscore.pipeline import Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
+    from tlmscore.pipeline import Local, RunResult, aiter_rows, aprepare, ascore, prepare, read_transcripts, run, score
     from tlmscore.rendering import render
     from tlmscore.settings import Settings
     from tlmscore.watch import watch
@@ -76,7 +75,7 @@ _HOMES = {
     "Transcript": "tlmscore.model",
     "render": "tlmscore.rendering",
     "Settings": "tlmscore.settings",
-    "read_transcripts": "tlmscore.ingest",
+    "read_transcripts": "tlmscore.pipeline",
     "watch": "tlmscore.watch",
 }
 
