@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,40 @@ def test_the_cycle_check_sees_a_cycle_through_a_type_only_import() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tlmscore.scoring.judge import J\n")
     assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring.judge._batch", is_package=False)
+
+
+def store_imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The modules of `tlmscore.stores` a module imports (at any depth, type-only too)."""
+    return {m for m in imported(tree, module, is_package) if m == "tlmscore.stores" or m.startswith("tlmscore.stores.")}
+
+
+@pytest.mark.parametrize("path", [p for p in MODULE_FILES if stage_of(module_name(p)) == stage_of("tlmscore.ingest")],
+                         ids=module_name)
+def test_ingest_imports_no_store(path: Path) -> None:
+    """Ingest reads through the `Reader` its caller finds: it imports no store, so none of their write-back."""
+    module = module_name(path)
+    assert store_imports(ast.parse(path.read_text(encoding="utf-8")), module, path.name == "__init__.py") == set()
+
+
+def test_the_store_check_sees_a_store_imported_by_ingest() -> None:
+    tree = ast.parse("from tlmscore._contract import is_live\n\ndef f():\n"
+                     "    from tlmscore.stores.openai import stored_id\n    from ..stores import find_reader\n")
+    assert store_imports(tree, "tlmscore.ingest._records", is_package=False) == {
+        "tlmscore.stores.openai", "tlmscore.stores.openai.stored_id", "tlmscore.stores", "tlmscore.stores.find_reader"}
+
+
+def loaded_stores(module: str) -> list[str]:
+    """The `tlmscore.stores` modules a fresh interpreter holds once it has imported `module` (of this checkout)."""
+    code = (f"import sys, {module}; assert {module}.__file__.startswith({str(PACKAGE)!r}), {module}.__file__; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[:2] == ['tlmscore', 'stores'])))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=PACKAGE.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    return done.stdout.split()
+
+
+def test_importing_ingest_loads_no_store() -> None:
+    assert loaded_stores("tlmscore.ingest") == []
+    assert "tlmscore.stores.openai" in loaded_stores("tlmscore.pipeline")  # the check sees a store when one is loaded
 
 
 # ---------------------------------------------------------------------------------------------- the tests' layout
