@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ MAX_LINES = 400
 STAGES: list[tuple[str, ...]] = [
     ("tlmscore.settings", "tlmscore.errors", "tlmscore.model", "tlmscore._urls", "tlmscore._retry_after",
      "tlmscore._lazy", "tlmscore._tables", "tlmscore._chat", "tlmscore._endpoint", "tlmscore._cost", "tlmscore.plugins",
-     "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores", "tlmscore._content", "tlmscore._think"),
+     "tlmscore._breaker", "tlmscore._reach", "tlmscore._cores", "tlmscore._content", "tlmscore._think",
+     "tlmscore._contract"),
     ("tlmscore.stores", "tlmscore.agents"),
     ("tlmscore.ingest",),
     ("tlmscore.convert",),
@@ -218,6 +222,40 @@ def test_the_cycle_check_sees_a_cycle_through_a_type_only_import() -> None:
     assert "tlmscore.scoring.judge" in imported(tree, "tlmscore.scoring.judge._batch", is_package=False)
 
 
+def store_imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The modules of `tlmscore.stores` a module imports (at any depth, type-only too)."""
+    return {m for m in imported(tree, module, is_package) if m == "tlmscore.stores" or m.startswith("tlmscore.stores.")}
+
+
+@pytest.mark.parametrize("path", [p for p in MODULE_FILES if stage_of(module_name(p)) == stage_of("tlmscore.ingest")],
+                         ids=module_name)
+def test_ingest_imports_no_store(path: Path) -> None:
+    """Ingest reads through the `Reader` its caller finds: it imports no store, so none of their write-back."""
+    module = module_name(path)
+    assert store_imports(ast.parse(path.read_text(encoding="utf-8")), module, path.name == "__init__.py") == set()
+
+
+def test_the_store_check_sees_a_store_imported_by_ingest() -> None:
+    tree = ast.parse("from tlmscore._contract import is_live\n\ndef f():\n"
+                     "    from tlmscore.stores.openai import stored_id\n    from ..stores import find_reader\n")
+    assert store_imports(tree, "tlmscore.ingest._records", is_package=False) == {
+        "tlmscore.stores.openai", "tlmscore.stores.openai.stored_id", "tlmscore.stores", "tlmscore.stores.find_reader"}
+
+
+def loaded_stores(module: str) -> list[str]:
+    """The `tlmscore.stores` modules a fresh interpreter holds once it has imported `module` (of this checkout)."""
+    code = (f"import sys, {module}; assert {module}.__file__.startswith({str(PACKAGE)!r}), {module}.__file__; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[:2] == ['tlmscore', 'stores'])))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=PACKAGE.parent, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    return done.stdout.split()
+
+
+def test_importing_ingest_loads_no_store() -> None:
+    assert loaded_stores("tlmscore.ingest") == []
+    assert "tlmscore.stores.openai" in loaded_stores("tlmscore.pipeline")  # the check sees a store when one is loaded
+
+
 # ---------------------------------------------------------------------------------------------- the tests' layout
 
 TESTS = Path(__file__).resolve().parent
@@ -261,6 +299,7 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.output._manifest": "the resume manifest, read back to check what a run wrote",
     "tlmscore.pipeline._meter": "the progress bar's byte count, checked without a terminal",
     "tlmscore.pipeline._run": "the scorer factory a run calls, counted to show a run builds its scorer once",
+    "tlmscore.pipeline._stages": "the reader lookup a run hands ingest, counted per input",
     "tlmscore.ray._pages": "the Ray engine's fetch actor, run without a cluster",
     "tlmscore.ray._read": "how the Ray engine splits inputs into rows, checked without a cluster",
     "tlmscore.rendering._prompt": "the JSON and text blocks a prompt is built of, byte for byte",
@@ -281,7 +320,6 @@ CROSS_PACKAGE: dict[tuple[str, str], str] = {
     ("docs/test_documents.py", "tlmscore.cli._args"): "the documented flags are the parser's",
     ("docs/test_documents.py", "tlmscore.cli._reference"): "docs/cli.md is the reference the CLI renders",
     ("cli/test_resume.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint, damaged on purpose",
-    ("pipeline/test_run.py", "tlmscore.ingest._records"): "the reader lookup a run makes, counted per input",
     ("cli/test_resume_manifest.py", "tlmscore.output._checkpoint"): "a resumed run's checkpoint",
     ("cli/test_resume_manifest.py", "tlmscore.output._manifest"): "what the resumed run wrote",
     ("convert/test_provider_shapes.py", "tlmscore.rendering._shown"): "a page two searches list is shown once",

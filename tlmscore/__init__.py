@@ -14,10 +14,21 @@ if _typing.TYPE_CHECKING:
     from tlmscore.convert.context import ItemConverter
     from tlmscore.errors import ConfigError, FetchError, ScorerError, TlmscoreError, TranscriptError
     from tlmscore.evidence.page import MemoryPages, Page, PageSource
-    from tlmscore.ingest import BatchInputs, read_transcripts
+    from tlmscore.ingest import BatchInputs
     from tlmscore.model import Conversation, ScoringInput, Transcript
     from tlmscore.output import Row, RowSink
-    from tlmscore.pipeline import Engine, Local, RunResult, aiter_rows, aprepare, ascore, prepare, run, score
+    from tlmscore.pipeline import (
+        Engine,
+        Local,
+        RunResult,
+        aiter_rows,
+        aprepare,
+        ascore,
+        prepare,
+        read_transcripts,
+        run,
+        score,
+    )
     from tlmscore.rendering import render
     from tlmscore.scoring.base import Score, Scorer
     from tlmscore.scoring.calibration import Calibration
@@ -90,7 +101,7 @@ _HOMES = {
     "Transcript": "tlmscore.model",
     "render": "tlmscore.rendering",
     "Settings": "tlmscore.settings",
-    "read_transcripts": "tlmscore.ingest",
+    "read_transcripts": "tlmscore.pipeline",
     "BatchInputs": "tlmscore.ingest",
     "watch": "tlmscore.watch",
 }

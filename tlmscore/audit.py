@@ -22,11 +22,12 @@ from tlmscore.errors import ConfigError
 from tlmscore.evidence.layers import open_page_source
 from tlmscore.evidence.page import Page, PagesByKey, keyed_pages, page_for
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import ChainIndex, read_transcripts
+from tlmscore.ingest import ChainIndex
 from tlmscore.model import Conversation, Message, ToolCall, ToolResult, Transcript, Turn, WebResult
-from tlmscore.pipeline import convert_record, run_sync
+from tlmscore.pipeline import convert_record, read_transcripts, run_sync
 from tlmscore.rendering import text_words, unavailable_text
 from tlmscore.settings import Settings
+from tlmscore.stores import find_reader
 
 __all__ = [
     "CSS",
@@ -177,7 +178,7 @@ class TranscriptView:
                           None)
         if transcript is None:
             raise ConfigError(f"{source}:{line}: no such record")
-        chains = ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs)
+        chains = ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs, find=find_reader)
         try:
             converted = convert_record(transcript, settings, chains).conversation
         finally:

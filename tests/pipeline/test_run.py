@@ -176,15 +176,15 @@ def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) ->
 def test_a_run_decides_how_each_input_is_read_once(tmp_path: Path, demo_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The chain index's passes and the read share one decision per input (its reader, or its kind)."""
-    import tlmscore.ingest._records as records
+    import tlmscore.pipeline._stages as stages
 
     asked: list[str] = []
-    find = records.find_reader
+    find = stages.find_reader
 
     def counting(address: str, fmt: str | None = None) -> Any:
         asked.append(address)
         return find(address, fmt)
 
-    monkeypatch.setattr(records, "find_reader", counting)
+    monkeypatch.setattr(stages, "find_reader", counting)
     rows = tlmscore.prepare([str(demo_path)], settings(tmp_path, demo_path))
     assert len(rows) == ROWS_IN_DEMO and asked == [str(demo_path)]

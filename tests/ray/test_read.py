@@ -13,7 +13,8 @@ import pytest
 
 from tests.stores.test_readers import span_rows  # noqa: F401  (the fixture: spans the real instrumentation wrote)
 from tests.support.paths import ROOT
-from tlmscore.ingest import input_names, read_transcripts, with_input_id
+from tlmscore import read_transcripts
+from tlmscore.ingest import input_names, with_input_id
 from tlmscore.ray._read import LINE_BITS, input_rows, read_input, transcript_of
 
 FIXTURES = ROOT / "fixtures"

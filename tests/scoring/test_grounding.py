@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from tests.support.paths import FIXTURES, ROOT
+from tlmscore import read_transcripts
 from tlmscore.convert import convert_transcript
 from tlmscore.errors import ScorerError
 from tlmscore.evidence.layers import load_page_records
 from tlmscore.evidence.page import MemoryPages, keyed_pages
 from tlmscore.evidence.plan import Plan
-from tlmscore.ingest import read_transcripts
 from tlmscore.model import Conversation, Message, ScoringInput, Transcript
 from tlmscore.rendering import render
 from tlmscore.scoring import Score, get_scorer, scorer_names

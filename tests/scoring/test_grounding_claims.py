@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support.paths import FIXTURES
+from tlmscore import read_transcripts
 from tlmscore.cli import main
 from tlmscore.convert import convert_transcript
-from tlmscore.ingest import read_transcripts
 from tlmscore.model import Evidence, ScoringInput
 from tlmscore.output import read_rows
 from tlmscore.rendering import render

@@ -48,8 +48,8 @@ from tests.servers.trace_store_fakes import LANGSMITH_KEY as FAKE_LANGSMITH_KEY
 from tests.servers.trace_store_fakes import PUBLIC_KEY, SECRET_KEY, Store, serve_langfuse, serve_langsmith
 from tests.servers.trace_store_server import TraceStoreServer
 from tests.support.paths import ROOT
+from tlmscore import read_transcripts
 from tlmscore.cli import main
-from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 

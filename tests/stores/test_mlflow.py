@@ -34,8 +34,8 @@ from tests.servers.mlflow_server import (
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.store_proxy import StoreProxy
 from tests.support.paths import ROOT
+from tlmscore import read_transcripts
 from tlmscore.cli import main
-from tlmscore.ingest import read_transcripts
 
 pytest.importorskip("mlflow.server", reason="the MLflow server is not installed: pip install -e '.[dev]'")
 pytest.importorskip("flask", reason="the MLflow server is not installed: pip install -e '.[dev]'")

@@ -14,7 +14,7 @@ import pytest
 
 import tlmscore
 from tests.servers.openai_server import OpenAIServer
-from tlmscore.ingest import read_transcripts
+from tlmscore import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import find_reader
 

@@ -38,8 +38,8 @@ from tests.servers.phoenix_server import (
 )
 from tests.servers.store_proxy import StoreProxy
 from tests.support.paths import ROOT
+from tlmscore import read_transcripts
 from tlmscore.cli import main
-from tlmscore.ingest import read_transcripts
 
 pytest.importorskip("phoenix.server.main", reason="the Phoenix server is not installed: pip install -e '.[dev]'")
 pytest.importorskip("openinference.instrumentation.openai", reason="the OpenInference instrumentation is not installed")

@@ -16,8 +16,8 @@ import tlmscore
 from tests.servers.openai_server import OpenAIServer
 from tests.support.paths import ROOT
 from tests.support.tables import write_table
+from tlmscore import read_transcripts
 from tlmscore.errors import TranscriptError
-from tlmscore.ingest import read_transcripts
 from tlmscore.stores import READERS as REGISTRY
 from tlmscore.stores import SOURCE_PLUGINS as PLUGINS
 from tlmscore.stores import Read, SourceReader, find_reader

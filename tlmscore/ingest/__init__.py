@@ -1,6 +1,7 @@
 """Ingest: log files and records become `Transcript`s, one per record, errors included.
 
-- `_records`: files and records in memory read as records, streamed (`read_transcripts`, `read_located`, `scan`);
+- `_records`: files and records in memory read as records, streamed (`read_located`, `scan`), a
+  file's reader given by the caller (`Find`, a narrow `Reader`: ingest imports no store);
   `_normalize`: the record formats (Responses, Chat Completions, Batch API output, bare Responses),
   read leniently: `normalize_record` reads one record (a dict) as a `Transcript`, its status decided once (`_status`).
 - `_batch_api`: OpenAI Batch API input files, joined to output lines by `custom_id`.
@@ -30,15 +31,17 @@ from tlmscore.ingest._history import (
 from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
 from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
 from tlmscore.ingest._normalize import normalize_record
-from tlmscore.ingest._records import Input, Inputs, Location, decide, decided, read_located, read_transcripts, scan
+from tlmscore.ingest._records import Find, Input, Inputs, Location, Reader, decide, decided, read_located, scan
 
 __all__ = [
     "BatchInputs",
     "ChainIndex",
+    "Find",
     "History",
     "Input",
     "Inputs",
     "Location",
+    "Reader",
     "call_input",
     "check_readable",
     "conversation_id",
@@ -52,7 +55,6 @@ __all__ = [
     "own_items",
     "previous_response_id",
     "read_located",
-    "read_transcripts",
     "reference_ids",
     "safe_text",
     "scan",

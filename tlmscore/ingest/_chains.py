@@ -34,7 +34,7 @@ from tlmscore.ingest._history import (
     reference_ids,
 )
 from tlmscore.ingest._logfile import RandomAccess
-from tlmscore.ingest._records import Inputs, Location, Look, load_at, scan
+from tlmscore.ingest._records import Find, Inputs, Location, Look, load_at, no_reader, scan
 from tlmscore.model import Transcript, is_item_reference
 
 _PREVIOUS = re.compile(rb'"previous_response_id"\s*:\s*"')
@@ -108,21 +108,21 @@ class ChainIndex:
 
     @classmethod
     def build(cls, source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
-              cache_size: int = 256, fmt: str | None = None) -> ChainIndex:
+              cache_size: int = 256, find: Find = no_reader) -> ChainIndex:
         """Index `source` (paths, records, or a list of those; it is read twice, so not a generator).
 
-        `fmt` forces the source reader of every file, as for `read_transcripts`.
+        `find` gives a file's reader, as for `scan`.
         """
         batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
             BatchInputs(batch_inputs) if batch_inputs else None)
         wanted = _Wanted()
-        for order, (location, t) in enumerate(_records(source, batch, _needs_first_look, fmt)):
+        for order, (location, t) in enumerate(_records(source, batch, _needs_first_look, find)):
             wanted.note(t, location, order)
         responses: dict[str, Location] = {}
         items: dict[str, Location] = {}
         if wanted.responses or wanted.items:
             look = _mentions(wanted.responses | wanted.items)
-            for location, t in _records(source, batch, look, fmt):
+            for location, t in _records(source, batch, look, find):
                 _place(t, location, wanted, responses, items)
         conversations = {conv: [loc for _, _, loc in sorted(calls, key=lambda c: (c[0], c[1]))]
                          for conv, calls in wanted.conversations.items() if len(calls) > 1}
@@ -232,8 +232,8 @@ def _place(t: Transcript, location: Location, wanted: _Wanted, responses: dict[s
 
 
 def _records(source: Inputs, batch: BatchInputs | None, look: Look,
-             fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+             find: Find) -> Iterator[tuple[Location, Transcript]]:
     """Every usable record of `source` whose raw line passes `look` (records in memory always do)."""
-    for location, t in scan(source, batch, look, fmt):
+    for location, t in scan(source, batch, look, find):
         if t.error is None:
             yield location, t

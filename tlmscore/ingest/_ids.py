@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from tlmscore._contract import is_live
 from tlmscore.model import Transcript
-from tlmscore.stores import is_live
 
 
 def input_names(inputs: Iterable[str | Path]) -> dict[str, str]:

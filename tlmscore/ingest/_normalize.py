@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tlmscore._contract import stored_id
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._status import with_status
 from tlmscore.model import Transcript
-from tlmscore.stores.openai import stored_id
 
 SOURCE_ERROR = "source_error"
 """Key of a record a source reader found but could not read (its origin kept): the message of its error row."""

@@ -4,7 +4,8 @@ Reading is lenient to schema drift (fields are checked where they are used, not 
 version's types) and streamed: a JSONL file is read line by line, never all at once. `scan` is the
 one walk over a source's records (files of either kind, records in memory, lists of both); the
 reader of a batch and the chain index both use it, and `load_at` reads a record again at the place
-`scan` gave it.
+`scan` gave it. A file's reader is the caller's to find (`Find`: `tlmscore.stores.find_reader`, the
+one table of readers): ingest sees only a narrow `Reader` and imports no store.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from tlmscore._contract import Read, is_live
 from tlmscore.errors import TranscriptError
 from tlmscore.ingest._batch_api import BatchInputs
 from tlmscore.ingest._ids import input_names, with_input_id
@@ -29,12 +31,29 @@ from tlmscore.ingest._logfile import (
 from tlmscore.ingest._normalize import normalize_record
 from tlmscore.ingest._streams import is_event, is_sse_line, stream_records
 from tlmscore.model import Transcript
-from tlmscore.stores import SourceReader, find_reader, is_live
 
 Inputs = str | Path | dict[str, Any] | Iterable[Any] | Any
 """What a run reads: a path, a live source's address, a record, an SDK `Response`, or an iterable of those."""
 Look = Callable[[bytes], bool]
 """A quick check of a raw JSONL line: only lines it passes are parsed (see `scan`)."""
+
+
+class Reader(Protocol):
+    """What ingest needs of a reader of logs (`tlmscore.stores.SourceReader`): its name, and its records."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def read(self) -> Callable[[str], Iterator[Read]]: ...
+
+
+Find = Callable[[str], Reader | None]
+"""The reader of a file (by its content) or a live address; None: a file of transcript records."""
+
+
+def no_reader(_address: str) -> None:
+    """The `Find` of a caller that knows no readers: every file is read by its kind."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +187,7 @@ def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, T
                                                         "of the file is not read")
 
 
-def _from_source(reader: SourceReader, address: str, batch: BatchInputs | None,
+def _from_source(reader: Reader, address: str, batch: BatchInputs | None,
                  name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """The records a source reader finds at `address` (named `name`), held in their locations (for `load_at`)."""
     name = address if name is None else name
@@ -193,27 +212,27 @@ class Input:
     """
 
     given: str | Path
-    reader: SourceReader | None = None
+    reader: Reader | None = None
     kind: str = ""
 
 
-def decide(given: str | Path, fmt: str | None = None, name: str | None = None) -> Input:
-    """How `given` is read: by the source reader of its address or content (or the one `fmt` names), else by kind.
+def decide(given: str | Path, find: Find = no_reader, name: str | None = None) -> Input:
+    """How `given` is read: by the reader `find` gives for its address or content, else by its kind.
 
     A file that is not there is a `TranscriptError` naming it as `name`.
     """
     if isinstance(given, str) and is_live(given):
-        reader = find_reader(given, fmt)
+        reader = find(given)
         if reader is not None:
             return Input(given, reader)
     path = Path(given)
     if not path.is_file():
         raise TranscriptError(f"{str(given) if name is None else name}: no such file")
-    reader = find_reader(str(path), fmt)
+    reader = find(str(path))
     return Input(given, reader) if reader is not None else Input(given, kind=_kind(path))
 
 
-def decided(source: Inputs, fmt: str | None = None) -> Inputs:
+def decided(source: Inputs, find: Find = no_reader) -> Inputs:
     """`source` with each path or address decided once (`Input`), for a run that reads it more than once.
 
     One that cannot be decided yet (not there) is left as given: reading it says so where it did.
@@ -224,20 +243,20 @@ def decided(source: Inputs, fmt: str | None = None) -> Inputs:
     out: list[Any] = []
     for item in items:
         try:
-            out.append(decide(item, fmt) if isinstance(item, (str, Path)) else item)
+            out.append(decide(item, find) if isinstance(item, (str, Path)) else item)
         except TranscriptError:
             out.append(item)
     return out
 
 
 def _file(given: str | Path | Input, batch: BatchInputs | None, look: Look | None,
-          fmt: str | None = None, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+          find: Find, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """The records of one file (or live source), named as given or `name` (so locations and transcripts agree).
 
-    A file whose content a source reader recognises (or the reader `fmt` names) is read by it; an
-    event stream gives one record per streamed response; any other file is read as transcript records.
+    A file `find` gives a reader for is read by it; an event stream gives one record per streamed
+    response; any other file is read as transcript records.
     """
-    found = given if isinstance(given, Input) else decide(given, fmt, name)
+    found = given if isinstance(given, Input) else decide(given, find, name)
     label = str(found.given) if name is None else name
     if found.reader is not None:
         yield from _from_source(found.reader, str(found.given), batch, label)
@@ -252,22 +271,22 @@ def _file(given: str | Path | Input, batch: BatchInputs | None, look: Look | Non
 
 
 def scan(source: Inputs, batch: BatchInputs | None = None, look: Look | None = None,
-         fmt: str | None = None, *, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+         find: Find = no_reader, *, name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
     """Every record of `source` with its location, in order; bad records carry `error`.
 
     With `look`, a JSONL line is parsed only when `look(raw)` is true (others are passed over
-    without a row): the chain index uses it to find the few records it needs quickly. `fmt`
-    names the source reader of every file (see `tlmscore.sources`); by default each file's
-    content decides. `name` is what a single file is called in rows and messages (else its path as given).
+    without a row): the chain index uses it to find the few records it needs quickly. `find`
+    gives a file's reader (see `decide`). `name` is what a single file is called in rows and
+    messages (else its path as given).
     """
     if isinstance(source, (str, Path, Input)):
-        yield from _file(source, batch, look, fmt, name)
+        yield from _file(source, batch, look, find, name)
         return
     if isinstance(source, dict) or hasattr(source, "model_dump"):
         source = [source]
     for number, item in enumerate(source, start=1):
         if isinstance(item, (str, Path, Input)):
-            yield from _file(item, batch, look, fmt)
+            yield from _file(item, batch, look, find)
         else:
             yield (Location("<records>", number, record=item),
                    normalize_record(item, source="<records>", line=number, batch=batch))
@@ -287,29 +306,13 @@ def load_at(location: Location, files: RandomAccess, batch: BatchInputs | None =
     return _parsed(raw, location.source, location.line, batch)
 
 
-def read_transcripts(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
-                     fmt: str | None = None) -> Iterator[Transcript]:
-    """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
-
-    `source` is a path, a live source's address (`phoenix://HOST:PORT/PROJECT`), a list of those,
-    a record dict, an SDK `Response`, or an iterable of those. A span export or trace store yields
-    one record per LLM span (see `tlmscore.sources`); `fmt` forces a source reader by name.
-    `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
-    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`. A
-    record with no id of its own gets `<file>:<line>`, the file named relative to the inputs
-    (`input_names`), so the same logs read from another folder give the same ids.
-    """
-    for _, transcript in read_located(source, batch_inputs=batch_inputs, fmt=fmt):
-        yield transcript
-
-
 def read_located(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
-                 fmt: str | None = None) -> Iterator[tuple[Location, Transcript]]:
-    """`read_transcripts`, each record with its `Location` (a line's byte offset: how far a run has read)."""
+                 find: Find = no_reader) -> Iterator[tuple[Location, Transcript]]:
+    """`tlmscore.read_transcripts`, each record with its `Location` (a line's byte offset: how far a run has read)."""
     batch = batch_inputs if isinstance(batch_inputs, BatchInputs) else (
         BatchInputs(batch_inputs) if batch_inputs else None)
     files = [source] if isinstance(source, (str, Path, Input)) else source if isinstance(source, (list, tuple)) else []
     names = input_names(item.given if isinstance(item, Input) else item for item in files
                         if isinstance(item, (str, Path, Input)))
-    for location, transcript in scan(source, batch, fmt=fmt):
+    for location, transcript in scan(source, batch, find=find):
         yield location, with_input_id(transcript, names)

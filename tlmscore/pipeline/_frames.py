@@ -3,24 +3,27 @@
 Each is the run of `_run` with no output file: a `Job` on the `Local` engine, its chunks collected
 (`prepare` is `score` without a scorer). The async forms run in the caller's event loop (a notebook,
 a service); the plain ones run one of their own (on a thread when a loop is already running, as in
-Jupyter).
+Jupyter). `read_transcripts` gives the records alone, each file read by its store's reader.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tlmscore.convert.registry import ConverterLike
 from tlmscore.evidence.page import PageSource
-from tlmscore.ingest import Inputs
+from tlmscore.ingest import BatchInputs, Inputs, read_located
+from tlmscore.model import Transcript
 from tlmscore.output import Row
 from tlmscore.pipeline._run import Job, Local, load_calibration
 from tlmscore.pipeline._stages import Progress, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer
 from tlmscore.settings import Settings
+from tlmscore.stores import find_reader
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,3 +141,19 @@ def score(source: Inputs, scorer: str | Scorer = "grounding", settings: Settings
     chosen = _scorer(scorer, options)  # a missing key is reported here, before any work
     return run_sync(lambda: ascore(source, chosen, settings, pages=pages, progress=progress, converters=converters,
                                    calibration=calibration))
+
+
+def read_transcripts(source: Inputs, *, batch_inputs: Sequence[str | Path] | BatchInputs = (),
+                     fmt: str | None = None) -> Iterator[Transcript]:
+    """Every record of `source` as a `Transcript`, lazily, in order; bad records carry `error`.
+
+    `source` is a path, a live source's address (`phoenix://HOST:PORT/PROJECT`), a list of those,
+    a record dict, an SDK `Response`, or an iterable of those. A span export or trace store yields
+    one record per LLM span (see `tlmscore.stores`); `fmt` forces a source reader by name.
+    `batch_inputs` are OpenAI Batch API input files: output lines get their request from the input
+    line with the same `custom_id`. A file that cannot be read at all raises `TranscriptError`. A
+    record with no id of its own gets `<file>:<line>`, the file named relative to the inputs
+    (`input_names`), so the same logs read from another folder give the same ids.
+    """
+    for _, transcript in read_located(source, batch_inputs=batch_inputs, find=partial(find_reader, fmt=fmt)):
+        yield transcript

@@ -23,6 +23,7 @@ from collections.abc import (
 )
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,6 +38,7 @@ from tlmscore.evidence.plan import Plan
 from tlmscore.ingest import (
     BatchInputs,
     ChainIndex,
+    Find,
     History,
     Input,
     Inputs,
@@ -53,7 +55,7 @@ from tlmscore.pipeline._scoring import Scoring
 from tlmscore.rendering import render
 from tlmscore.scoring.base import Score, Scorer
 from tlmscore.settings import Settings
-from tlmscore.stores import is_live
+from tlmscore.stores import find_reader, is_live
 
 Progress = Callable[[str, int, int | None], None]
 T = TypeVar("T")
@@ -243,12 +245,13 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
         if batch is not None:
             stack.callback(batch.close)
         # each input decided once (its reader, or its kind), for the chain index's passes and the read
-        inputs = await asyncio.to_thread(decided, source, settings.input_format)
-        chains = await asyncio.to_thread(_chain_index, inputs, joined, settings.input_format)
+        find = partial(find_reader, fmt=settings.input_format)
+        inputs = await asyncio.to_thread(decided, source, find)
+        chains = await asyncio.to_thread(_chain_index, inputs, joined, find)
         if chains is not None:
             stack.callback(chains.close)
         client = await stack.enter_async_context(open_client()) if settings.hydrate else None
-        records = ((where, t) for where, t in read_located(inputs, batch_inputs=joined, fmt=settings.input_format)
+        records = ((where, t) for where, t in read_located(inputs, batch_inputs=joined, find=find)
                    if (t.source, t.line) not in skip)
         chunks = _chunks(records, settings.chunk_size)
         scoring = Scoring(scorer, settings.score_workers) if scorer is not None else None
@@ -318,7 +321,7 @@ def _cancel_all(pending: Iterable[tuple[asyncio.Future[list[Row]], Location]]) -
         future.cancel()
 
 
-def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None = None) -> ChainIndex | None:
+def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], find: Find) -> ChainIndex | None:
     """The chain index of a source that can be read twice (paths, records, lists); else None.
 
     A live source (a trace store's address) is not read again for it: its follow-up calls are
@@ -329,7 +332,7 @@ def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], fmt: str | None
     if any(isinstance(item, str) and is_live(item) for item in given):
         return None
     if isinstance(source, (str, Path, Input, dict, list, tuple)) or hasattr(source, "model_dump"):
-        return ChainIndex.build(source, batch_inputs=batch, fmt=fmt)
+        return ChainIndex.build(source, batch_inputs=batch, find=find)
     return None
 
 

@@ -19,12 +19,14 @@ import gzip
 import json
 import pickle
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from tlmscore.errors import TlmscoreError
 from tlmscore.ingest import BatchInputs, is_jsonl, load_line, normalize_record, scan
 from tlmscore.model import Transcript
+from tlmscore.stores import find_reader
 
 LINE_BITS = 32
 """A row's position is `input << LINE_BITS | line`: input order, then line order."""
@@ -122,7 +124,7 @@ def _parquet_rows(input_index: int, source: str, parquet: Any) -> Iterator[dict[
 
 def _scanned(index: int, source: str, location: str, fmt: str | None) -> Iterator[dict[str, Any]]:
     """A local file's records as one machine reads them; a record it could not read keeps its error."""
-    for where, transcript in scan(location, fmt=fmt, name=source):
+    for where, transcript in scan(location, find=partial(find_reader, fmt=fmt), name=source):
         record = where.record if where.record is not None else transcript.raw
         if record is None:
             yield _row(index, source, where.line, error=transcript.error or f"{source}:{where.line}: unreadable")

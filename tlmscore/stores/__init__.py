@@ -2,8 +2,8 @@
 
 A store that takes scores back has a connector; a format's module reads only.
 
-- `reading`: what a reader is (`SourceReader`, `Read`, `Peek`), a live source's address (`is_live`,
-  `scheme`, `with_window`), and the table files every reader reads.
+- `reading`: what a reader is (`SourceReader`, `Read`, `Peek`), a live source's address in a window
+  (`with_window`), and the table files every reader reads.
 - `base`: the `Connector` protocol, `Annotation` (what every store is told about a row), `Target`,
   `Keys` and `credentials` (a key goes only to the server it is for), `Sent` (what a batch did).
 - `phoenix` (live projects, span annotations), `otlp` (OTLP trace and log files and OpenInference span
@@ -28,10 +28,11 @@ from typing import Any
 
 import httpx
 
+from tlmscore._contract import is_live, scheme
 from tlmscore.errors import ConfigError
 from tlmscore.stores.base import Annotation, Connector, Failure, Keys, Sent, Session, Target, credentials
 from tlmscore.stores.openinference import spans_records
-from tlmscore.stores.reading import Peek, Read, SourceReader, is_live, scheme, with_window
+from tlmscore.stores.reading import Peek, Read, SourceReader, with_window
 from tlmscore.stores.registry import (
     CONNECTORS,
     ENTRY_POINT_GROUP,

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tlmscore._contract import stored_id
 from tlmscore._endpoint import Endpoint
 from tlmscore.stores.agents import response_id
 from tlmscore.stores.reading import rows, table_kind
@@ -104,14 +105,6 @@ def stored_responses(base_url: str | None, needing: str) -> Endpoint:
     """
     return Endpoint(base_url, key_envs=("OPENAI_API_KEY",), key_needed=True,
                     missing=f"{needing} needs an API key in OPENAI_API_KEY")
-
-
-def stored_id(record: Any) -> str | None:
-    """The response id of a record that holds nothing else of its call (a span export's), else None."""
-    if not isinstance(record, dict) or any(k in record for k in ("response", "request", "output", "choices")):
-        return None
-    rid = record.get("response_id")
-    return rid if isinstance(rid, str) and rid.strip() else None
 
 
 def fillable_id(record: Any) -> str | None:

@@ -29,8 +29,8 @@ from typing import IO, Any
 
 from tlmscore._tables import json_cell, rows
 from tlmscore.errors import TranscriptError
-from tlmscore.stores._rows import Peek, Read
 from tlmscore.stores.genai import GENAI_OPENAI, LOGFIRE, OFFICIAL, TRACELOOP, genai_call, instrumentation
+from tlmscore.stores.reading import Peek, Read
 
 __all__ = ["attributes_of", "detect", "hex_id", "read", "requests_of", "span_record"]
 

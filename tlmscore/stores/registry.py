@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from tlmscore._contract import scheme
 from tlmscore.errors import TranscriptError
 from tlmscore.plugins import Kind, named_items, plugins
 from tlmscore.stores import agents, langfuse, langsmith, mlflow, otlp, phoenix
 from tlmscore.stores.base import Connector
-from tlmscore.stores.reading import SOURCES_GROUP, Peek, SourceReader, peek, scheme
+from tlmscore.stores.reading import SOURCES_GROUP, Peek, SourceReader, peek
 
 __all__ = ["CONNECTORS", "ENTRY_POINT_GROUP", "PLUGINS", "READERS", "SOURCE_PLUGINS", "connectors", "find_reader",
            "readers"]
