@@ -105,12 +105,12 @@ def test_a_run_killed_while_writing_back_then_resumed_annotates_each_row_once(re
     try:
         _held(receiver, proc)
         assert proc.poll() is None, "the run ended before its second batch: give it more records"
+        receiver.fail_next = 1  # the request the killed run leaves is refused, not stored
         os.killpg(proc.pid, signal.SIGKILL)  # the run is killed mid-way, its second batch unanswered
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    receiver.fail_next = 1  # the request the killed run left is refused, not stored
     receiver.gate.set()
     deadline = time.monotonic() + 20
     while receiver.fail_next and time.monotonic() < deadline:
