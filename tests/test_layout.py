@@ -276,7 +276,6 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore._endpoint": "the key lookup and client every model endpoint shares, tested on its own",
     "tlmscore._retry_after": "Retry-After parsing, tested on its own; every client uses it, none exports it",
     "tlmscore._urls": "url_key, the one spelling of a URL that pages, cache and archive are keyed by",
-    "tlmscore.cli._annotate": "WriteBack, handed rows while its store is held, to show the run is not held up",
     "tlmscore.cli._args": "the parser and Settings made from flags: help texts and the documented flags",
     "tlmscore.cli._reference": "the CLI reference page the docs test compares with the parser",
     "tlmscore.cli._summary": "the run summary's quartiles, checked without a run",

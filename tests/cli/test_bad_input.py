@@ -78,6 +78,10 @@ TABLE: dict[str, Case] = {
     "an annotation file is the output": Case(
         RUN + " --annotate otlp-json:out.jsonl", 2,
         "out.jsonl: is the output (-o) and an annotation file (--annotate); give another --annotate target"),
+    "an input is the annotations' progress file": Case(
+        "score scores.jsonl.annotate-progress -o scores.jsonl --offline --annotate otlp-json:events.json", 2,
+        "scores.jsonl.annotate-progress: is an input and the annotations' progress file (OUT.annotate-progress): it "
+        "would be overwritten; give another -o OUT"),
     "calibrate's output is the scored file": Case(
         "calibrate logs.jsonl --labels correct -o logs.jsonl", 2,
         "logs.jsonl: is SCORED and the output (-o): it would be overwritten; give another -o CALIB.json"),
@@ -229,6 +233,7 @@ def users_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "notes.txt").write_text("a file, not a folder\n", encoding="utf-8")
     (tmp_path / "earlier.jsonl").write_text('{"id": "r1"}\n', encoding="utf-8")
     (tmp_path / "earlier.jsonl.manifest.json").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "scores.jsonl.annotate-progress").write_text('{"id": "r1"}\n', encoding="utf-8")
     (tmp_path / "rows.parquet.partial").mkdir()
     (tmp_path / "rows.parquet.partial" / "r.json").write_text("{}\n", encoding="utf-8")
     (tmp_path / "sub").mkdir()

@@ -2,7 +2,7 @@
 
 `OtlpReceiver.records` are the log records received (decoded protobuf), `headers` the request
 headers; `fail_next` makes the next N requests answer 503 (to test retries); while `gate` is set to an
-unset event, each request waits for it (a slow store).
+unset event, each request after the first `hold_after` waits for it (a slow store).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class OtlpReceiver:
     headers: list[dict[str, str]] = field(default_factory=list)
     fail_next: int = 0
     gate: threading.Event | None = None
+    hold_after: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -39,7 +40,8 @@ def _handler(state: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with state.lock:
                 state.requests += 1
-            if state.gate is not None:
+                held = state.requests > state.hold_after
+            if state.gate is not None and held:
                 state.gate.wait(10)
             with state.lock:
                 if state.fail_next > 0:

@@ -13,6 +13,8 @@ the same for every store:
 - `_send`: the delivery loop, fed at once or chunk by chunk (`Delivery`): batches, retries, giving up
   on a target that keeps failing, a total deadline, counts of what was stored; and the side file
   that names each row's target.
+- `_write_back`: `WriteBack`, rows handed over as a run saves them, written back to every target on
+  a thread of their own; its progress file, so a resumed run writes back only what is left.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tlmscore.annotate._values import (
     annotations_of,
     side_row,
 )
+from tlmscore.annotate._write_back import Finished, Report, WriteBack, bound, named_servers, progress_path
 from tlmscore.stores import Annotation, Target
 
 __all__ = [
@@ -46,16 +49,22 @@ __all__ = [
     "Annotation",
     "Clock",
     "Delivery",
+    "Finished",
     "Outcome",
     "Policy",
+    "Report",
     "Target",
+    "WriteBack",
     "annotation_of",
     "annotations_of",
+    "bound",
     "deliver",
     "destination",
     "input_destination",
+    "named_servers",
     "needed",
     "parse_target",
+    "progress_path",
     "read_side_file",
     "side_row",
     "write_side_file",

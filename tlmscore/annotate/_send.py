@@ -148,14 +148,16 @@ class Delivery:
     Rows wait only until they fill a batch of the store's size: batches, their numbers in the
     report, the breaker and the deadline run across chunks as over one list of rows. Rows without
     the ids the store annotates by (a span, a trace, a run) are counted in `skipped`. `evaluator`
-    is who scored them, carried by every annotation (see `Annotation.evaluator`).
+    is who scored them, carried by every annotation (see `Annotation.evaluator`). `on_batch` is
+    called after each batch, when `handled` (the rows before the first one still waiting) has moved.
     """
 
     def __init__(self, target: Target, *, threshold: float = 0.5, policy: Policy | None = None,
                  clock: Clock | None = None, transport: httpx.BaseTransport | None = None,
-                 time_unix_nano: int | None = None, evaluator: Mapping[str, str] | None = None) -> None:
+                 time_unix_nano: int | None = None, evaluator: Mapping[str, str] | None = None,
+                 on_batch: Callable[[], None] | None = None) -> None:
         self.target, self.outcome = target, Outcome(target.text)
-        self._threshold, self._evaluator = threshold, evaluator
+        self._threshold, self._evaluator, self._on_batch = threshold, evaluator, on_batch
         policy = policy or Policy()
         self._run = _Run(policy, clock or Clock())
         self._connector = connectors()[target.store]
@@ -163,21 +165,29 @@ class Delivery:
         client = httpx.Client(transport=transport, timeout=policy.timeout)
         self._session = Session(client, policy.timeout, time.time_ns() if time_unix_nano is None else time_unix_nano)
         self._waiting: list[tuple[Mapping[str, Any], Any]] = []
+        self._places: list[int] = []  # the place of each waiting row among the rows taken
         self._sent = 0
+
+    @property
+    def handled(self) -> int:
+        """How many of the rows taken are done with (written, skipped or failed), none after one still waiting."""
+        return self._places[0] if self._places else self.outcome.rows
 
     def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Take rows; each full batch is sent now."""
         made = [dataclasses.replace(a, evaluator=self._evaluator) for a in annotations_of(rows, self._threshold)]
         paired = [(row, self._connector.payload(a)) for row, a in zip(rows, made, strict=True)]
-        reachable = [(row, payload) for row, payload in paired if payload is not None]
+        reachable = [(at, (row, payload)) for at, (row, payload) in enumerate(paired, self.outcome.rows)
+                     if payload is not None]
         self.outcome.rows += len(rows)
         self.outcome.skipped += len(rows) - len(reachable)
-        self._waiting += reachable
+        self._places += [at for at, _ in reachable]
+        self._waiting += [pair for _, pair in reachable]
         while len(self._waiting) >= self._size:
             self._send(self._size)
 
     def _send(self, size: int) -> None:
-        batch, self._waiting = self._waiting[:size], self._waiting[size:]
+        batch, self._waiting, self._places = self._waiting[:size], self._waiting[size:], self._places[size:]
         run, outcome = self._run, self.outcome
         failed = (_batch(self.target, batch, self._session, run, outcome) if run.may_send()
                   else dict.fromkeys(range(len(batch)), run.stopped or "not sent"))
@@ -185,6 +195,8 @@ class Delivery:
             _report(outcome, self._sent + 1, len(batch), failed)
         outcome.failed_rows.extend(side_row(batch[i][0], self.target.text) for i in sorted(failed))
         self._sent += len(batch)
+        if self._on_batch is not None:
+            self._on_batch()
 
     def close(self) -> Outcome:
         """Send the rows still waiting; what was written, skipped and kept."""

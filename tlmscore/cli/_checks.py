@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.annotate import read_side_file
+from tlmscore.annotate import progress_path, read_side_file
 from tlmscore.cli._annotate import SIDE_SUFFIX, side_file, target_files
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import check_readable
@@ -254,8 +254,8 @@ def check_run_paths(args: Any, cache_dir: Path, annotated: Sequence[Path]) -> No
         writes.append(Written(Path(f"{output}.judge-batch"), "the judge batch's folder (OUT.judge-batch)", "-o OUT",
                               folder=True))
     if getattr(args, "annotate", None):
-        writes.append(Written(Path(f"{output}{SIDE_SUFFIX}"), f"the annotations' side file (OUT{SIDE_SUFFIX})",
-                              "-o OUT"))
+        writes += [Written(Path(f"{output}{SIDE_SUFFIX}"), f"the annotations' side file (OUT{SIDE_SUFFIX})", "-o OUT"),
+                   Written(progress_path(output), "the annotations' progress file (OUT.annotate-progress)", "-o OUT")]
     writes += [Written(path, "an annotation file (--annotate)", "--annotate target") for path in annotated]
     writes.append(Written(cache_dir, "the cache folder (--cache-dir)", "--cache-dir DIR"))
     check_distinct(reads, writes)

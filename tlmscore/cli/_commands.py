@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tlmscore.cli._annotate import WriteBack, check_live_inputs, check_targets, run_annotate, side_file, target_files
+from tlmscore.cli._annotate import check_live_inputs, check_targets, report, run_annotate, target_files, write_back
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
     SCORER_FLAGS,
@@ -152,9 +152,7 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
         raise ConfigError("--hydrate: not available with --engine ray yet")
     summary = Summary()
     kept = [0]  # rows saved in the checkpoint: an earlier run's, then each chunk's as it is handed on
-    back = WriteBack(args.annotate, side_file(args.output, None), threshold=args.annotate_threshold,
-                     inputs=args.inputs, timeout=args.annotate_timeout, deadline=args.annotate_deadline) \
-        if scoring and args.annotate else None  # each chunk is in the checkpoint before it is written back
+    back = write_back(args) if scoring and args.annotate else None
 
     def saved(rows: list[Any]) -> None:
         kept[0] += len(rows)
@@ -184,7 +182,7 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if back is not None:  # the scores are in OUT already: a failed write-back loses none
-        back.finish()
+        report(back.finish())
     if result.earlier:
         print(f"tlmscore: {result.total} rows in {args.output} ({result.earlier} from the earlier run)",
               file=sys.stderr)
