@@ -1,4 +1,4 @@
-"""Batch throughput of the local engine: records per second on one core and on every core, with peak memory.
+"""Batch throughput: records per second of the local engine on one core and every core, and of Ray on 1 and 2 nodes.
 
 The records are copies of the labelled fixtures (`fixtures/labelled/labelled.jsonl`: web search and tool answers
 with cited pages), each with its own id, scored offline by the grounding scorer against the fixtures' saved pages
@@ -6,19 +6,26 @@ with cited pages), each with its own id, scored offline by the grounding scorer 
 configuration runs in a process of its own, alternating, `--runs` times:
 
 - `one core`: pinned to one core (`taskset -c 0`) and scoring in the run's own process (`score_workers=1`);
-- `all cores`: every core of the machine, the default (`score_workers=None`: one scoring process per core).
+- `all cores`: every core of the machine, the default (`score_workers=None`: one scoring process per core);
+- with `--ray` (root: the test cluster's network and PID namespaces, `tests/servers/ray_cluster.py`), `ray 1 node`
+  and `ray 2 nodes`: `--engine ray` on a local cluster of a head node (and a worker node), 2 CPUs each, on the same
+  cores. The cluster's own start is not timed; connecting, actors and every dataset-wide step are.
+
+Before each timed run, the same configuration scores `--small` records: its wall time is the start-up stated, and
+the cost per record after start-up is `(wall - small wall) / (records - small)`.
 
 Printed: wall time, records/s, records/s per core used, peak RSS of the run and its worker processes (the largest
-of any one, and their sum is not taken: the workers' peaks need not coincide), median and spread
-(max/min - 1) of the runs, and the ratio of the medians. The outputs of the two configurations are compared
-byte for byte after removing each run's paths.
+of any one, and their sum is not taken: the workers' peaks need not coincide; for Ray, also the largest sum over
+every process of the cluster, sampled each 0.5 s), median and spread (max/min - 1) of the runs, and the ratio of
+the medians. Every configuration's output is compared byte for byte with the one-core run's.
 
-    python benchmarks/throughput.py --records 100000 --runs 3
+    python benchmarks/throughput.py --records 100000 --runs 3 [--ray]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,11 +33,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "fixtures" / "labelled"
+sys.path.insert(0, str(ROOT))  # the Ray runs use the test cluster (`tests/servers/ray_cluster.py`)
 
 _CHILD = """
 import resource, sys
@@ -51,14 +60,17 @@ def records(count: int, path: Path) -> None:
             out.write(json.dumps({**record, "id": f"{record.get('id')}-{n}"}) + "\n")
 
 
-def run(config: str, data: Path, out: Path, cache: Path) -> tuple[float, int]:
-    """One run's wall seconds and peak RSS (bytes) of the run or any of its worker processes."""
+def _score(data: Path, out: Path) -> list[str]:
+    return ["score", str(data), "-o", str(out), "--offline", "--quiet", "--pages", str(LABELLED / "pages")]
+
+
+def _local(config: str, data: Path, out: Path) -> tuple[float, int]:
+    """One local run's wall seconds and peak RSS (bytes) of the run or any of its worker processes."""
     pin = ["taskset", "-c", "0"] if config == "one core" else []
-    env = {**os.environ, "TLMSCORE_CACHE_DIR": str(cache)}
-    command = [*pin, sys.executable, "-c", _CHILD, "score", str(data), "-o", str(out), "--offline", "--quiet",
-               "--pages", str(LABELLED / "pages"), *(["--score-workers", "1"] if config == "one core" else [])]
+    command = [*pin, sys.executable, "-c", _CHILD, *_score(data, out),
+               *(["--score-workers", "1"] if config == "one core" else [])]
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{config}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
@@ -66,40 +78,113 @@ def run(config: str, data: Path, out: Path, cache: Path) -> tuple[float, int]:
     return seconds, peak * 1024
 
 
+def run(config: str, data: Path, small: Path, out: Path) -> dict[str, float]:
+    """A configuration's start-up run (`small`) and timed run: wall seconds of each, peak RSS (bytes)."""
+    if config.startswith("ray"):
+        from tests.servers.ray_cluster import namespaced
+
+        nodes = config.split()[1]
+        done = namespaced([sys.executable, __file__, "--inside", nodes, str(small), str(data), str(out)], timeout=14400)
+        if done.returncode != 0:
+            sys.exit(f"{config}: exit {done.returncode}: {done.stderr[-3000:]}")
+        result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+    startup, _ = _local(config, small, out.with_suffix(".small.jsonl"))
+    seconds, peak = _local(config, data, out)
+    return {"startup": startup, "seconds": seconds, "peak": peak}
+
+
+def _rss_poll(peaks: dict[str, int], stop: threading.Event) -> None:
+    """Every 0.5 s: the largest RSS of any process so far (`largest`) and of all of them together (`total`)."""
+    while not stop.wait(0.5):
+        sizes = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            with contextlib.suppress(OSError):
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+                sizes.append((int(fields.get("VmRSS", "0 kB").split()[0]), int(fields.get("VmHWM", "0 kB").split()[0])))
+        peaks["largest"] = max([peaks["largest"], *(hwm * 1024 for _, hwm in sizes)])
+        peaks["total"] = max(peaks["total"], 1024 * sum(rss for rss, _ in sizes))
+
+
+def inside(nodes: int, small: Path, data: Path, out: Path) -> None:
+    """In the namespaces: a cluster of `nodes`, the start-up run and the timed run; prints their figures as JSON."""
+    from tests.servers.ray_cluster import Cluster
+    from tlmscore.cli import main as cli
+
+    peaks, stop = {"largest": 0, "total": 0}, threading.Event()
+    with Cluster(out.parent / f"ray-{out.stem}", memory=1_000_000_000, worker=nodes == 2) as cluster:
+        ray = ["--engine", "ray", "--address", cluster.address]
+        walls = []  # the start-up run twice, so that the one kept finds the cluster as the timed run does
+        for source, target in ((small, out.with_suffix(".warm.jsonl")), (small, out.with_suffix(".small.jsonl")),
+                               (data, out)):
+            if target == out:
+                threading.Thread(target=_rss_poll, args=(peaks, stop), daemon=True).start()
+            start = time.perf_counter()
+            if cli([*_score(source, target), *ray]) != 0:
+                sys.exit(f"ray {nodes}: the run failed")
+            walls.append(time.perf_counter() - start)
+        stop.set()
+    print(json.dumps({"first": walls[0], "startup": walls[1], "seconds": walls[2], "peak": peaks["largest"],
+                      "total": peaks["total"]}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--small", type=int, default=250, help="records of each start-up run")
+    parser.add_argument("--ray", action="store_true", help="also Ray on 1 and 2 nodes of a local cluster (root)")
+    parser.add_argument("--inside", nargs=4, help=argparse.SUPPRESS)  # NODES SMALL DATA OUT, in the namespaces
     args = parser.parse_args()
+    if args.inside:
+        inside(int(args.inside[0]), *(Path(p) for p in args.inside[1:]))
+        return
     if shutil.which("taskset") is None:
         sys.exit("throughput.py: needs taskset (util-linux) to pin the one-core runs")
     cores = len(os.sched_getaffinity(0))
-    configs = {"one core": 1, "all cores": cores}
+    configs = {"one core": 1, "all cores": cores, **({"ray 1 node": cores, "ray 2 nodes": cores} if args.ray else {})}
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
-        data = base / "records.jsonl"
+        os.environ["TLMSCORE_CACHE_DIR"] = str(base / "cache")  # for every run and the cluster's nodes
+        data, small = base / "records.jsonl", base / "small.jsonl"
         records(args.records, data)
-        times: dict[str, list[float]] = {c: [] for c in configs}
-        peaks: dict[str, list[int]] = {c: [] for c in configs}
+        records(args.small, small)
+        runs: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
         for n in range(args.runs):
             for config in configs:
-                seconds, peak = run(config, data, base / f"{config.replace(' ', '-')}-{n}.jsonl", base / "cache")
-                times[config].append(seconds)
-                peaks[config].append(peak)
-                print(f"run {n + 1}, {config}: {seconds:.1f} s, {args.records / seconds:.0f} records/s, "
-                      f"peak RSS {peak / 2**20:.0f} MiB", file=sys.stderr)
-        same = (base / "one-core-0.jsonl").read_bytes() == (base / "all-cores-0.jsonl").read_bytes()
-    print(f"{args.records:,} records, {args.runs} runs each, {cores} cores; rows byte-equal: {same}\n")
-    print("| run | median wall (s) | spread | records/s | records/s per core | peak RSS (MiB) |")
-    print("|---|---|---|---|---|---|")
+                got = run(config, data, small, base / f"{config.replace(' ', '-')}-{n}.jsonl")
+                runs[config].append(got)
+                first = f" (first on a new cluster: {got['first']:.1f} s)" if "first" in got else ""
+                print(f"run {n + 1}, {config}: {got['seconds']:.1f} s, {args.records / got['seconds']:.0f} records/s, "
+                      f"start-up run {got['startup']:.1f} s{first}, peak RSS {got['peak'] / 2**20:.0f} MiB",
+                      file=sys.stderr)
+        one = (base / "one-core-0.jsonl").read_bytes()
+        same = all((base / f"{c.replace(' ', '-')}-0.jsonl").read_bytes() == one for c in configs)
+    _table(runs, configs, args.records, args.records - args.small)
+    print(f"\n{args.records:,} records, {args.runs} runs each, {cores} cores; every output byte-equal: {same}")
+
+
+def _table(runs: dict[str, list[dict[str, float]]], configs: dict[str, int], records: int, after: int) -> None:
+    """The medians of each configuration, and its cost per record after start-up against the local engine's."""
+    def median(config: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[config])
+
+    def per_record(config: str) -> float:  # ms per record after start-up, median over the runs
+        return statistics.median(1000 * (r["seconds"] - r["startup"]) / after for r in runs[config])
+
+    print("| run | median wall (s) | spread | records/s | records/s per core | start-up (s) "
+          "| ms per record after start-up | against all cores | peak RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for config, used in configs.items():
-        median = statistics.median(times[config])
-        spread = max(times[config]) / min(times[config]) - 1
-        rate = args.records / median
-        print(f"| {config} | {median:.1f} | {100 * spread:.0f} % | {rate:,.0f} | {rate / used:,.0f} "
-              f"| {max(peaks[config]) / 2**20:.0f} |")
-    ratio = statistics.median(times["one core"]) / statistics.median(times["all cores"])
-    print(f"\nall cores / one core: {ratio:.2f}x")
+        walls = [r["seconds"] for r in runs[config]]
+        rate = records / median(config, "seconds")
+        total = f" ({max(r['total'] for r in runs[config]) / 2**20:,.0f} all processes)" if "total" in runs[config][0] \
+            else ""
+        print(f"| {config} | {median(config, 'seconds'):.1f} | {100 * (max(walls) / min(walls) - 1):.0f} % "
+              f"| {rate:,.0f} | {rate / used:,.0f} | {median(config, 'startup'):.1f} | {per_record(config):.2f} "
+              f"| {per_record(config) / per_record('all cores'):.2f}x "
+              f"| {max(r['peak'] for r in runs[config]) / 2**20:,.0f}{total} |")
+    print(f"\nall cores / one core: {median('one core', 'seconds') / median('all cores', 'seconds'):.2f}x")
 
 
 if __name__ == "__main__":

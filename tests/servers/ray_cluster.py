@@ -195,10 +195,10 @@ def generate(folder: Path, records: int, urls: int, hosts: list[str], files: int
 
 
 class Cluster:
-    """A head node and one worker node, started as separate processes with `ray start`."""
+    """A head node and (`worker`) one worker node, started as separate processes with `ray start`."""
 
-    def __init__(self, temp: Path, cpus: int = 2, memory: int = 200_000_000) -> None:
-        self.temp, self.cpus, self.memory = temp, cpus, memory
+    def __init__(self, temp: Path, cpus: int = 2, memory: int = 200_000_000, *, worker: bool = True) -> None:
+        self.temp, self.cpus, self.memory, self.with_worker = temp, cpus, memory, worker
         # Ray's own files (its sockets among them) in a short folder of their own: a socket path may not pass
         # 107 bytes, and a test's temporary folder grows with pytest's run count and its worker's name.
         self.sessions = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
@@ -216,7 +216,8 @@ class Cluster:
                            "RAY_USAGE_STATS_ENABLED": "0"})
         subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={PORT}", "--include-dashboard=false",
                         f"--temp-dir={self.sessions}", *self._node()], check=True, timeout=180, capture_output=True)
-        self.start_worker()
+        if self.with_worker:
+            self.start_worker()
         return self
 
     def start_worker(self) -> None:

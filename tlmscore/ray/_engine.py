@@ -144,8 +144,9 @@ def _converted(records: Dataset, settings: Settings, partitions: int, names: Map
     linked = with_links(records, partitions, batch)
     if skip:  # after the links: a follow-up still finds the calls an earlier run saved
         linked = linked.map_batches(functools.partial(_not_done, skip=skip), batch_format="pyarrow")
-    converted: Dataset = linked.map(functools.partial(convert_row, settings=settings, batch=batch,
-                                                      names=names)).materialize()
+    convert = functools.partial(convert_row, settings=settings, batch=batch, names=names)
+    converted: Dataset = flat_rows(linked, lambda row: [convert(row)], schema(
+        input="int64", position="int64", converted="binary", urls="binary")).materialize()
     return converted
 
 

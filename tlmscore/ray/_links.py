@@ -17,11 +17,13 @@ those, so histories, warnings and completeness are the single-machine ones.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tlmscore.ingest import (
     ChainIndex,
@@ -34,7 +36,7 @@ from tlmscore.ingest import (
 )
 from tlmscore.model import is_item_reference
 from tlmscore.ray._read import transcript_of
-from tlmscore.ray._tables import flat_rows, grouped, join_on_key, rows_only, schema
+from tlmscore.ray._tables import by_key, flat_rows, join_on_key, rows_only, schema
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -90,13 +92,13 @@ def _explode(column: str, key: str) -> Any:
     return explode
 
 
-def _target(group: pa.Table) -> pa.Table:
-    """For a key some record wants: the record that comes first in input order among those offering it."""
-    rows = group.to_pylist()
-    offers = [r for r in rows if r["record"] is not None]
-    wanted = len(offers) < len(rows)
-    first = [min(offers, key=lambda r: r["position"])] if offers and wanted else []
-    return pa.Table.from_pylist(first, schema=_TARGETS)
+def _targets(block: pa.Table) -> pa.Table:
+    """For each key of `block` some record wants: the record first in input order among those offering it."""
+    wanted = set(block.filter(pc.is_null(block["record"]))["key"].to_pylist())
+    offers = block.filter(pc.is_valid(block["record"])).sort_by([("key", "ascending"), ("position", "ascending")])
+    keys = offers["key"].to_pylist()
+    first = [i for i, key in enumerate(keys) if key in wanted and (i == 0 or keys[i - 1] != key)]
+    return offers.take(pa.array(first, pa.int64())).cast(_TARGETS)
 
 
 def _as_target(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,14 +106,18 @@ def _as_target(row: dict[str, Any]) -> dict[str, Any]:
             "onward": None}
 
 
-def _conversation(group: Any) -> pa.Table:
-    """For each call of a conversation: all its calls, in the order `ChainIndex` uses."""
-    ordered = group.sort_values(["created", "position"], kind="stable")
-    if len(ordered) < 2:  # noqa: PLR2004  (a conversation of one call has no history)
-        return pa.Table.from_pylist([], schema=_FOUND)
-    calls = [(str(r.source), int(r.line), r.record) for r in ordered.itertuples()]
-    found = pickle.dumps([("c", str(ordered["conv"].iloc[0]), calls)])
-    return pa.Table.from_pylist([{"owner": int(p), "found": found} for p in ordered["position"]], schema=_FOUND)
+def _conversations(block: pa.Table) -> pa.Table:
+    """For each call of each conversation of `block`: all the conversation's calls, in the order `ChainIndex` uses."""
+    ordered = block.sort_by([("conv", "ascending"), ("created", "ascending"), ("position", "ascending")])
+    rows: list[dict[str, Any]] = []
+    for conv, group in itertools.groupby(ordered.select(["conv", "position", "source", "line", "record"]).to_pylist(),
+                                         key=lambda r: r["conv"]):
+        calls = list(group)
+        if len(calls) < 2:  # noqa: PLR2004  (a conversation of one call has no history)
+            continue
+        found = pickle.dumps([("c", conv, [(r["source"], r["line"], r["record"]) for r in calls])])
+        rows += [{"owner": r["position"], "found": found} for r in calls]
+    return pa.Table.from_pylist(rows, schema=_FOUND)
 
 
 def _found(row: dict[str, Any]) -> dict[str, Any]:
@@ -128,12 +134,15 @@ def _as_link(row: dict[str, Any]) -> dict[str, Any]:
             "error": None, "links": row["found"]}
 
 
-def _merge(group: pa.Table) -> pa.Table:
-    """A record's row and the rows of what its history needs (one group by `position`) as one row."""
-    rows = group.to_pylist()
-    record = next(r for r in rows if r["source"] is not None)
-    found = [item for r in rows if r["links"] is not None for item in pickle.loads(r["links"])]  # noqa: S301
-    return pa.Table.from_pylist([{**record, "links": pickle.dumps(found) if found else None}], schema=_LINKED)
+def _merge(block: pa.Table) -> pa.Table:
+    """Each record's row of `block` with the rows of what its history needs (a partition by `position`) as one row."""
+    found: dict[int, list[Any]] = {}
+    links = block.filter(pc.is_valid(block["links"]))
+    for position, blob in zip(links["position"].to_pylist(), links["links"].to_pylist(), strict=True):
+        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
+    records = block.filter(pc.is_valid(block["source"])).drop_columns(["links"])
+    blobs = [pickle.dumps(found[p]) if p in found else None for p in records["position"].to_pylist()]
+    return records.append_column("links", pa.array(blobs, pa.binary())).cast(_LINKED)
 
 
 def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -159,13 +168,11 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     conversations = keyed.filter(expr=col("conv").is_not_null())
     parts = []
     if conversations.count():
-        calls = grouped(conversations, "conv", partitions)
-        parts.append(calls.map_groups(_conversation, batch_format="pandas"))
+        parts.append(by_key(conversations, "conv", partitions, _conversations))
     if wanted.count():
         offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
         asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
-        targets = rows_only(grouped(offered.union(asked), "key", partitions).map_groups(
-            _target, batch_format="pyarrow"))
+        targets = rows_only(by_key(offered.union(asked), "key", partitions, _targets))
         frontier = wanted
         for _ in range(_MAX_LEVELS):
             hits = join_on_key(frontier, targets, "inner", partitions).materialize()
@@ -179,9 +186,7 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
     if not parts:
         return plain
     found = [flat_rows(part, lambda r: [_as_link(r)], _LINKED) for part in parts]
-    linked: Dataset = grouped(plain.union(*found), "position", partitions).map_groups(
-        _merge, batch_format="pyarrow")
-    return linked
+    return by_key(plain.union(*found), "position", partitions, _merge)
 
 
 def chain_index_of(links: bytes | None, batch: BatchInputs | None = None) -> ChainIndex:

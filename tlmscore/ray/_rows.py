@@ -22,7 +22,7 @@ from tlmscore.output import Row, arrow_table
 from tlmscore.pipeline import convert_record, record_row, score_rows
 from tlmscore.ray._links import chain_index_of
 from tlmscore.ray._read import transcript_of
-from tlmscore.ray._tables import flat_rows, grouped, join_on_key, schema
+from tlmscore.ray._tables import by_key, flat_rows, join_on_key, schema
 from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
 
@@ -71,14 +71,18 @@ def _as_part(batch: pa.Table) -> pa.Table:
     return columns.append_column("pages", pa.nulls(len(batch), pa.binary())).cast(_PARTS)
 
 
-def _assemble(group: Any) -> pa.Table:
-    """A record's row and its pages' rows (one group by `position`) as one row with every page."""
+def _assemble(block: pa.Table) -> pa.Table:
+    """Each record's row of `block` with the pages of its pages' rows (a partition by `position`) as one row."""
     import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
 
-    rows = group.to_pylist()
-    record = next(r for r in rows if r["converted"] is not None)
-    found = [item for r in rows if r["pages"] is not None for item in pickle.loads(r["pages"])]  # noqa: S301
-    return pa.Table.from_pylist([{**record, "pages": pickle.dumps(found)}], schema=_PARTS)
+    found: dict[int, list[Any]] = {}
+    pages = block.filter(pc.is_valid(block["pages"]))
+    for position, blob in zip(pages["position"].to_pylist(), pages["pages"].to_pylist(), strict=True):
+        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
+    records = block.filter(pc.is_valid(block["converted"])).drop_columns(["pages"])
+    blobs = [pickle.dumps(found.get(position, [])) for position in records["position"].to_pylist()]
+    return records.append_column("pages", pa.array(blobs, pa.binary())).cast(_PARTS)
 
 
 def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
@@ -90,9 +94,7 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     wanted = flat_rows(converted, _keys_of, schema(position="int64", key="string"))
     found = flat_rows(join_on_key(wanted, pages, "inner", partitions), lambda r: [_one_page(r)], _PARTS)
     records = converted.map_batches(_as_part, batch_format="pyarrow")
-    joined: Dataset = grouped(records.union(found), "position", partitions).map_groups(
-        _assemble, batch_format="pyarrow")
-    return joined
+    return by_key(records.union(found), "position", partitions, _assemble)
 
 
 def _pages_of(blob: bytes | None) -> dict[str, Page]:

@@ -3,7 +3,7 @@
 Joins and group-bys fail on a block without columns, which `flat_map` makes of a batch it maps
 to no rows; `flat_rows` gives the blocks it writes the columns of `schema`. A map is not called on
 an empty block, though: Ray passes it on as a block without columns, so `flat_rows` over a dataset
-with empty blocks still yields some. `join_on_key` and `grouped` leave them out before they shuffle.
+with empty blocks still yields some. `join_on_key`, `grouped` and `by_key` leave them out before they shuffle.
 """
 
 from __future__ import annotations
@@ -59,6 +59,18 @@ def grouped(data: Dataset, key: str, partitions: int) -> GroupedData:
     """
     groups: GroupedData = rows_only(data).groupby(key, num_partitions=partitions)
     return groups
+
+
+def by_key(data: Dataset, key: str, partitions: int, fn: Callable[[pa.Table], pa.Table]) -> Dataset:
+    """`fn` over `data` hashed by `key` into `partitions`: each call gets one whole partition, sorted by `key`.
+
+    Every row of a key comes in the same call, as in a group-by, but `fn` is called once per
+    partition, not once per group: a group-by's call and output block per group cost more than
+    the work of a small group. Ray does not split a partition hashed by key into several blocks.
+    """
+    shuffled = rows_only(data).repartition(partitions, keys=[key], sort=True)
+    result: Dataset = shuffled.map_batches(fn, batch_size=None, batch_format="pyarrow")
+    return result
 
 
 def rows_only(data: Dataset) -> Dataset:
