@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.support.dists import install
 from tests.support.paths import FIXTURES
 
 ROWS_IN_DEMO = 17
@@ -106,13 +107,7 @@ plugin = Plugin()
 def test_the_executable_leaves_pydantic_plugins_unloaded_unless_told_otherwise(tmp_path: Path) -> None:
     """An installed pydantic plug-in (logfire's: its whole SDK) is imported with the first model made;
     the executable's own process makes its settings without it."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "marking_plugin.py").write_text(PYDANTIC_PLUGIN, encoding="utf-8")
-    info = site / "marking_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: marking-plugin\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[pydantic]\nmark = marking_plugin:plugin\n", encoding="utf-8")
+    site = install(tmp_path / "site", "marking_plugin", PYDANTIC_PLUGIN, "[pydantic]\nmark = marking_plugin:plugin\n")
     mark = tmp_path / "mark"
     base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import tlmscore
+from tests.support.dists import install
 from tlmscore import MemoryPages, Settings
 from tlmscore.convert import registry
 from tlmscore.convert.context import Context, ItemConverter
@@ -52,12 +53,7 @@ def fresh_registry() -> Iterator[None]:
 
 def install_plugin(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed distribution declaring a converter in the `tlmscore.converters` group."""
-    (root / "acme_conv.py").write_text(PLUGIN, encoding="utf-8")
-    info = root / "acme_conv-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-conv\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[tlmscore.converters]\nacme_lookup = acme_conv:CONVERTER\n",
-                                           encoding="utf-8")
+    install(root, "acme_conv", PLUGIN, "[tlmscore.converters]\nacme_lookup = acme_conv:CONVERTER\n")
     monkeypatch.syspath_prepend(str(root))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import tlmscore
+from tests.support.dists import install
 from tlmscore import Row, RowSink, Settings
 from tlmscore.output import JsonlSink, ParquetSink, RowWriter, open_sink, output_format, sinks
 from tlmscore.plugins import loaded
@@ -141,13 +142,7 @@ def test_the_file_sinks_are_row_sinks_and_write_what_the_writer_writes(scored: l
 @pytest.fixture
 def tsv_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An installed distribution declaring a `.tsv` sink in the `tlmscore.sinks` group."""
-    root = tmp_path / "site"
-    root.mkdir()
-    (root / "acme_tsv.py").write_text(PLUGIN, encoding="utf-8")
-    info = root / "acme_tsv-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tsv\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[tlmscore.sinks]\ntsv = acme_tsv:Tsv\n", encoding="utf-8")
+    root = install(tmp_path / "site", "acme_tsv", PLUGIN, "[tlmscore.sinks]\ntsv = acme_tsv:Tsv\n")
     monkeypatch.syspath_prepend(str(root))
     loaded.cache_clear()  # entry points are read once per process: read them again with this one installed
     yield

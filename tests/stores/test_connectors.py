@@ -21,6 +21,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 import tlmscore
+from tests.support.dists import install
 from tests.support.paths import ROOT
 from tests.support.tables import json_lines, write_table
 from tlmscore.annotate import NOT_SCORABLE, annotation_of
@@ -297,8 +298,8 @@ def test_a_row_that_is_not_scorable_is_annotated_with_its_reason() -> None:
 def test_every_store_is_a_connector_and_rows_find_their_way_back() -> None:
     assert list(CONNECTORS) == ["phoenix", "otlp", "langfuse", "langsmith", "mlflow"]
     assert all(isinstance(c, Connector) for c in CONNECTORS.values())
-    assert [for_origin(o).name for o in ("phoenix", "openinference", "otlp", "langfuse", "langsmith",
-                                         "mlflow")] == [  # type: ignore[union-attr]
+    origins = ("phoenix", "openinference", "otlp", "langfuse", "langsmith", "mlflow")
+    assert [for_origin(o).name for o in origins] == [  # type: ignore[union-attr]
         "phoenix", "otlp", "otlp", "langfuse", "langsmith", "mlflow"]
     # The Agents SDK's exports and stored responses are read, never written back: no store takes their rows.
     assert [for_origin(o) for o in (None, "elsewhere", "agents", "openai")] == [None] * 4
@@ -342,13 +343,9 @@ OTLP = SourceReader("otlp", lambda peek: True, lambda address: iter(()))
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A distribution adding a store, one claiming to be Phoenix, a reader claiming to be OTLP, a broken one."""
-    (tmp_path / "acme_store.py").write_text(PLUGIN, encoding="utf-8")
-    info = tmp_path / "acme_store-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-store\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(
-        "[tlmscore.connectors]\nelsewhere = acme_store:ELSEWHERE\nimpostor = acme_store:IMPOSTOR\n"
-        "[tlmscore.sources]\notlp = acme_store:OTLP\nbroken = no_such_module:READER\n", encoding="utf-8")
+    install(tmp_path, "acme_store", PLUGIN,
+            "[tlmscore.connectors]\nelsewhere = acme_store:ELSEWHERE\nimpostor = acme_store:IMPOSTOR\n"
+            "[tlmscore.sources]\notlp = acme_store:OTLP\nbroken = no_such_module:READER\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     loaded.cache_clear()
     yield
