@@ -10,7 +10,7 @@ import sys
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -132,13 +132,8 @@ class Checkpoint:
         added), or a cut row (dropped, by truncating the file: one system call, which a kill cannot halve).
         """
         csv = self.path.suffix == ".csv"
-        whole = end = quotes = 0
         with self.path.open("r+b") as handle:
-            for line in handle:
-                end += len(line)
-                quotes += line.count(b'"') if csv else 0
-                if quotes % 2 == 0 and line.endswith(b"\r\n" if csv else b"\n"):
-                    whole = end
+            whole, end = _csv_end(handle) if csv else _jsonl_end(handle)
             if whole == end:
                 return
             handle.seek(whole)
@@ -225,6 +220,33 @@ class Checkpoint:
         rows = int(pq.ParquetFile(self.output).metadata.num_rows)
         self._remove()
         return rows
+
+
+def _jsonl_end(handle: IO[bytes]) -> tuple[int, int]:
+    """Where the last whole JSON line ends, and where the file does: read back from the end, a block at a time."""
+    end = start = handle.seek(0, os.SEEK_END)
+    while start > 0:
+        step = min(start, 1 << 16)
+        handle.seek(start - step)
+        newline = handle.read(step).rfind(b"\n")
+        if newline >= 0:
+            return start - step + newline + 1, end
+        start -= step
+    return 0, end
+
+
+def _csv_end(handle: IO[bytes]) -> tuple[int, int]:
+    """Where the last whole CSV row ends, and where the file does, read from the start.
+
+    A row's CRLF may stand inside a quoted cell, so only the quotes counted from the start tell a row's end.
+    """
+    whole = end = quotes = 0
+    for line in handle:
+        end += len(line)
+        quotes += line.count(b'"')
+        if quotes % 2 == 0 and line.endswith(b"\r\n"):
+            whole = end
+    return whole, end
 
 
 def _json_object(text: bytes) -> bool:
