@@ -49,51 +49,6 @@ def _callers_noted(tool: dict[str, Any], decls: list[dict[str, Any]]) -> list[di
     return noted
 
 
-def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    queries = {
-        "type": "array",
-        "items": {"type": "string"},
-        "description": "Search queries to run against the document index.",
-    }
-    return [{
-        "type": "function",
-        "name": "file_search",
-        "description": "Search user-uploaded documents for relevant passages.",
-        "parameters": _params({"queries": queries}, ["queries"]),
-    }]
-
-
-def _web_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    query = {"type": "string", "description": "Search the web with a query and return relevant pages."}
-    return [{
-        "type": "function",
-        "name": "web_search_call",
-        "description": "Search the web for relevant information.",
-        "parameters": _params({"query": query}, ["query"]),
-    }]
-
-
-def _open_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = {"type": "string", "description": "The URL of the page to open."}
-    return [{
-        "type": "function",
-        "name": "open_page",
-        "description": "Open a web page and read its content.",
-        "parameters": _params({"url": url}, ["url"]),
-    }]
-
-
-def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = {"type": "string", "description": "The URL of the page to search."}
-    pattern = {"type": "string", "description": "The text to look for in the page."}
-    return [{
-        "type": "function",
-        "name": "find_in_page",
-        "description": "Find a pattern in a web page and read the passages around it.",
-        "parameters": _params({"url": url, "pattern": pattern}, ["url", "pattern"]),
-    }]
-
-
 def _decl(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "name": name, "description": description, "parameters": parameters}
 
@@ -104,6 +59,29 @@ def _string(description: str) -> dict[str, Any]:
 
 def _strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    queries = _strings("Search queries to run against the document index.")
+    return [_decl("file_search", "Search user-uploaded documents for relevant passages.",
+                  _params({"queries": queries}, ["queries"]))]
+
+
+def _web_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    query = _string("Search the web with a query and return relevant pages.")
+    return [_decl("web_search_call", "Search the web for relevant information.", _params({"query": query}, ["query"]))]
+
+
+def _open_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    url = _string("The URL of the page to open.")
+    return [_decl("open_page", "Open a web page and read its content.", _params({"url": url}, ["url"]))]
+
+
+def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
+    url = _string("The URL of the page to search.")
+    pattern = _string("The text to look for in the page.")
+    return [_decl("find_in_page", "Find a pattern in a web page and read the passages around it.",
+                  _params({"url": url, "pattern": pattern}, ["url", "pattern"]))]
 
 
 def _code_interpreter(tool: dict[str, Any]) -> list[dict[str, Any]]:
