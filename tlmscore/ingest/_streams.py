@@ -63,16 +63,6 @@ def is_event(obj: Any) -> bool:
     return isinstance(kind, str) and "sequence_number" in obj and (kind.startswith("response.") or kind == "error")
 
 
-def is_stream_line(raw: bytes) -> bool:
-    """Whether the first line of a file says the file is an event stream (SSE, or a JSON event line)."""
-    if is_sse_line(raw):
-        return True
-    try:
-        return is_event(orjson.loads(_strip(raw)))
-    except orjson.JSONDecodeError:
-        return False
-
-
 def _parse(data: bytes) -> Any:
     try:
         return orjson.loads(data)
