@@ -20,13 +20,8 @@ PROGRAM_ONLY = "Only a program the model writes with the `program` tool can call
 
 
 def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
-    if "description" in tool:
-        decl["description"] = tool["description"]
-    if "parameters" in tool:
-        decl["parameters"] = tool["parameters"]
-    decl["strict"] = tool.get("strict", True)
-    return [decl]
+    given: dict[str, Any] = {k: tool[k] for k in ("description", "parameters") if k in tool}
+    return [{"type": "function", "name": tool.get("name"), **given, "strict": tool.get("strict", True)}]
 
 
 def _program_only(tool: dict[str, Any]) -> list[str] | None:
@@ -322,8 +317,5 @@ def declare_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
 def declare_chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions tool in the reference's shape."""
     function = tool.get("function") or {}
-    inner: dict[str, Any] = {"name": function.get("name")}
-    for key in ("description", "parameters"):
-        if key in function:
-            inner[key] = function[key]
-    return {"type": "function", "function": inner}
+    given = {k: function[k] for k in ("description", "parameters") if k in function}
+    return {"type": "function", "function": {"name": function.get("name"), **given}}

@@ -222,12 +222,10 @@ def _links(response: dict[str, Any]) -> bool:
 
 def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
                   settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
-    if transcript.fmt == "chat" and is_search_chat(response):
-        items, start = chat_search_items(request.get("messages") or [], response)
-        return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
-                             settings=settings)
-    if transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response):
-        items, start = chat_items(request.get("messages") or [], response)  # a trace's answer that kept only links
+    searched = transcript.fmt == "chat" and is_search_chat(response)
+    if searched or (transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response)):
+        as_items = chat_search_items if searched else chat_items  # else a trace's answer that kept only links
+        items, start = as_items(request.get("messages") or [], response)
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
                              settings=settings)
     if transcript.fmt == "chat":
