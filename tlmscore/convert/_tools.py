@@ -6,10 +6,12 @@ function the synthetic calls name, so every call in the prompt has a declaration
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
 _OBJECT = "object"
+Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -56,33 +58,40 @@ def _strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
 
 
-def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    queries = _strings("Search queries to run against the document index.")
-    return [_decl("file_search", "Search user-uploaded documents for relevant passages.",
-                  _params({"queries": queries}, ["queries"]))]
+def _fixed(name: str, description: str, props: dict[str, Any], required: list[str]) -> Declarer:
+    """The declarer of a built-in tool declared the same whatever the request sets for it."""
+    decl = _decl(name, description, _params(props, required))
+    return lambda tool: [copy.deepcopy(decl)]
 
 
-def _web_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    query = _string("Search the web with a query and return relevant pages.")
-    return [_decl("web_search_call", "Search the web for relevant information.", _params({"query": query}, ["query"]))]
-
-
-def _open_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = _string("The URL of the page to open.")
-    return [_decl("open_page", "Open a web page and read its content.", _params({"url": url}, ["url"]))]
-
-
-def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = _string("The URL of the page to search.")
-    pattern = _string("The text to look for in the page.")
-    return [_decl("find_in_page", "Find a pattern in a web page and read the passages around it.",
-                  _params({"url": url, "pattern": pattern}, ["url", "pattern"]))]
-
-
-def _code_interpreter(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    code = _string("Python code to run in the sandboxed container.")
-    return [_decl("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
-                  _params({"code": code}, ["code"]))]
+_file_search = _fixed("file_search", "Search user-uploaded documents for relevant passages.",
+                      {"queries": _strings("Search queries to run against the document index.")}, ["queries"])
+_web_search = _fixed("web_search_call", "Search the web for relevant information.",
+                     {"query": _string("Search the web with a query and return relevant pages.")}, ["query"])
+_open_page = _fixed("open_page", "Open a web page and read its content.",
+                    {"url": _string("The URL of the page to open.")}, ["url"])
+_find_in_page = _fixed("find_in_page", "Find a pattern in a web page and read the passages around it.",
+                       {"url": _string("The URL of the page to search."),
+                        "pattern": _string("The text to look for in the page.")}, ["url", "pattern"])
+_code_interpreter = _fixed("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
+                           {"code": _string("Python code to run in the sandboxed container.")}, ["code"])
+_image_generation = _fixed("image_generation", "Generate or edit an image from a text prompt.",
+                           {"prompt": _string("What the image should show.")}, ["prompt"])
+_local_shell = _fixed("local_shell", "Run a command in the user's local shell.",
+                      {"command": _strings("The command and its arguments."),
+                       "env": {"type": "object", "description": "Environment variables."},
+                       "working_directory": _string("Where to run the command."),
+                       "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}, ["command"])
+_shell = _fixed("shell", "Run shell commands and read their stdout, stderr and exit codes.",
+                {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
+                 "max_output_length": {"type": "integer"}}, ["commands"])
+_apply_patch = _fixed("apply_patch", "Create, update or delete a file with a unified diff.",
+                      {"type": {"type": "string", "enum": ["create_file", "update_file", "delete_file"]},
+                       "path": _string("The file to change."),
+                       "diff": _string("The unified diff to apply (not for delete_file).")}, ["type", "path"])
+_program = _fixed("program", "Write a program that calls the available tools and returns its result.",
+                  {"code": _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports "
+                                   "with text().")}, ["code"])
 
 
 def _through_use(tool: dict[str, Any]) -> list[dict[str, Any]]:
@@ -103,12 +112,6 @@ def _mcp_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
     return [decl]
 
 
-def _image_generation(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    prompt = _string("What the image should show.")
-    return [_decl("image_generation", "Generate or edit an image from a text prompt.",
-                  _params({"prompt": prompt}, ["prompt"]))]
-
-
 def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
     screen = ""
     if tool.get("display_width") and tool.get("display_height"):
@@ -122,29 +125,6 @@ def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
              "path": {"type": "array", "items": {"type": "object"}, "description": "Drag path points."}}
     return [_decl("computer", "Control a computer: act on the screen and receive a screenshot." + screen,
                   _params(props, ["type"]))]
-
-
-def _local_shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    props = {"command": _strings("The command and its arguments."),
-             "env": {"type": "object", "description": "Environment variables."},
-             "working_directory": _string("Where to run the command."),
-             "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}
-    return [_decl("local_shell", "Run a command in the user's local shell.", _params(props, ["command"]))]
-
-
-def _shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    props = {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
-             "max_output_length": {"type": "integer"}}
-    return [_decl("shell", "Run shell commands and read their stdout, stderr and exit codes.",
-                  _params(props, ["commands"]))]
-
-
-def _apply_patch(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    kinds = {"type": "string", "enum": ["create_file", "update_file", "delete_file"]}
-    props = {"type": kinds, "path": _string("The file to change."),
-             "diff": _string("The unified diff to apply (not for delete_file).")}
-    return [_decl("apply_patch", "Create, update or delete a file with a unified diff.",
-                  _params(props, ["type", "path"]))]
 
 
 def _custom(tool: dict[str, Any]) -> list[dict[str, Any]]:
@@ -205,12 +185,6 @@ def _tool_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
     return [_decl("tool_search", str(description), parameters)]
 
 
-def _program(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    code = _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports with text().")
-    return [_decl("program", "Write a program that calls the available tools and returns its result.",
-                  _params({"code": code}, ["code"]))]
-
-
 def _structured_output(tool: dict[str, Any]) -> list[dict[str, Any]]:
     """The schema of a `json_schema` text format, as the function the final answer must call."""
     name = tool.get("name")
@@ -228,8 +202,6 @@ def _server_function(tool: dict[str, Any]) -> list[dict[str, Any]]:
     """A provider-side function known only by the calls made to it (xAI's x_search functions)."""
     return [_decl(str(tool.get("name")), str(tool.get("description") or ""), {"type": _OBJECT})]
 
-
-Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 DECLARATIONS: dict[str, Declarer] = {
     "function": _function,
