@@ -44,13 +44,9 @@ _BOM = b"\xef\xbb\xbf"
 Line = tuple[int, bytes]
 
 
-def _strip(raw: bytes) -> bytes:
-    return raw[3:] if raw.startswith(_BOM) else raw
-
-
 def is_sse_line(raw: bytes) -> bool:
     """Whether a line opens server-sent events (`event:` or `data:`)."""
-    return _strip(raw).lstrip().startswith((b"event:", b"data:"))
+    return raw.removeprefix(_BOM).lstrip().startswith((b"event:", b"data:"))
 
 
 def is_event(obj: Any) -> bool:
@@ -80,7 +76,7 @@ def sse_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
     name: str | None = None
     first = 0
     for number, raw in lines:
-        line = _strip(raw).rstrip(b"\r\n")
+        line = raw.removeprefix(_BOM).rstrip(b"\r\n")
         if not line.strip():
             if data:
                 yield first, _sse_event(b"\n".join(data), name)
@@ -117,7 +113,7 @@ def json_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            yield number, _parse(_strip(raw))
+            yield number, _parse(raw.removeprefix(_BOM))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             yield number, f"invalid JSON: {getattr(exc, 'msg', exc)}"
 
