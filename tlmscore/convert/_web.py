@@ -182,25 +182,20 @@ def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef
 
     Pages the answer numbers are listed by their numbers; others in order of first mention.
     """
-    order: list[str] = []
     refs: dict[str, dict[str, Any]] = {}
     rows = [(c.url, c.title, c.sentence, c.number, None) for c in cited] + \
         [(s.url, s.title, "", s.number, s) for s in sources]
     for url, title, sentence, number, source in rows:
-        key = url_key(url)
-        if key not in refs:
-            order.append(key)
-            refs[key] = {"url": url, "title": None, "cited": [], "number": None, "snippet": None, "date": None}
-        ref = refs[key]
+        ref = refs.setdefault(url_key(url), {"url": url, "title": None, "cited": [], "number": None, "snippet": None,
+                                             "date": None})
         ref["title"] = ref["title"] or title
         ref["number"] = ref["number"] if ref["number"] is not None else number
         if source is not None:
             ref["snippet"], ref["date"] = ref["snippet"] or source.snippet, ref["date"] or source.date
         if sentence and sentence not in ref["cited"]:
             ref["cited"].append(sentence)
-    ranked = sorted(range(len(order)), key=lambda i: (refs[order[i]]["number"] is None,
-                                                      refs[order[i]]["number"] or 0, i))
-    return tuple(WebRef(**{**refs[order[i]], "cited": tuple(refs[order[i]]["cited"])}) for i in ranked)
+    found = [WebRef(**{**ref, "cited": tuple(ref["cited"])}) for ref in refs.values()]
+    return tuple(sorted(found, key=lambda ref: (ref.number is None, ref.number or 0)))  # stable: ties keep their order
 
 
 def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation],
