@@ -123,10 +123,9 @@ def _file_evidence(turn: FileResult) -> list[Evidence]:
         if not isinstance(result, dict):
             continue
         file_id = str(result.get("file_id") or "") or None
-        text = result.get("text")
+        text, filename = result.get("text"), result.get("filename")
         found.append(Evidence(kind="file", text=_shown_text(text) if text is not None else "", call_id=turn.call_id,
-                              tool=turn.name, title=result.get("filename") if isinstance(result.get("filename"),
-                                                                                          str) else None,
+                              tool=turn.name, title=filename if isinstance(filename, str) else None,
                               doc_id=file_id, origin="log"))
     return found
 
