@@ -103,7 +103,7 @@ def _origin(record: dict[str, Any]) -> dict[str, Any]:
             "span_id": _text(record.get("span_id")), "warnings": warnings}
 
 
-def _unread(record: dict[str, Any], stored: str | None, rid: str, source: str, line: int) -> str | None:
+def _unread(record: dict[str, Any], stored: str | None, source: str, line: int) -> str | None:
     """The error of a record that holds no call: a source's error (`source_error`), or only a response id."""
     if isinstance(record.get(SOURCE_ERROR), str):  # a call a source found but could not read
         return f"{source}:{line}: {record[SOURCE_ERROR]}"
@@ -133,7 +133,7 @@ def _read(obj: Any, source: str, line: int, batch: BatchInputs | None) -> Transc
                                                      or SOURCE_ERROR in record):
         rid = str(record["id"])
     origin = _origin(record)
-    unread = _unread(record, stored, rid, source, line)
+    unread = _unread(record, stored, source, line)
     if unread is not None:
         return Transcript(id=rid, source=source, line=line, raw=record, error=unread, **origin)
     try:
