@@ -137,13 +137,8 @@ def _json_loads(text: str) -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        raise _too_deep(text) from None
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
     return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
-
-
-def _too_deep(text: str | bytes) -> json.JSONDecodeError:
-    doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
-    return json.JSONDecodeError("nested too deeply to read", doc, 0)
 
 
 def load_line(raw: bytes) -> Any:
