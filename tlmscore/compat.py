@@ -191,5 +191,4 @@ def form_response_string_chat_completions_api(response: Any) -> str:
 
 def form_response_string_chat_completions(response: Any) -> str:
     """The first choice's message of a `ChatCompletion` as a string."""
-    plain = _plain(response)
-    return form_response_string_chat_completions_api(plain["choices"][0]["message"])
+    return form_response_string_chat_completions_api(_plain(response)["choices"][0]["message"])

@@ -172,18 +172,13 @@ def convert_chat(
 
 def cited_files(conv: Conversation) -> list[str]:
     """The files the answer cites among its file search results, by file name (else file id), each once in order."""
-    names: list[str] = []
-    for turn in conv.turns:
-        if not isinstance(turn, FileResult):
-            continue
-        results = turn.output if isinstance(turn.output, list) else []
+    names: dict[str, None] = {}
+    for turn in (t for t in conv.turns if isinstance(t, FileResult)):
+        results = [r for r in turn.output if isinstance(r, dict)] if isinstance(turn.output, list) else []
         for file_id, _ in turn.cited:
-            found = next((r.get("filename") for r in results if isinstance(r, dict) and r.get("file_id") == file_id),
-                         None)
-            name = str(found or file_id)
-            if name not in names:
-                names.append(name)
-    return names
+            found = next((r.get("filename") for r in results if r.get("file_id") == file_id), None)
+            names[str(found or file_id)] = None
+    return list(names)
 
 
 def convert_transcript(transcript: Transcript, settings: Settings | None = None, *,
