@@ -64,9 +64,9 @@ def uses_responses_api(messages: list[dict[str, Any]], tools: list[dict[str, Any
     return bool(tools and any("name" in t and "function" not in t for t in tools))
 
 
-def _warn_last(message: str = LAST_MESSAGE_WARNING) -> None:
+def _warn_last() -> None:
     """The reference's warning about a prompt that ends where the model already answered."""
-    warnings.warn(message, UserWarning, stacklevel=4)
+    warnings.warn(LAST_MESSAGE_WARNING, UserWarning, stacklevel=4)
 
 
 def _require_content(items: list[dict[str, Any]], *, roles: tuple[str, ...] | None = None) -> None:
