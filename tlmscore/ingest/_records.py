@@ -189,9 +189,8 @@ def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, T
 
 
 def _from_source(reader: Reader, address: str, batch: BatchInputs | None,
-                 name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+                 name: str) -> Iterator[tuple[Location, Transcript]]:
     """The records a source reader finds at `address` (named `name`), held in their locations (for `load_at`)."""
-    name = address if name is None else name
     try:
         for found in reader.read(address):
             if found.record is None:

@@ -121,9 +121,9 @@ def json_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
 # -- Responses events ------------------------------------------------------------------------------
 
 
-def _part(item: dict[str, Any], index: Any, key: str = "content") -> dict[str, Any]:
+def _part(item: dict[str, Any], index: Any) -> dict[str, Any]:
     """The content part `index` of an item being streamed, made when missing."""
-    parts = item.setdefault(key, [])
+    parts = item.setdefault("content", [])
     position = index if isinstance(index, int) and index >= 0 else len(parts)
     while len(parts) <= position:
         parts.append({"type": "output_text", "text": "", "annotations": []})
