@@ -168,12 +168,10 @@ def _span(ann: dict[str, Any], length: int) -> tuple[int, int] | None:
 def _located(text: _Text, url: str, taken: set[tuple[int, int]]) -> tuple[tuple[int, int] | None, int | None]:
     """Where an annotation without indices stands: its `[[n]](url)` marker or markdown link."""
     key = url_key(url)
-    for m in _XAI_MARKER.finditer(text.text):
-        if url_key(m.group(2)) == key and m.span() not in taken:
-            return m.span(), int(m.group(1))
-    for m in _MD_LINK.finditer(text.text):
-        if url_key(m.group(2)) == key and m.span() not in taken:
-            return m.span(), None
+    for pattern in (_XAI_MARKER, _MD_LINK):  # an xAI marker first: it carries the source's number
+        for m in pattern.finditer(text.text):
+            if url_key(m.group(2)) == key and m.span() not in taken:
+                return m.span(), int(m.group(1)) if pattern is _XAI_MARKER else None
     return None, None
 
 

@@ -74,9 +74,7 @@ def _after_commentary(output: Sequence[dict[str, Any]], start: int) -> int:
     """
     finals = [i for i in range(start, len(output)) if output[i].get("phase") == "final_answer"
               and item_type(output[i]) == "message"]
-    if not finals:
-        return start
-    if any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
+    if finals and any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
         return finals[0]
     return start
 
