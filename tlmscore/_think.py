@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 _OPEN = "<think>"
 _CLOSE = "</think>"
-_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,7 @@ def split_think(text: str) -> ThinkSplit:
     if close != -1 and (opening == -1 or close < opening):  # the opening tag was in the prompt
         reasoning.append(rest[:close].strip())
         rest = rest[close + len(_CLOSE):]
-    for match in _BLOCK.finditer(rest):
-        reasoning.append(match.group(0)[len(_OPEN):-len(_CLOSE)].strip())
+    reasoning.extend(match.group(1).strip() for match in _BLOCK.finditer(rest))
     rest = _BLOCK.sub("", rest)
     unclosed = rest.lstrip().startswith(_OPEN)
     if unclosed:

@@ -64,9 +64,9 @@ def uses_responses_api(messages: list[dict[str, Any]], tools: list[dict[str, Any
     return bool(tools and any("name" in t and "function" not in t for t in tools))
 
 
-def _warn_last(message: str = LAST_MESSAGE_WARNING) -> None:
+def _warn_last() -> None:
     """The reference's warning about a prompt that ends where the model already answered."""
-    warnings.warn(message, UserWarning, stacklevel=4)
+    warnings.warn(LAST_MESSAGE_WARNING, UserWarning, stacklevel=4)
 
 
 def _require_content(items: list[dict[str, Any]], *, roles: tuple[str, ...] | None = None) -> None:
@@ -191,5 +191,4 @@ def form_response_string_chat_completions_api(response: Any) -> str:
 
 def form_response_string_chat_completions(response: Any) -> str:
     """The first choice's message of a `ChatCompletion` as a string."""
-    plain = _plain(response)
-    return form_response_string_chat_completions_api(plain["choices"][0]["message"])
+    return form_response_string_chat_completions_api(_plain(response)["choices"][0]["message"])

@@ -18,18 +18,27 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.support.paths import CORPUS, FIXTURES
 from tlmscore.cli import main
-from tlmscore.ingest._streams import is_stream_line
+from tlmscore.ingest._streams import is_event, is_sse_line
+
+
+def _is_stream_line(raw: bytes) -> bool:
+    """Whether a line is an event stream's (SSE, or a JSON event line)."""
+    try:
+        return is_sse_line(raw) or is_event(orjson.loads(raw.removeprefix(codecs.BOM_UTF8)))
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _seed_lines() -> list[bytes]:
     lines = [line for path in sorted(FIXTURES.glob("*.jsonl"))
-             for line in path.read_bytes().splitlines() if line.strip() and not is_stream_line(line)]
+             for line in path.read_bytes().splitlines() if line.strip() and not _is_stream_line(line)]
     # event stream lines are left out: a stream is one record per streamed response (tests/ingest/test_streams.py)
     # the API replies of fixtures/responses, and of the shared corpus where conftest.py looks for it (optional)
     replies = [*sorted((FIXTURES / "responses").glob("*.json")), *sorted((CORPUS / "responses").glob("*.json"))]

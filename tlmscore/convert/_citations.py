@@ -93,11 +93,6 @@ def sentence_ends(text: str) -> list[int]:
             if not (text[m.start()] == "." and m.end() == m.start() + 1 and _abbreviation(text, m.start()))]
 
 
-def _marker_starts(text: str) -> dict[int, int]:
-    """End → start of every run of citation markers in `text`."""
-    return {m.end(): m.start() for m in MARKER_RUN.finditer(text)}
-
-
 def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None = None) -> str:
     """The claim a citation span supports.
 
@@ -115,14 +110,14 @@ def cited_sentence(text: str, start: int, end: int, ends: Sequence[int] | None =
     if start != end and not text.startswith(("(", "["), start):
         return _containing(text, start, end, ends)
     anchor = start
-    markers: dict[int, int] | None = None
+    markers: dict[int, int] | None = None  # end -> start of each run of markers, found when first needed
     while anchor > 0:
         if text[anchor - 1] in " \t":
             anchor -= 1
             continue
-        if text[anchor - 1] != "]" and text[anchor - 1] != ")":
+        if text[anchor - 1] not in "])":
             break
-        markers = _marker_starts(text) if markers is None else markers
+        markers = {m.end(): m.start() for m in MARKER_RUN.finditer(text)} if markers is None else markers
         if anchor not in markers:
             break
         anchor = markers[anchor]
@@ -173,12 +168,10 @@ def _span(ann: dict[str, Any], length: int) -> tuple[int, int] | None:
 def _located(text: _Text, url: str, taken: set[tuple[int, int]]) -> tuple[tuple[int, int] | None, int | None]:
     """Where an annotation without indices stands: its `[[n]](url)` marker or markdown link."""
     key = url_key(url)
-    for m in _XAI_MARKER.finditer(text.text):
-        if url_key(m.group(2)) == key and m.span() not in taken:
-            return m.span(), int(m.group(1))
-    for m in _MD_LINK.finditer(text.text):
-        if url_key(m.group(2)) == key and m.span() not in taken:
-            return m.span(), None
+    for pattern in (_XAI_MARKER, _MD_LINK):  # an xAI marker first: it carries the source's number
+        for m in pattern.finditer(text.text):
+            if url_key(m.group(2)) == key and m.span() not in taken:
+                return m.span(), int(m.group(1)) if pattern is _XAI_MARKER else None
     return None, None
 
 

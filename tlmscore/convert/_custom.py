@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._functions import PROGRAM, call_kind, client_output, parse_arguments, program_caller
+from tlmscore.convert._functions import PROGRAM, call_kind, client_call, client_output, parse_arguments
 from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import declare_tool, qualified_name
 from tlmscore.convert.context import Context, ItemConverter
@@ -52,15 +52,8 @@ def _declare(ctx: Context, tools: Any) -> None:
 def convert_custom_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """The model's free-form input to a custom tool (or a program's, shown as a step of its run)."""
     name = str(item.get("name") or "custom_tool")
-    call_id = call_id_of(item)
-    ctx.call_names.setdefault(call_id, name)
     ctx.use_tool(f"custom:{name}", {"type": "custom", "name": name})
-    program = program_caller(item)
-    if program is not None:
-        ctx.program_calls[call_id] = program
-        step = {"program_called": name, "arguments": {"input": item.get("input", "")}, "call_id": call_id}
-        return [ToolResult(name=PROGRAM, call_id=program, output=step)]
-    return [ToolCall(name=name, arguments={"input": item.get("input", "")}, call_id=call_id)]
+    return client_call(item, ctx, name, {"input": item.get("input", "")})
 
 
 def convert_custom_output(item: dict[str, Any], ctx: Context) -> list[Turn]:

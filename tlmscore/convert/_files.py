@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tlmscore.convert._citations import Citation, message_citations
-from tlmscore.convert._web import is_message
+from tlmscore.convert._web import call_group
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import FileResult, ToolCall, Turn
 
@@ -22,22 +22,10 @@ FILE_SEARCH_NOT_LOGGED = (
 _RESULT_FIELDS = ("attributes", "file_id", "filename", "score", "text")
 
 
-def _following(ctx: Context) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The file searches since the previous message, and the message that follows them."""
-    start = ctx.index
-    while start > 0 and not is_message(ctx.items[start - 1]):
-        start -= 1
-    searches = [i for i in ctx.items[start : ctx.index + 1] if i.get("type") == FILE_SEARCH]
-    for item in ctx.items[ctx.index + 1 :]:
-        if is_message(item):
-            return searches, item
-        if item.get("type") == FILE_SEARCH:
-            searches.append(item)
-    return searches, None
-
-
 def _file_citations(ctx: Context) -> list[Citation]:
-    searches, message = _following(ctx)
+    """The answer's citations of files, warned about when no logged result of the searches before it holds them."""
+    members, message = call_group(ctx, (FILE_SEARCH,))
+    searches = [ctx.items[j] for j in members]
     if message is None or message.get("role", "assistant") != "assistant":
         return []
     cites = [c for c in message_citations(message) if c.kind == "file"]

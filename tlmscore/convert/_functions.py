@@ -46,9 +46,13 @@ def convert_function_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
     shown as a step of that program's run, in a response of the `program` call.
     """
     name = qualified_name(item.get("namespace"), item.get("name"))
+    return client_call(item, ctx, name, parse_arguments(item.get("arguments"), ctx, name))
+
+
+def client_call(item: dict[str, Any], ctx: Context, name: str, arguments: Any) -> list[Turn]:
+    """A call for the client to run: the model's own, or a step of the run of the program that made it."""
     call_id = str(item.get("call_id") or item.get("id") or "")
     ctx.call_names.setdefault(call_id, name)
-    arguments = parse_arguments(item.get("arguments"), ctx, name)
     program = program_caller(item)
     if program is not None:
         ctx.program_calls[call_id] = program

@@ -28,11 +28,6 @@ class Instructions:
     warnings: tuple[str, ...] = ()
 
 
-def _variable(value: Any) -> Any:
-    """A template variable as text: a string as it is, an input_text/image/file part as its text or placeholder."""
-    return value if isinstance(value, str) else part_text(value)
-
-
 def prompt_reference_text(prompt: Mapping[str, Any]) -> str:
     """The stored prompt reference as one line: its id, version and variables (JSON, Unicode kept)."""
     head = f"Stored prompt {prompt.get('id')}"
@@ -40,14 +35,9 @@ def prompt_reference_text(prompt: Mapping[str, Any]) -> str:
         head += f" (version {prompt['version']})"
     variables = prompt.get("variables")
     if isinstance(variables, Mapping) and variables:
-        shown = {str(k): _variable(v) for k, v in variables.items()}
+        shown = {str(k): part_text(v) for k, v in variables.items()}  # a part as its text or placeholder
         return f"{head}, with variables: {json.dumps(shown, ensure_ascii=False, sort_keys=True)}"
     return head
-
-
-def _items(value: list[Any]) -> tuple[dict[str, Any], ...]:
-    """Instruction items; a bare `{role, content}` and `{type: message}` alike, others dropped (not input)."""
-    return tuple(item for item in value if isinstance(item, dict))
 
 
 def call_instructions(request: Mapping[str, Any], response: Mapping[str, Any]) -> Instructions:
@@ -63,7 +53,8 @@ def call_instructions(request: Mapping[str, Any], response: Mapping[str, Any]) -
         if value is None or value == []:
             warnings = (f"the call used stored prompt {prompt['id']} but neither the request nor the response "
                         "logged its instructions: what the template said is unknown",)
-    items = _items(value) if isinstance(value, list) else ()
+    # instruction items: a bare `{role, content}` and `{type: message}` alike; what is not an object is no input
+    items = tuple(item for item in value if isinstance(item, dict)) if isinstance(value, list) else ()
     text = None if value is None or isinstance(value, list) else str(value)
     if reference and text is not None:  # shown after the reference, as the template's own text
         items, text = ({"role": "system", "content": text},), None

@@ -14,13 +14,9 @@ from tlmscore._content import blob_summary, content_text
 NOT_LOGGED = "The output of this call was not recorded in the log, so what it returned is unknown."
 
 
-def _is_part(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("type"), str)
-
-
 def tool_output(value: Any) -> Any:
     """A tool's output: strings and JSON values as they are, content-part lists as text."""
-    if isinstance(value, list) and value and all(_is_part(v) for v in value):
+    if isinstance(value, list) and value and all(isinstance(v, dict) and isinstance(v.get("type"), str) for v in value):
         return content_text(value)
     return value
 

@@ -51,15 +51,17 @@ def _message(response: dict[str, Any]) -> dict[str, Any]:
     return message if isinstance(message, dict) else {}
 
 
+def _url_citations(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `url_citation` objects of the answer's annotations that name a URL."""
+    annotations = _message(response).get("annotations") or []
+    inner = [ann.get("url_citation") for ann in annotations if isinstance(ann, dict)]
+    return [i for i in inner if isinstance(i, dict) and i.get("url")]
+
+
 def chat_annotations(response: dict[str, Any]) -> list[dict[str, Any]]:
     """The answer's `url_citation` annotations (OpenAI search models), in the Responses shape."""
-    found: list[dict[str, Any]] = []
-    for ann in _message(response).get("annotations") or []:
-        inner = ann.get("url_citation") if isinstance(ann, dict) else None
-        if isinstance(inner, dict) and inner.get("url"):
-            found.append({"type": "url_citation"} | {k: inner[k] for k in ("url", "title", "start_index",
-                                                                             "end_index") if k in inner})
-    return found
+    fields = ("url", "title", "start_index", "end_index")
+    return [{"type": "url_citation"} | {k: c[k] for k in fields if k in c} for c in _url_citations(response)]
 
 
 def _annotated_sources(response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,9 +70,8 @@ def _annotated_sources(response: dict[str, Any]) -> list[dict[str, Any]]:
     OpenRouter and alike put the text the model saw of a page in `url_citation.content`.
     """
     sources: dict[str, dict[str, Any]] = {}
-    for ann in _message(response).get("annotations") or []:
-        inner = ann.get("url_citation") if isinstance(ann, dict) else None
-        if isinstance(inner, dict) and inner.get("url") and str(inner["url"]) not in sources:
+    for inner in _url_citations(response):
+        if str(inner["url"]) not in sources:
             source = {"type": "url", "url": str(inner["url"])}
             source |= {k: inner[k] for k in ("title",) if isinstance(inner.get(k), str) and inner[k]}
             if isinstance(inner.get("content"), str) and inner["content"].strip():
@@ -121,6 +122,14 @@ def _history_item(msg: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+def _answer_items(message: dict[str, Any], text: str, annotations: list[dict[str, Any]],
+                  reasoning: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answering message as Responses items: its text with `annotations`, then its tool calls."""
+    calls = [i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call"]
+    return [{"type": "message", "role": "assistant", **reasoning, "content": [
+        {"type": "output_text", "text": text, "annotations": annotations}]}, *calls]
+
+
 def chat_tools_as_responses(tools: Any) -> list[dict[str, Any]]:
     """Chat Completions function tools in the Responses shape (`name` at the top level)."""
     converted: list[dict[str, Any]] = []
@@ -140,15 +149,11 @@ def chat_search_items(messages: list[dict[str, Any]], response: dict[str, Any]) 
                               "sources": sources or _annotated_sources(response)}
     items.append({"type": "web_search_call", "id": f"search_{response.get('id') or ''}", "status": "completed",
                   "action": action, SYNTHETIC: True})
-    start = len(items)
     message = _message(response)
     text = content_text(message.get("content"))
     annotations = _annotations(text, sources) if sources else chat_annotations(response)
     reasoning = {k: message[k] for k in REASONING_FIELDS if message.get(k)}  # warned about where it is shown
-    items.append({"type": "message", "role": "assistant", **reasoning, "content": [
-        {"type": "output_text", "text": text, "annotations": annotations}]})
-    items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
-    return items, start
+    return [*items, *_answer_items(message, text, annotations, reasoning)], len(items)
 
 
 def chat_items(messages: list[dict[str, Any]], response: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
@@ -158,9 +163,5 @@ def chat_items(messages: list[dict[str, Any]], response: dict[str, Any]) -> tupl
     pages it links can be shown apart as cited by it (`tlmscore.convert._web.linked_pages`).
     """
     items = [item for msg in messages if isinstance(msg, dict) for item in _history_item(msg)]
-    start = len(items)
     message = _message(response)
-    items.append({"type": "message", "role": "assistant", "content": [
-        {"type": "output_text", "text": content_text(message.get("content")), "annotations": []}]})
-    items.extend(i for i in _history_item({**message, "content": None}) if i.get("type") == "function_call")
-    return items, start
+    return [*items, *_answer_items(message, content_text(message.get("content")), [], {})], len(items)

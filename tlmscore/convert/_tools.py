@@ -6,10 +6,12 @@ function the synthetic calls name, so every call in the prompt has a declaration
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
 _OBJECT = "object"
+Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _params(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -20,13 +22,8 @@ PROGRAM_ONLY = "Only a program the model writes with the `program` tool can call
 
 
 def _function(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    decl: dict[str, Any] = {"type": "function", "name": tool.get("name")}
-    if "description" in tool:
-        decl["description"] = tool["description"]
-    if "parameters" in tool:
-        decl["parameters"] = tool["parameters"]
-    decl["strict"] = tool.get("strict", True)
-    return [decl]
+    given: dict[str, Any] = {k: tool[k] for k in ("description", "parameters") if k in tool}
+    return [{"type": "function", "name": tool.get("name"), **given, "strict": tool.get("strict", True)}]
 
 
 def _program_only(tool: dict[str, Any]) -> list[str] | None:
@@ -49,51 +46,6 @@ def _callers_noted(tool: dict[str, Any], decls: list[dict[str, Any]]) -> list[di
     return noted
 
 
-def _file_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    queries = {
-        "type": "array",
-        "items": {"type": "string"},
-        "description": "Search queries to run against the document index.",
-    }
-    return [{
-        "type": "function",
-        "name": "file_search",
-        "description": "Search user-uploaded documents for relevant passages.",
-        "parameters": _params({"queries": queries}, ["queries"]),
-    }]
-
-
-def _web_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    query = {"type": "string", "description": "Search the web with a query and return relevant pages."}
-    return [{
-        "type": "function",
-        "name": "web_search_call",
-        "description": "Search the web for relevant information.",
-        "parameters": _params({"query": query}, ["query"]),
-    }]
-
-
-def _open_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = {"type": "string", "description": "The URL of the page to open."}
-    return [{
-        "type": "function",
-        "name": "open_page",
-        "description": "Open a web page and read its content.",
-        "parameters": _params({"url": url}, ["url"]),
-    }]
-
-
-def _find_in_page(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    url = {"type": "string", "description": "The URL of the page to search."}
-    pattern = {"type": "string", "description": "The text to look for in the page."}
-    return [{
-        "type": "function",
-        "name": "find_in_page",
-        "description": "Find a pattern in a web page and read the passages around it.",
-        "parameters": _params({"url": url, "pattern": pattern}, ["url", "pattern"]),
-    }]
-
-
 def _decl(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "name": name, "description": description, "parameters": parameters}
 
@@ -106,10 +58,40 @@ def _strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
 
 
-def _code_interpreter(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    code = _string("Python code to run in the sandboxed container.")
-    return [_decl("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
-                  _params({"code": code}, ["code"]))]
+def _fixed(name: str, description: str, props: dict[str, Any], required: list[str]) -> Declarer:
+    """The declarer of a built-in tool declared the same whatever the request sets for it."""
+    decl = _decl(name, description, _params(props, required))
+    return lambda tool: [copy.deepcopy(decl)]
+
+
+_file_search = _fixed("file_search", "Search user-uploaded documents for relevant passages.",
+                      {"queries": _strings("Search queries to run against the document index.")}, ["queries"])
+_web_search = _fixed("web_search_call", "Search the web for relevant information.",
+                     {"query": _string("Search the web with a query and return relevant pages.")}, ["query"])
+_open_page = _fixed("open_page", "Open a web page and read its content.",
+                    {"url": _string("The URL of the page to open.")}, ["url"])
+_find_in_page = _fixed("find_in_page", "Find a pattern in a web page and read the passages around it.",
+                       {"url": _string("The URL of the page to search."),
+                        "pattern": _string("The text to look for in the page.")}, ["url", "pattern"])
+_code_interpreter = _fixed("code_interpreter", "Run Python code in a sandboxed container and read its logs and images.",
+                           {"code": _string("Python code to run in the sandboxed container.")}, ["code"])
+_image_generation = _fixed("image_generation", "Generate or edit an image from a text prompt.",
+                           {"prompt": _string("What the image should show.")}, ["prompt"])
+_local_shell = _fixed("local_shell", "Run a command in the user's local shell.",
+                      {"command": _strings("The command and its arguments."),
+                       "env": {"type": "object", "description": "Environment variables."},
+                       "working_directory": _string("Where to run the command."),
+                       "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}, ["command"])
+_shell = _fixed("shell", "Run shell commands and read their stdout, stderr and exit codes.",
+                {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
+                 "max_output_length": {"type": "integer"}}, ["commands"])
+_apply_patch = _fixed("apply_patch", "Create, update or delete a file with a unified diff.",
+                      {"type": {"type": "string", "enum": ["create_file", "update_file", "delete_file"]},
+                       "path": _string("The file to change."),
+                       "diff": _string("The unified diff to apply (not for delete_file).")}, ["type", "path"])
+_program = _fixed("program", "Write a program that calls the available tools and returns its result.",
+                  {"code": _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports "
+                                   "with text().")}, ["code"])
 
 
 def _through_use(tool: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,12 +112,6 @@ def _mcp_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
     return [decl]
 
 
-def _image_generation(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    prompt = _string("What the image should show.")
-    return [_decl("image_generation", "Generate or edit an image from a text prompt.",
-                  _params({"prompt": prompt}, ["prompt"]))]
-
-
 def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
     screen = ""
     if tool.get("display_width") and tool.get("display_height"):
@@ -149,29 +125,6 @@ def _computer(tool: dict[str, Any]) -> list[dict[str, Any]]:
              "path": {"type": "array", "items": {"type": "object"}, "description": "Drag path points."}}
     return [_decl("computer", "Control a computer: act on the screen and receive a screenshot." + screen,
                   _params(props, ["type"]))]
-
-
-def _local_shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    props = {"command": _strings("The command and its arguments."),
-             "env": {"type": "object", "description": "Environment variables."},
-             "working_directory": _string("Where to run the command."),
-             "timeout_ms": {"type": "integer"}, "user": _string("The user to run as.")}
-    return [_decl("local_shell", "Run a command in the user's local shell.", _params(props, ["command"]))]
-
-
-def _shell(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    props = {"commands": _strings("Shell commands to run in order."), "timeout_ms": {"type": "integer"},
-             "max_output_length": {"type": "integer"}}
-    return [_decl("shell", "Run shell commands and read their stdout, stderr and exit codes.",
-                  _params(props, ["commands"]))]
-
-
-def _apply_patch(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    kinds = {"type": "string", "enum": ["create_file", "update_file", "delete_file"]}
-    props = {"type": kinds, "path": _string("The file to change."),
-             "diff": _string("The unified diff to apply (not for delete_file).")}
-    return [_decl("apply_patch", "Create, update or delete a file with a unified diff.",
-                  _params(props, ["type", "path"]))]
 
 
 def _custom(tool: dict[str, Any]) -> list[dict[str, Any]]:
@@ -232,12 +185,6 @@ def _tool_search(tool: dict[str, Any]) -> list[dict[str, Any]]:
     return [_decl("tool_search", str(description), parameters)]
 
 
-def _program(tool: dict[str, Any]) -> list[dict[str, Any]]:
-    code = _string("JavaScript that calls the tools as `await tools.<name>(args)` and reports with text().")
-    return [_decl("program", "Write a program that calls the available tools and returns its result.",
-                  _params({"code": code}, ["code"]))]
-
-
 def _structured_output(tool: dict[str, Any]) -> list[dict[str, Any]]:
     """The schema of a `json_schema` text format, as the function the final answer must call."""
     name = tool.get("name")
@@ -255,8 +202,6 @@ def _server_function(tool: dict[str, Any]) -> list[dict[str, Any]]:
     """A provider-side function known only by the calls made to it (xAI's x_search functions)."""
     return [_decl(str(tool.get("name")), str(tool.get("description") or ""), {"type": _OBJECT})]
 
-
-Declarer = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 DECLARATIONS: dict[str, Declarer] = {
     "function": _function,
@@ -344,8 +289,5 @@ def declare_tool(tool: dict[str, Any]) -> list[dict[str, Any]]:
 def declare_chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions tool in the reference's shape."""
     function = tool.get("function") or {}
-    inner: dict[str, Any] = {"name": function.get("name")}
-    for key in ("description", "parameters"):
-        if key in function:
-            inner[key] = function[key]
-    return {"type": "function", "function": inner}
+    given = {k: function[k] for k in ("description", "parameters") if k in function}
+    return {"type": "function", "function": {"name": function.get("name"), **given}}

@@ -74,9 +74,7 @@ def _after_commentary(output: Sequence[dict[str, Any]], start: int) -> int:
     """
     finals = [i for i in range(start, len(output)) if output[i].get("phase") == "final_answer"
               and item_type(output[i]) == "message"]
-    if not finals:
-        return start
-    if any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
+    if finals and any(output[i].get("phase") == "commentary" for i in range(start, finals[0])):
         return finals[0]
     return start
 
@@ -172,18 +170,13 @@ def convert_chat(
 
 def cited_files(conv: Conversation) -> list[str]:
     """The files the answer cites among its file search results, by file name (else file id), each once in order."""
-    names: list[str] = []
-    for turn in conv.turns:
-        if not isinstance(turn, FileResult):
-            continue
-        results = turn.output if isinstance(turn.output, list) else []
+    names: dict[str, None] = {}
+    for turn in (t for t in conv.turns if isinstance(t, FileResult)):
+        results = [r for r in turn.output if isinstance(r, dict)] if isinstance(turn.output, list) else []
         for file_id, _ in turn.cited:
-            found = next((r.get("filename") for r in results if isinstance(r, dict) and r.get("file_id") == file_id),
-                         None)
-            name = str(found or file_id)
-            if name not in names:
-                names.append(name)
-    return names
+            found = next((r.get("filename") for r in results if r.get("file_id") == file_id), None)
+            names[str(found or file_id)] = None
+    return list(names)
 
 
 def convert_transcript(transcript: Transcript, settings: Settings | None = None, *,
@@ -222,12 +215,10 @@ def _links(response: dict[str, Any]) -> bool:
 
 def _convert_call(transcript: Transcript, request: dict[str, Any], response: dict[str, Any],
                   settings: Settings | None, converters: Mapping[str, ItemConverter] | None) -> Conversation:
-    if transcript.fmt == "chat" and is_search_chat(response):
-        items, start = chat_search_items(request.get("messages") or [], response)
-        return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
-                             settings=settings)
-    if transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response):
-        items, start = chat_items(request.get("messages") or [], response)  # a trace's answer that kept only links
+    searched = transcript.fmt == "chat" and is_search_chat(response)
+    if searched or (transcript.fmt == "chat" and transcript.origin in TEXT_ONLY_ORIGINS and _links(response)):
+        as_items = chat_search_items if searched else chat_items  # else a trace's answer that kept only links
+        items, start = as_items(request.get("messages") or [], response)
         return convert_items(items, answer_start=start, tools=chat_tools_as_responses(request.get("tools")),
                              settings=settings)
     if transcript.fmt == "chat":

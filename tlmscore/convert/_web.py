@@ -26,7 +26,7 @@ items named after the function that ran; their results are the posts the answer 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from tlmscore._urls import url_key
 from tlmscore.convert._citations import Citation, message_citations, plain_title
 from tlmscore.convert.context import Context, ItemConverter
-from tlmscore.model import ToolCall, ToolResult, Turn, WebRef, WebResult
+from tlmscore.model import ToolCall, ToolResult, Turn, WebRef, WebResult, item_type
 
 WEB_SEARCH = "web_search_call"
 X_SEARCH = "x_search_call"
@@ -64,17 +64,6 @@ class _Source:
     snippet: str | None = None
     date: str | None = None
     number: int | None = None
-
-
-def is_message(item: dict[str, Any]) -> bool:
-    """A message item, also in the replayed shape without `type` (`{"role", "content"}`)."""
-    kind = item.get("type")
-    return kind == "message" or (kind is None and "role" in item)
-
-
-def citations_of(item: dict[str, Any]) -> list[Citation]:
-    """The page citations of a message item, in order (see `tlmscore.convert._citations`)."""
-    return [c for c in message_citations(item) if c.kind == "url"]
 
 
 def _action(item: dict[str, Any]) -> dict[str, Any]:
@@ -130,19 +119,19 @@ def _is_x_url(url: str) -> bool:
     return (urlsplit(url).hostname or "").lower() in _X_HOSTS
 
 
-def _group(ctx: Context) -> tuple[list[int], dict[str, Any] | None]:
-    """Web calls between the previous and the next message, and that next message."""
+def call_group(ctx: Context, kinds: Sequence[str] = _SEARCHES) -> tuple[list[int], dict[str, Any] | None]:
+    """Where the calls of `kinds` between the previous and the next message are, and that next message."""
     items = ctx.items
     start = ctx.index
-    while start > 0 and not is_message(items[start - 1]):
+    while start > 0 and item_type(items[start - 1]) != "message":
         start -= 1
     members: list[int] = []
     following: dict[str, Any] | None = None
     for j in range(start, len(items)):
-        if is_message(items[j]) and j > ctx.index:
+        if item_type(items[j]) == "message" and j > ctx.index:
             following = items[j]
             break
-        if items[j].get("type") in _SEARCHES:
+        if items[j].get("type") in kinds:
             members.append(j)
     return members, following
 
@@ -167,7 +156,7 @@ def _assign(ctx: Context) -> _Assignment:
     A citation goes to every call whose logged result holds its URL; else to the last search of
     its kind that logged no results; else it is unlogged. Markers naming no source are unresolved.
     """
-    members, following = _group(ctx)
+    members, following = call_group(ctx)
     answered = following is not None and following.get("role", "assistant") == "assistant"
     cites = message_citations(following) if answered and following is not None else []
     by_call: dict[int, list[Citation]] = {j: [] for j in members}
@@ -193,25 +182,20 @@ def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef
 
     Pages the answer numbers are listed by their numbers; others in order of first mention.
     """
-    order: list[str] = []
     refs: dict[str, dict[str, Any]] = {}
     rows = [(c.url, c.title, c.sentence, c.number, None) for c in cited] + \
         [(s.url, s.title, "", s.number, s) for s in sources]
     for url, title, sentence, number, source in rows:
-        key = url_key(url)
-        if key not in refs:
-            order.append(key)
-            refs[key] = {"url": url, "title": None, "cited": [], "number": None, "snippet": None, "date": None}
-        ref = refs[key]
+        ref = refs.setdefault(url_key(url), {"url": url, "title": None, "cited": [], "number": None, "snippet": None,
+                                             "date": None})
         ref["title"] = ref["title"] or title
         ref["number"] = ref["number"] if ref["number"] is not None else number
         if source is not None:
             ref["snippet"], ref["date"] = ref["snippet"] or source.snippet, ref["date"] or source.date
         if sentence and sentence not in ref["cited"]:
             ref["cited"].append(sentence)
-    ranked = sorted(range(len(order)), key=lambda i: (refs[order[i]]["number"] is None,
-                                                      refs[order[i]]["number"] or 0, i))
-    return tuple(WebRef(**{**refs[order[i]], "cited": tuple(refs[order[i]]["cited"])}) for i in ranked)
+    found = [WebRef(**{**ref, "cited": tuple(ref["cited"])}) for ref in refs.values()]
+    return tuple(sorted(found, key=lambda ref: (ref.number is None, ref.number or 0)))  # stable: ties keep their order
 
 
 def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation],
@@ -232,7 +216,7 @@ def _search_refs(action: dict[str, Any], ctx: Context, cited: list[Citation],
 
 def _closing(ctx: Context, assignment: _Assignment) -> list[Turn]:
     """After the group's last call: the cited pages no logged result holds, shown apart."""
-    members, _ = _group(ctx)
+    members, _ = call_group(ctx)
     if not members or members[-1] != ctx.index:
         return []
     for cite in assignment.unresolved:
@@ -256,7 +240,7 @@ def linked_pages(output: Iterable[dict[str, Any]], turns: Iterable[Turn],
     """
     if any(isinstance(t, WebResult) for t in turns):
         return [], None
-    cites = [c for item in output if is_message(item) for c in citations_of(item)]
+    cites = [c for item in output if item_type(item) == "message" for c in message_citations(item) if c.kind == "url"]
     if not cites:
         return [], None
     refs = _refs(cites, [])

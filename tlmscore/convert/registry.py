@@ -16,36 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tlmscore.convert import (
-    _code as code,
-)
-from tlmscore.convert import (
-    _computer as computer,
-)
-from tlmscore.convert import (
-    _custom as custom,
-)
-from tlmscore.convert import (
-    _files as files,
-)
-from tlmscore.convert import (
-    _functions as functions,
-)
-from tlmscore.convert import (
-    _images as images,
-)
-from tlmscore.convert import (
-    _mcp as mcp,
-)
-from tlmscore.convert import (
-    _messages as messages,
-)
-from tlmscore.convert import (
-    _shell as shell,
-)
-from tlmscore.convert import (
-    _web as web,
-)
+from tlmscore.convert import _code, _computer, _custom, _files, _functions, _images, _mcp, _messages, _shell, _web
 from tlmscore.convert.context import Converter, ItemConverter
 from tlmscore.model import item_type
 from tlmscore.plugins import Kind, plugins
@@ -58,16 +29,16 @@ ConverterLike = ItemConverter | Converter
 """What may be given for an item type: an `ItemConverter`, or a bare function (a context item)."""
 
 REGISTRY: Mapping[str, ItemConverter] = MappingProxyType({
-    **messages.CONVERTERS,
-    **functions.CONVERTERS,
-    **files.CONVERTERS,
-    **web.CONVERTERS,
-    **code.CONVERTERS,
-    **mcp.CONVERTERS,
-    **shell.CONVERTERS,
-    **computer.CONVERTERS,
-    **images.CONVERTERS,
-    **custom.CONVERTERS,
+    **_messages.CONVERTERS,
+    **_functions.CONVERTERS,
+    **_files.CONVERTERS,
+    **_web.CONVERTERS,
+    **_code.CONVERTERS,
+    **_mcp.CONVERTERS,
+    **_shell.CONVERTERS,
+    **_computer.CONVERTERS,
+    **_images.CONVERTERS,
+    **_custom.CONVERTERS,
 })
 """The built-in converters."""
 

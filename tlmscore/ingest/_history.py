@@ -28,7 +28,6 @@ class History:
     references: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-
 def previous_response_id(t: Transcript) -> str | None:
     """The response a call continues, from the request or the Response's echo of it."""
     value = t.request.get("previous_response_id") or t.response.get("previous_response_id")

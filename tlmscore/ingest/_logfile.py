@@ -64,10 +64,8 @@ def check_readable(path: Path) -> None:
 
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds one record per line (`.jsonl`, `.ndjson`, optionally gzipped)."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in (".jsonl", ".ndjson")
+    inner = path.with_suffix("") if path.suffix.lower() == ".gz" else path
+    return inner.suffix.lower() in (".jsonl", ".ndjson")
 
 
 def lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -84,7 +82,7 @@ def lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
         try:
             for raw in handle:
                 number += 1
-                yield number, offset, raw[3:] if number == 1 and raw.startswith(_BOM) else raw
+                yield number, offset, raw.removeprefix(_BOM) if number == 1 else raw
                 offset += len(raw)
         except READ_ERRORS as exc:
             raise ReadStoppedError(path, number, offset, exc) from None
@@ -139,13 +137,8 @@ def _json_loads(text: str) -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        raise _too_deep(text) from None
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
     return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
-
-
-def _too_deep(text: str | bytes) -> json.JSONDecodeError:
-    doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
-    return json.JSONDecodeError("nested too deeply to read", doc, 0)
 
 
 def load_line(raw: bytes) -> Any:
@@ -157,8 +150,7 @@ def load_line(raw: bytes) -> Any:
     A value nested deeper than Python can recurse is a `json.JSONDecodeError` too, a lone surrogate
     becomes U+FFFD (see `safe_text`), and a UTF-8 BOM before the line is skipped.
     """
-    if raw.startswith(_BOM):
-        raw = raw[3:]
+    raw = raw.removeprefix(_BOM)
     if not _has_long_number(raw):
         try:
             return orjson.loads(raw)

@@ -103,7 +103,7 @@ def _origin(record: dict[str, Any]) -> dict[str, Any]:
             "span_id": _text(record.get("span_id")), "warnings": warnings}
 
 
-def _unread(record: dict[str, Any], stored: str | None, rid: str, source: str, line: int) -> str | None:
+def _unread(record: dict[str, Any], stored: str | None, source: str, line: int) -> str | None:
     """The error of a record that holds no call: a source's error (`source_error`), or only a response id."""
     if isinstance(record.get(SOURCE_ERROR), str):  # a call a source found but could not read
         return f"{source}:{line}: {record[SOURCE_ERROR]}"
@@ -133,18 +133,17 @@ def _read(obj: Any, source: str, line: int, batch: BatchInputs | None) -> Transc
                                                      or SOURCE_ERROR in record):
         rid = str(record["id"])
     origin = _origin(record)
-    unread = _unread(record, stored, rid, source, line)
-    if unread is not None:
-        return Transcript(id=rid, source=source, line=line, raw=record, error=unread, **origin)
-    try:
-        request, response, metadata = _unwrap(record, batch)
-        kind = _response_kind(response)
-        _check_response(response, kind)
-    except TranscriptError as exc:
-        error = f"{source}:{line}: {exc.reason}"
-        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
-    except Exception as exc:  # noqa: BLE001  (a record of a shape nobody foresaw is its own error row)
-        error = f"{source}:{line}: unreadable record: {type(exc).__name__}: {exc}"
-        return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)
-    return Transcript(id=rid, source=source, line=line, request=request, response=response,
-                      metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses", **origin)
+    error = _unread(record, stored, source, line)
+    if error is None:
+        try:
+            request, response, metadata = _unwrap(record, batch)
+            kind = _response_kind(response)
+            _check_response(response, kind)
+        except TranscriptError as exc:
+            error = f"{source}:{line}: {exc.reason}"
+        except Exception as exc:  # noqa: BLE001  (a record of a shape nobody foresaw is its own error row)
+            error = f"{source}:{line}: unreadable record: {type(exc).__name__}: {exc}"
+        else:
+            return Transcript(id=rid, source=source, line=line, request=request, response=response,
+                              metadata=metadata, raw=record, fmt="chat" if kind == "chat" else "responses", **origin)
+    return Transcript(id=rid, source=source, line=line, raw=record, error=error, **origin)

@@ -70,6 +70,12 @@ def _failed(source: str, line: int, message: str) -> Transcript:
     return Transcript(id=f"{source}:{line}", source=source, line=line, error=f"{source}:{line}: {message}")
 
 
+def _stopped(name: str, line: int, good: int, offset: int, cause: str) -> tuple[Location, Transcript]:
+    """The error record of a file whose reading broke off after line `good`, ending at byte `offset`."""
+    message = f"reading stopped after line {good} (byte {offset}): {cause}; the rest of the file is not read"
+    return Location(name, line), _failed(name, line, message)
+
+
 def _parsed(raw: bytes, name: str, number: int, batch: BatchInputs | None) -> Transcript:
     """One raw JSONL line as a transcript; a line that is not JSON becomes an error transcript."""
     try:
@@ -106,9 +112,7 @@ def _jsonl_records(path: Path, name: str, batch: BatchInputs | None,
         elif held is not None:
             yield held
         held = None
-        yield Location(name, line), _failed(name, line, f"reading stopped after line {good} "
-                                                        f"(byte {offset}): {stop.cause}; the rest "
-                                                        "of the file is not read")
+        yield _stopped(name, line, good, offset, stop.cause)
     if held is not None:
         yield held
 
@@ -180,17 +184,13 @@ def _stream_file(path: Path, name: str, sse: bool) -> Iterator[tuple[Location, T
             yield Location(name, line), _failed(name, line, out)
         else:
             yield Location(name, line, record=out), normalize_record(out, source=name, line=line)
-    if stop:
-        line = stop[0].lines_read + 1
-        yield Location(name, line), _failed(name, line, f"reading stopped after line {stop[0].lines_read} "
-                                                        f"(byte {stop[0].offset}): {stop[0].cause}; the rest "
-                                                        "of the file is not read")
+    for cut in stop:
+        yield _stopped(name, cut.lines_read + 1, cut.lines_read, cut.offset, cut.cause)
 
 
 def _from_source(reader: Reader, address: str, batch: BatchInputs | None,
-                 name: str | None = None) -> Iterator[tuple[Location, Transcript]]:
+                 name: str) -> Iterator[tuple[Location, Transcript]]:
     """The records a source reader finds at `address` (named `name`), held in their locations (for `load_at`)."""
-    name = address if name is None else name
     try:
         for found in reader.read(address):
             if found.record is None:

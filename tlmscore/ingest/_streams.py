@@ -44,13 +44,9 @@ _BOM = b"\xef\xbb\xbf"
 Line = tuple[int, bytes]
 
 
-def _strip(raw: bytes) -> bytes:
-    return raw[3:] if raw.startswith(_BOM) else raw
-
-
 def is_sse_line(raw: bytes) -> bool:
     """Whether a line opens server-sent events (`event:` or `data:`)."""
-    return _strip(raw).lstrip().startswith((b"event:", b"data:"))
+    return raw.removeprefix(_BOM).lstrip().startswith((b"event:", b"data:"))
 
 
 def is_event(obj: Any) -> bool:
@@ -61,16 +57,6 @@ def is_event(obj: Any) -> bool:
         return True
     kind = obj.get("type")
     return isinstance(kind, str) and "sequence_number" in obj and (kind.startswith("response.") or kind == "error")
-
-
-def is_stream_line(raw: bytes) -> bool:
-    """Whether the first line of a file says the file is an event stream (SSE, or a JSON event line)."""
-    if is_sse_line(raw):
-        return True
-    try:
-        return is_event(orjson.loads(_strip(raw)))
-    except orjson.JSONDecodeError:
-        return False
 
 
 def _parse(data: bytes) -> Any:
@@ -90,7 +76,7 @@ def sse_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
     name: str | None = None
     first = 0
     for number, raw in lines:
-        line = _strip(raw).rstrip(b"\r\n")
+        line = raw.removeprefix(_BOM).rstrip(b"\r\n")
         if not line.strip():
             if data:
                 yield first, _sse_event(b"\n".join(data), name)
@@ -127,7 +113,7 @@ def json_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            yield number, _parse(_strip(raw))
+            yield number, _parse(raw.removeprefix(_BOM))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             yield number, f"invalid JSON: {getattr(exc, 'msg', exc)}"
 
@@ -135,9 +121,9 @@ def json_events(lines: Iterable[Line]) -> Iterator[tuple[int, Any]]:
 # -- Responses events ------------------------------------------------------------------------------
 
 
-def _part(item: dict[str, Any], index: Any, key: str = "content") -> dict[str, Any]:
+def _part(item: dict[str, Any], index: Any) -> dict[str, Any]:
     """The content part `index` of an item being streamed, made when missing."""
-    parts = item.setdefault(key, [])
+    parts = item.setdefault("content", [])
     position = index if isinstance(index, int) and index >= 0 else len(parts)
     while len(parts) <= position:
         parts.append({"type": "output_text", "text": "", "annotations": []})

@@ -151,10 +151,8 @@ def _entries(conv: Conversation, unicode: bool) -> list[Turn]:
     """Turns with the instructions and the tools section inserted where the reference puts them."""
     entries = list(conv.turns)
     if conv.has_tools:
-        leading = 0
-        while leading < len(entries) and isinstance(entries[leading], Message) \
-                and entries[leading].role in SYSTEM_ROLES:  # type: ignore[union-attr]
-            leading += 1
+        leading = next((i for i, t in enumerate(entries) if not (isinstance(t, Message) and t.role in SYSTEM_ROLES)),
+                       len(entries))
         entries.insert(leading, Message(role="system", text=tools_section(conv.tools, unicode=unicode)))
     if conv.instructions is not None and conv.style == "responses":
         entries.insert(0, Message(role="system", text=conv.instructions))

@@ -85,26 +85,16 @@ class PageShelf:
         budget = self._budgets[self._next]
         self._next += 1
         key = url_key(ref.url)
+        citation = {"citation": f"[{ref.number}]"} if ref.number is not None else {}
         if key in self._listed and not focus:
-            repeat: dict[str, Any] = {"citation": f"[{ref.number}]"} if ref.number is not None else {}
-            return {**repeat, "url": ref.url, "content": SHOWN_ABOVE}
+            return {**citation, "url": ref.url, "content": SHOWN_ABOVE}
         self._listed.add(key)
-        entry: dict[str, Any] = {}
-        if ref.number is not None:
-            entry["citation"] = f"[{ref.number}]"
-        entry["url"] = ref.url
         title = page.title or ref.title
-        if title:
-            entry["title"] = title
-        if ref.date:
-            entry["date"] = ref.date
-        if ref.snippet:
-            entry["snippet"] = ref.snippet
         note = model_note(page)
-        if note is not None:
-            entry["note"] = note
+        about = {"title": title, "date": ref.date, "snippet": ref.snippet, "note": note}
         text = excerpt(page.text or "", budget, (*focus, *ref.cited)) if page.ok else ""
-        entry["content"] = text if page.ok else unavailable_text(page)
+        entry = {**citation, "url": ref.url, **{k: v for k, v in about.items() if v},
+                 "content": text if page.ok else unavailable_text(page)}
         self.shown.append(Evidence(
             kind="page", text=text or (ref.snippet or ""), available=page.ok or bool(ref.snippet),
             status=page.status, call_id=None if result.unlogged else result.call_id,
@@ -133,10 +123,9 @@ def _file_evidence(turn: FileResult) -> list[Evidence]:
         if not isinstance(result, dict):
             continue
         file_id = str(result.get("file_id") or "") or None
-        text = result.get("text")
+        text, filename = result.get("text"), result.get("filename")
         found.append(Evidence(kind="file", text=_shown_text(text) if text is not None else "", call_id=turn.call_id,
-                              tool=turn.name, title=result.get("filename") if isinstance(result.get("filename"),
-                                                                                          str) else None,
+                              tool=turn.name, title=filename if isinstance(filename, str) else None,
                               doc_id=file_id, origin="log"))
     return found
 
