@@ -27,7 +27,7 @@ from tlmscore.scoring.grounding._passages import ClaimPassage, passage_for
 from tlmscore.scoring.grounding._recent import Recent
 from tlmscore.scoring.grounding._signals import FEATURES, ClaimSignals, features
 from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
-from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
+from tlmscore.scoring.grounding._text import Analysis, analyse, analysed_sentences
 
 _ANALYSIS_CACHE = 20_000
 _DOCUMENT_CHARS = 500_000
@@ -166,7 +166,8 @@ class GroundingScorer:
                             self.options.summary_weight, self.options.threshold)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
-        self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
+        self._read: Recent[str, tuple[Analysis, ...]] = Recent(
+            functools.partial(analysed_sentences, analyser=self._analyse), len, _DOCUMENT_CHARS)
         # Answers in a batch often share their evidence: the same documents give the same index.
         self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
             self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
@@ -186,12 +187,8 @@ class GroundingScorer:
             await asyncio.sleep(0)
         return scores
 
-    def _sentences_of(self, text: str) -> tuple[Analysis, ...]:
-        """A document's sentences, analysed."""
-        return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
-
     def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon, self._rules)
+        return EvidenceIndex(docs, self._read, self._lexicon, self._rules)
 
     def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
         """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
