@@ -114,7 +114,7 @@ async def _run(runner: BatchRunner, chat: ChatClient, requests: dict[str, dict[s
         raw = {key: second[new] for key, new in again.items()}
         outcomes |= {key: _outcome(value) for key, value in raw.items()}
         # kept under the first form's id too, so a rerun finds them without walking the rejections again
-        runner.remember({key: value for key, value in raw.items() if not isinstance(value, BatchFailure)})
+        runner.remember((key, value) for key, value in raw.items() if not isinstance(value, BatchFailure))
     return outcomes
 
 

@@ -159,7 +159,8 @@ class JudgeScorer:
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
             cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.alternatives,
-                                extra_body=opts.extra_body, directory=self.cache_directory)
+                                extra_body=opts.extra_body,
+                                directory=Path(opts.cache_dir) if opts.cache and opts.cache_dir is not None else None)
             try:
                 scores = await score_rows(inputs, lambda item: self._score(cached, item),
                                           concurrency=opts.concurrency)
@@ -169,13 +170,6 @@ class JudgeScorer:
                 _LOG.info("judge: %s answers from the verdict cache, %s requests sent", f"{cached.hits:,}",
                           f"{cached.sent:,}")
             return scores
-
-    @property
-    def cache_directory(self) -> Path | None:
-        """Where verdicts are kept (None when the cache is off or has no folder)."""
-        if not self.options.cache or self.options.cache_dir is None:
-            return None
-        return Path(self.options.cache_dir)
 
     async def _ask(self, client: CachedChat, prompt: tuple[str, str], fields: Mapping[str, str],
                    words: Sequence[tuple[str, str]]) -> Rating:
