@@ -292,14 +292,10 @@ def _chosen(lexicon: Lexicon, options: GroundingOptions) -> Lexicon:
 
 def _citation_text(citations: Sequence[Mapping[str, Any]]) -> str:
     """What the explanation says about citations not supported by their source or not retrievable."""
-    text = ""
-    bad = [c for c in citations if c["status"] == "unsupported"]
-    gone = [c for c in citations if c["status"] == "unavailable"]
-    if bad:
-        text += f"; {len(bad)} citation{'s' if len(bad) != 1 else ''} not supported by the cited source"
-    if gone:
-        text += f"; {len(gone)} citation{'s' if len(gone) != 1 else ''} to sources that could not be retrieved"
-    return text
+    bad = sum(c["status"] == "unsupported" for c in citations)
+    gone = sum(c["status"] == "unavailable" for c in citations)
+    return ((f"; {_plural(bad, 'citation')} not supported by the cited source" if bad else "")
+            + (f"; {_plural(gone, 'citation')} to sources that could not be retrieved" if gone else ""))
 
 
 def create(options: Mapping[str, Any]) -> GroundingScorer:
