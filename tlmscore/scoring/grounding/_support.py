@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -148,10 +149,7 @@ class EvidenceIndex:
 
     def _topic(self, doc: Document, ids: range) -> frozenset[str]:
         """What a document is about: its title (a page's first line) and its frequent words."""
-        counts: dict[str, int] = {}
-        for i in ids:
-            for word in self.sentences[i].words:
-                counts[word] = counts.get(word, 0) + 1
+        counts = Counter(word for i in ids for word in self.sentences[i].words)
         floor = max(3, math.ceil(len(ids) / 5))
         frequent = {w for w, k in counts.items() if k >= floor}
         title = self.sentences[ids.start].words if doc.kind == "page" and len(ids) else frozenset()
