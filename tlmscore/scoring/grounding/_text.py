@@ -85,8 +85,7 @@ _NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
     "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30",
     "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
 })
-_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-                "october", "november", "december")
+_MONTH_NAMES = tuple(dict.fromkeys(MONTHS.values()))  # january to december, in order
 _SHORTEST_WORD = 2
 _ABBREVIATIONS = _word_set("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
 
