@@ -170,7 +170,8 @@ class GroundingScorer:
             functools.partial(analysed_sentences, analyser=self._analyse), len, _DOCUMENT_CHARS)
         # Answers in a batch often share their evidence: the same documents give the same index.
         self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
-            self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
+            lambda docs: EvidenceIndex(docs, self._read, self._lexicon, self._rules),
+            lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
 
     def __reduce__(self) -> tuple[type[GroundingScorer], tuple[GroundingOptions]]:
         """Pickled as its options: a worker process builds its own scorer (its caches start empty)."""
@@ -186,9 +187,6 @@ class GroundingScorer:
                 scores.append(Score.failed(f"{type(exc).__name__}: {exc}"))
             await asyncio.sleep(0)
         return scores
-
-    def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._read, self._lexicon, self._rules)
 
     def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
         """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
