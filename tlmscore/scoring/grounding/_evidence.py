@@ -190,12 +190,11 @@ def _tool_documents(body: Any) -> list[Document]:
         return [_tool("tool", body)]
     name = str(body.get("name") or "tool")
     output = body.get("output")
-    entries = output if isinstance(output, list) else []
-    dicts = [e for e in entries if isinstance(e, dict)]
-    if entries and len(dicts) == len(entries) and all("url" in e for e in dicts):
-        return [_page(e) for e in dicts]
-    if entries and len(dicts) == len(entries) and all("text" in e for e in dicts):
-        return [_file(e) for e in dicts]
+    entries = output if isinstance(output, list) and all(isinstance(e, dict) for e in output) else []
+    if entries and all("url" in e for e in entries):
+        return [_page(e) for e in entries]
+    if entries and all("text" in e for e in entries):
+        return [_file(e) for e in entries]
     if output == FILE_SEARCH_NOT_LOGGED:
         return [Document("file", name, "", reason="file search results were not logged")]
     return [_tool(name, output)]
