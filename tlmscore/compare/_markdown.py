@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 from tlmscore.compare._diff import Comparison, RowChange, Summary
@@ -93,7 +92,7 @@ def _group_line(name: str, s: Summary) -> str:
 
 
 def _score(value: float, error: str | None) -> str:
-    return "error" if error is not None else ("n/a" if math.isnan(value) else f"{value:.3f}")
+    return "error" if error is not None else figure(value)
 
 
 def _cell(text: str) -> str:

@@ -70,12 +70,8 @@ def endpoint(env: str | None) -> Endpoint:
 
 def _tlm_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The TLM options, with the explanation asked for so it can be kept."""
-    merged = dict(options)
-    log = list(merged.get("log") or [])
-    if "explanation" not in log:
-        log.append("explanation")
-    merged["log"] = log
-    return merged
+    log = list(options.get("log") or [])
+    return {**options, "log": log if "explanation" in log else [*log, "explanation"]}
 
 
 def _build_client(opts: TLMOptions) -> TLMClient:

@@ -78,18 +78,25 @@ def strip_blocks(text: str) -> str:
     return _BLOCK.sub(" ", text)
 
 
+def _json_in(text: str) -> Any:
+    """The object or array `text` holds as JSON, else None."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return None
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+
+
 def _flatten(value: Any, path: str = "") -> Iterator[str]:
     """A JSON value as `key: value` lines, so its facts read like sentences."""
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in "{[" and stripped:
-            try:
-                yield from _flatten(json.loads(stripped), path)
-            except json.JSONDecodeError:
-                pass
-            else:
-                return
-        yield f"{path}: {value}" if path else value
+        parsed = _json_in(value)
+        if parsed is not None:
+            yield from _flatten(parsed, path)
+        else:
+            yield f"{path}: {value}" if path else value
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _flatten(item, f"{path} {_key_words(str(key))}".strip())
@@ -142,16 +149,7 @@ def table_lines(text: str) -> list[str] | None:
 
 def _structured(value: Any) -> bool:
     """Whether a tool output is JSON (a value, or a string holding an object or array)."""
-    if not isinstance(value, str):
-        return value is not None
-    stripped = value.strip()
-    if stripped[:1] not in ("{", "["):
-        return False
-    try:
-        json.loads(stripped)
-    except json.JSONDecodeError:
-        return False
-    return True
+    return _json_in(value) is not None if isinstance(value, str) else value is not None
 
 
 def _tool(name: str, output: Any) -> Document:
@@ -192,12 +190,11 @@ def _tool_documents(body: Any) -> list[Document]:
         return [_tool("tool", body)]
     name = str(body.get("name") or "tool")
     output = body.get("output")
-    entries = output if isinstance(output, list) else []
-    dicts = [e for e in entries if isinstance(e, dict)]
-    if entries and len(dicts) == len(entries) and all("url" in e for e in dicts):
-        return [_page(e) for e in dicts]
-    if entries and len(dicts) == len(entries) and all("text" in e for e in dicts):
-        return [_file(e) for e in dicts]
+    entries = output if isinstance(output, list) and all(isinstance(e, dict) for e in output) else []
+    if entries and all("url" in e for e in entries):
+        return [_page(e) for e in entries]
+    if entries and all("text" in e for e in entries):
+        return [_file(e) for e in entries]
     if output == FILE_SEARCH_NOT_LOGGED:
         return [Document("file", name, "", reason="file search results were not logged")]
     return [_tool(name, output)]

@@ -61,8 +61,6 @@ def passage_for(index: EvidenceIndex, claim: Analysis, max_chars: int) -> str:
     if len(whole) <= max_chars:
         return whole
     texts = _texts(index)
-    if len(texts) != len(index.sentences):  # not expected: the index reads documents the same way
-        return whole[:max_chars]
     ids = _chosen(index, texts, claim, max_chars)
     parts: list[str] = []
     for n, i in enumerate(ids):

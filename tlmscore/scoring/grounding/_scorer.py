@@ -27,7 +27,7 @@ from tlmscore.scoring.grounding._passages import ClaimPassage, passage_for
 from tlmscore.scoring.grounding._recent import Recent
 from tlmscore.scoring.grounding._signals import FEATURES, ClaimSignals, features
 from tlmscore.scoring.grounding._support import EvidenceIndex, Rules, Support
-from tlmscore.scoring.grounding._text import Analysis, analyse, clean_markdown, sentences
+from tlmscore.scoring.grounding._text import Analysis, analyse, analysed_sentences
 
 _ANALYSIS_CACHE = 20_000
 _DOCUMENT_CHARS = 500_000
@@ -166,10 +166,12 @@ class GroundingScorer:
                             self.options.summary_weight, self.options.threshold)
         # Pages cited by many answers are analysed once per scorer, not once per answer.
         self._analyse = functools.lru_cache(maxsize=_ANALYSIS_CACHE)(analyse)
-        self._read: Recent[str, tuple[Analysis, ...]] = Recent(self._sentences_of, len, _DOCUMENT_CHARS)
+        self._read: Recent[str, tuple[Analysis, ...]] = Recent(
+            functools.partial(analysed_sentences, analyser=self._analyse), len, _DOCUMENT_CHARS)
         # Answers in a batch often share their evidence: the same documents give the same index.
         self._index: Recent[tuple[Document, ...], EvidenceIndex] = Recent(
-            self._new_index, lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
+            lambda docs: EvidenceIndex(docs, self._read, self._lexicon, self._rules),
+            lambda docs: sum(len(d.text) for d in docs), _INDEX_CHARS)
 
     def __reduce__(self) -> tuple[type[GroundingScorer], tuple[GroundingOptions]]:
         """Pickled as its options: a worker process builds its own scorer (its caches start empty)."""
@@ -185,13 +187,6 @@ class GroundingScorer:
                 scores.append(Score.failed(f"{type(exc).__name__}: {exc}"))
             await asyncio.sleep(0)
         return scores
-
-    def _sentences_of(self, text: str) -> tuple[Analysis, ...]:
-        """A document's sentences, analysed."""
-        return tuple(self._analyse(clean_markdown(s)) for s in sentences(text))
-
-    def _new_index(self, docs: tuple[Document, ...]) -> EvidenceIndex:
-        return EvidenceIndex(docs, self._analyse, self._read, self._lexicon, self._rules)
 
     def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
         """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
@@ -295,14 +290,10 @@ def _chosen(lexicon: Lexicon, options: GroundingOptions) -> Lexicon:
 
 def _citation_text(citations: Sequence[Mapping[str, Any]]) -> str:
     """What the explanation says about citations not supported by their source or not retrievable."""
-    text = ""
-    bad = [c for c in citations if c["status"] == "unsupported"]
-    gone = [c for c in citations if c["status"] == "unavailable"]
-    if bad:
-        text += f"; {len(bad)} citation{'s' if len(bad) != 1 else ''} not supported by the cited source"
-    if gone:
-        text += f"; {len(gone)} citation{'s' if len(gone) != 1 else ''} to sources that could not be retrieved"
-    return text
+    bad = sum(c["status"] == "unsupported" for c in citations)
+    gone = sum(c["status"] == "unavailable" for c in citations)
+    return ((f"; {_plural(bad, 'citation')} not supported by the cited source" if bad else "")
+            + (f"; {_plural(gone, 'citation')} to sources that could not be retrieved" if gone else ""))
 
 
 def create(options: Mapping[str, Any]) -> GroundingScorer:

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from tlmscore.scoring.grounding._evidence import Document
 from tlmscore.scoring.grounding._lexicon import Lexicon
-from tlmscore.scoring.grounding._text import OPPOSITES, STOPWORDS, Analysis, analyse, clean_markdown, sentences
+from tlmscore.scoring.grounding._text import OPPOSITES, STOPWORDS, Analysis, analysed_sentences
 
 NUMBER_MISSING = 0.2
 NAME_ELSEWHERE = 0.6
@@ -103,9 +104,8 @@ class Support:
 class EvidenceIndex:
     """Evidence sentences and passages with word postings and BM25 inverse document frequencies."""
 
-    def __init__(self, docs: Sequence[Document], analyser: Callable[[str], Analysis] = analyse,
-                 reader: Callable[[str], Sequence[Analysis]] | None = None, lexicon: Lexicon | None = None,
-                 rules: Rules | None = None) -> None:
+    def __init__(self, docs: Sequence[Document], reader: Callable[[str], Sequence[Analysis]] = analysed_sentences,
+                 lexicon: Lexicon | None = None, rules: Rules | None = None) -> None:
         """Index `docs`; `reader` (a cached one, when given) turns a document's text into analysed sentences.
 
         `lexicon` supplies synonyms and antonyms (none without it); `rules` the optional checks.
@@ -113,8 +113,7 @@ class EvidenceIndex:
         self.docs = list(docs)
         self.lexicon = lexicon or Lexicon()
         self.rules = rules or Rules()
-        self._analyse = analyser
-        self._read = reader or self._sentences_of
+        self._read = reader
         self.sentences: list[Analysis] = []
         self.sentence_doc: list[int] = []
         self.passages: list[tuple[int, tuple[int, ...]]] = []
@@ -148,15 +147,9 @@ class EvidenceIndex:
         self.words += [topic.union(*(self.sentences[i].words for i in span)) for span in spans]
         self.doc_words.append(frozenset().union(*(self.sentences[i].words for i in ids)))
 
-    def _sentences_of(self, text: str) -> list[Analysis]:
-        return [self._analyse(clean_markdown(s)) for s in sentences(text)]
-
     def _topic(self, doc: Document, ids: range) -> frozenset[str]:
         """What a document is about: its title (a page's first line) and its frequent words."""
-        counts: dict[str, int] = {}
-        for i in ids:
-            for word in self.sentences[i].words:
-                counts[word] = counts.get(word, 0) + 1
+        counts = Counter(word for i in ids for word in self.sentences[i].words)
         floor = max(3, math.ceil(len(ids) / 5))
         frequent = {w for w, k in counts.items() if k >= floor}
         title = self.sentences[ids.start].words if doc.kind == "page" and len(ids) else frozenset()
@@ -339,10 +332,6 @@ def _year(number: str) -> bool:
     return number.isdigit() and _YEARS[0] <= int(number) <= _YEARS[1]
 
 
-def _value(number: str) -> float:
-    return float(number)
-
-
 def _decimals(number: str) -> int:
     return len(number.partition(".")[2])
 
@@ -354,11 +343,11 @@ def derived(number: str, found: frozenset[str]) -> bool:
     writes it. Small whole numbers (below `_SMALLEST_DERIVED`) never count: too many pairs give them;
     nor do years, as a result or as a term (2002 is not 2000 + 2).
     """
-    target = _value(number)
+    target = float(number)
     places = _decimals(number)
     if not found or (target < _SMALLEST_DERIVED and not places) or _year(number):
         return False
-    values = [_value(n) for n in sorted(found) if not _year(n)][:_DERIVED_FROM]
+    values = [float(n) for n in sorted(found) if not _year(n)][:_DERIVED_FROM]
     for a, b in itertools.permutations(values, 2):
         candidates = [a + b, a - b]
         if b:

@@ -9,7 +9,7 @@ names — and whether it is negated.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -85,8 +85,7 @@ _NUMBER_WORDS: Mapping[str, str] = MappingProxyType({
     "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30",
     "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
 })
-_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-                "october", "november", "december")
+_MONTH_NAMES = tuple(dict.fromkeys(MONTHS.values()))  # january to december, in order
 _SHORTEST_WORD = 2
 _ABBREVIATIONS = _word_set("e.g i.e etc vs mr mrs ms dr st no approx ca fig inc ltd co jr sr u.s")
 
@@ -134,11 +133,6 @@ def clean_markdown(text: str) -> str:
     return text.strip()
 
 
-def split_paragraphs(text: str) -> list[str]:
-    """Non-empty lines: paragraphs, list items and headings each stand alone."""
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
 def _is_boundary(line: str, match: re.Match[str]) -> bool:
     before = line[:match.start()].rsplit(None, 1)
     word = re.split(r"[/(\[\"'\u201c]", before[-1].lower())[-1] if before else ""  # "FRED/St." → "st."
@@ -151,11 +145,11 @@ def _is_boundary(line: str, match: re.Match[str]) -> bool:
 def sentences(text: str) -> list[str]:
     """The sentences of `text`, split at line breaks and at sentence-ending punctuation.
 
-    Abbreviations (`e.g.`, `Dr.`), initials and decimals do not end a sentence, nor does a full stop
-    followed by a lower-case word.
+    Paragraphs, list items and headings each stand alone. Abbreviations (`e.g.`, `Dr.`), initials
+    and decimals do not end a sentence, nor does a full stop followed by a lower-case word.
     """
     found: list[str] = []
-    for line in split_paragraphs(text):
+    for line in filter(None, (ln.strip() for ln in text.splitlines())):
         start = 0
         for match in _BOUNDARY.finditer(line):
             if _is_boundary(line, match):
@@ -239,18 +233,10 @@ class Analysis:
     initials: tuple[str, ...] = ()
     lowered: frozenset[str] = frozenset()
 
-    @property
-    def negated(self) -> bool:
-        """Whether any clause says "not"."""
-        return any(negated for _, negated in self.clauses)
-
 
 def _initial_positions(text: str) -> set[int]:
     """Offsets of tokens that start the text or follow a colon, semicolon or quote: capitals there prove nothing."""
-    starts = {0}
-    for m in re.finditer(r"[:;\"“(]\s*", text):
-        starts.add(m.end())
-    return starts
+    return {0, *(m.end() for m in re.finditer(r"[:;\"“(]\s*", text))}
 
 
 def _kind(token: Token, initial: set[int]) -> tuple[str, str]:
@@ -336,3 +322,8 @@ def analyse(text: str) -> Analysis:
     return Analysis(words=frozenset(words), content=tuple(kinds["content"]), numbers=tuple(kinds["number"]),
                     names=tuple(kinds["name"]), clauses=_clauses(text), initials=tuple(kinds["initial"]),
                     lowered=frozenset(lowered))
+
+
+def analysed_sentences(text: str, analyser: Callable[[str], Analysis] = analyse) -> tuple[Analysis, ...]:
+    """A document's sentences, each cleaned of markdown and analysed."""
+    return tuple(analyser(clean_markdown(s)) for s in sentences(text))

@@ -72,15 +72,12 @@ def custom_id(body: Mapping[str, Any], number: int = 0) -> str:
     return _ID_PREFIX + digest.hexdigest()[:40]
 
 
-class _Round:
-    """Requests of one round, deduplicated by `custom_id`."""
-
-    def __init__(self) -> None:
-        self.requests: dict[str, dict[str, Any]] = {}
+class _Round(dict[str, dict[str, Any]]):
+    """Request bodies of one round by `custom_id`, so equal requests are sent once."""
 
     def add(self, body: dict[str, Any], number: int = 0) -> str:
         key = custom_id(body, number)
-        self.requests[key] = body
+        self[key] = body
         return key
 
 
@@ -109,12 +106,12 @@ async def _run(runner: BatchRunner, chat: ChatClient, requests: dict[str, dict[s
         runner.note(_REJECTED, learnt)  # a rerun builds its requests so from the start, as this run does now
         retry = _Round()
         again = {key: retry.add(chat.adjusted(pending[key])) for key in rejected}
-        second = await runner.run(retry.requests)
-        pending = {key: retry.requests[new] for key, new in again.items()}
+        second = await runner.run(retry)
+        pending = {key: retry[new] for key, new in again.items()}
         raw = {key: second[new] for key, new in again.items()}
         outcomes |= {key: _outcome(value) for key, value in raw.items()}
         # kept under the first form's id too, so a rerun finds them without walking the rejections again
-        runner.remember({key: value for key, value in raw.items() if not isinstance(value, BatchFailure)})
+        runner.remember((key, value) for key, value in raw.items() if not isinstance(value, BatchFailure))
     return outcomes
 
 
@@ -144,9 +141,9 @@ async def score_batch(scorer: Judge, chat: ChatClient, client: openai.AsyncOpenA
                                     temperature=opts.sample_temperature, max_tokens=opts.sample_max_tokens), n)
                 for n in range(opts.samples)] for j in judged]
     if opts.batch_submit_only:
-        await runner.run(first.requests, wait=False)
+        await runner.run(first, wait=False)
         return [Score.unscorable("submitted to the Batch API; run again to collect the results") for _ in inputs]
-    outcomes = await _run(runner, chat, first.requests)
+    outcomes = await _run(runner, chat, first)
     agreements: list[list[str] | str] = [[] for _ in judged]
     if opts.samples:
         agreements = await _agreements(runner, chat, opts, (judged, samples), outcomes)
@@ -182,7 +179,7 @@ async def _agreements(runner: BatchRunner, chat: ChatClient, opts: JudgeOptions,
         keys.append([second.add(chat.body(_messages(AGREEMENT_PROMPT, j, other=a.text), temperature=opts.temperature,
                                           max_tokens=opts.max_tokens, logprobs=opts.logprobs), n)
                      for n, a in enumerate(answers) if isinstance(a, Completion)])
-    outcomes |= await _run(runner, chat, second.requests)
+    outcomes |= await _run(runner, chat, second)
     return keys
 
 

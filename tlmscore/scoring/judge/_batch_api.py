@@ -174,10 +174,6 @@ class BatchRunner:
         self._state.notes[key] = value
         self._save_state()
 
-    def remember(self, results: Mapping[str, dict[str, Any]]) -> None:
-        """Keep response bodies under ids of the caller's choosing (e.g. a request sent again in another form)."""
-        self._append_results(results.items())
-
     def _split(self, ids: list[str], requests: Mapping[str, dict[str, Any]]) -> Iterator[list[str]]:
         """`ids` in groups that fit one batch (request count and file size)."""
         group: list[str] = []
@@ -273,7 +269,7 @@ class BatchRunner:
                 content = await self._client.files.content(file_id, extra_headers=self._headers)
                 for line in content.text.splitlines():
                     self._take(line, ids, outcomes)
-        self._append_results((i, o) for i, o in outcomes.items() if not isinstance(o, BatchFailure))
+        self.remember((i, o) for i, o in outcomes.items() if not isinstance(o, BatchFailure))
         errors = "; ".join(e.message or e.code or "" for e in (batch.errors.data or [])) if batch.errors else ""
         missing = BatchFailure(None, f"batch {batch.id} {batch.status} without a result for this request"
                                      + (f": {errors}" if errors else ""))
@@ -289,7 +285,8 @@ class BatchRunner:
         if parsed is not None and parsed[0] in ids and not isinstance(outcomes.get(parsed[0]), dict):
             outcomes[parsed[0]] = parsed[1]
 
-    def _append_results(self, results: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    def remember(self, results: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Keep response bodies under their ids (a caller's too, e.g. a request sent again in another form)."""
         text = "".join(json.dumps({"custom_id": i, "body": b}, ensure_ascii=False) + "\n" for i, b in results)
         if text:
             with self.results_path.open("a", encoding="utf-8") as handle:

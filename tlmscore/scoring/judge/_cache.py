@@ -69,19 +69,15 @@ class CachedChat:
     async def complete(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
                        logprobs: bool = False, number: int = 0) -> Completion:
         """A completion from the cache, else from the endpoint (then kept); `number` tells equal samples apart."""
-        if self._cache is None:
-            self.sent += 1
-            return await self.chat.complete(messages, temperature=temperature, max_tokens=max_tokens,
-                                            logprobs=logprobs)
         key = verdict_key({**self._fixed, "messages": [dict(m) for m in messages], "temperature": temperature,
                            "max_tokens": max_tokens,
                            "logprobs": self._top_logprobs if logprobs else None, "number": number})
-        raw = self._cache.get(key)
-        if isinstance(raw, bytes):
+        if self._cache is not None and isinstance(raw := self._cache.get(key), bytes):
             self.hits += 1
             return _decode(raw)
         self.sent += 1
         completion = await self.chat.complete(messages, temperature=temperature, max_tokens=max_tokens,
                                               logprobs=logprobs)
-        self._cache.set(key, _encode(completion))
+        if self._cache is not None:
+            self._cache.set(key, _encode(completion))
         return completion

@@ -17,14 +17,15 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tlmscore._chat import Completion
-from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score
 from tlmscore.scoring.grounding import ClaimPassage
+from tlmscore.scoring.judge._cache import CachedChat
+from tlmscore.scoring.judge._prompts import messages_of
 
 FACT_PROMPT = (
     "You are a strict fact checker. Given a PASSAGE and a CLAIM, answer Yes only if the passage states or "
@@ -37,19 +38,6 @@ MEAN_SHARE = 0.3
 UNREADABLE = 0.5
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
 _WORDS = {"yes": 1.0, "no": 0.0}
-
-
-class Chat(Protocol):
-    """What claims mode asks of the judge's client (`CachedChat`)."""
-
-    async def complete(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,
-                       logprobs: bool = False, number: int = 0) -> Completion: ...
-
-
-class Passages(Protocol):
-    """Where the claims and their evidence come from (`GroundingScorer`)."""
-
-    def claim_passages(self, item: ScoringInput, max_chars: int) -> list[ClaimPassage] | Score: ...
 
 
 @dataclass(frozen=True)
@@ -70,9 +58,7 @@ class Verdict:
 
 def fact_messages(claim: str, passage: str) -> list[dict[str, str]]:
     """The chat messages asking whether `passage` supports `claim`."""
-    system, template = FACT_PROMPT
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": template.format(passage=passage, claim=claim)}]
+    return messages_of(FACT_PROMPT, {"passage": passage, "claim": claim})
 
 
 def _word(token: str) -> str | None:
@@ -97,7 +83,7 @@ def p_yes(completion: Completion) -> tuple[float | None, bool]:
     return (None, False) if word is None else (_WORDS[word], False)
 
 
-async def verdicts(chat: Chat, found: Sequence[ClaimPassage], *, temperature: float, max_tokens: int,
+async def verdicts(chat: CachedChat, found: Sequence[ClaimPassage], *, temperature: float, max_tokens: int,
                    logprobs: bool) -> list[Verdict]:
     """One request per claim, all at once (the client's gate bounds what is in flight)."""
     completions = await asyncio.gather(*(

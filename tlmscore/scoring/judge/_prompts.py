@@ -119,12 +119,10 @@ def rate(completion: Completion, words: Sequence[tuple[str, str]] = REFLECTION_W
     """
     letter = _read_letter(completion.text)
     expected = _expected(completion, letter) if letter is not None else None
-    if expected is not None and letter is not None:
+    if expected is not None:
         return Rating(letter, expected, from_logprobs=True, raw=completion.text)
     letter = letter or parse_rating(completion.text, words)
-    if letter is None:
-        return Rating(None, LETTER_VALUES["C"], from_logprobs=False, raw=completion.text)
-    return Rating(letter, LETTER_VALUES[letter], from_logprobs=False, raw=completion.text)
+    return Rating(letter, LETTER_VALUES[letter or "C"], from_logprobs=False, raw=completion.text)
 
 
 def messages_of(prompt: tuple[str, str], fields: Mapping[str, str]) -> list[dict[str, str]]:

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tlmscore._chat import ChatClient, open_client
-from tlmscore._cost import Budget, estimate_tokens, price_of
+from tlmscore._cost import Budget, estimate_tokens, price_of, token_cost
 from tlmscore._endpoint import Endpoint
 from tlmscore.errors import ScorerError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, ScorerSpec, parse_options, score_rows
 from tlmscore.scoring.grounding import GroundingScorer
 from tlmscore.scoring.judge._cache import CachedChat
-from tlmscore.scoring.judge._cost import cost_of
 from tlmscore.scoring.judge._facts import fact_messages, verdict_score, verdicts
 from tlmscore.scoring.judge._options import DEFAULT_BASE_URL, Judged, JudgeOptions, JudgePlan
 from tlmscore.scoring.judge._prompts import (
@@ -105,36 +104,33 @@ class JudgeScorer:
         """Requests and estimated tokens of scoring `inputs` (nothing is sent)."""
         opts = self.options
         if opts.mode == "claims":
-            return self._claims_plan(inputs)
-        per_row = opts.reflections + 2 * opts.samples
-        tokens = 0
-        for item in inputs:
-            fields = self.judged(item).fields
-            tokens += sum(estimate_tokens(m["content"]) for i in range(opts.reflections)
-                          for m in messages_of(REFLECTION_PROMPTS[i], fields))
-            if opts.samples:
-                agreement = messages_of(AGREEMENT_PROMPT, {**fields, "other": ""})
-                tokens += opts.samples * (estimate_tokens(fields["prompt"]) + opts.sample_max_tokens
-                                          + sum(estimate_tokens(m["content"]) for m in agreement))
-        output = len(inputs) * (opts.reflections * opts.max_tokens
-                                + opts.samples * (opts.sample_max_tokens + opts.max_tokens))
+            requests, tokens = self._claims_plan(inputs)
+            output = requests * opts.rating_tokens
+        else:
+            requests, tokens = len(inputs) * (opts.reflections + 2 * opts.samples), 0
+            for item in inputs:
+                fields = self.judged(item).fields
+                tokens += sum(estimate_tokens(m["content"]) for i in range(opts.reflections)
+                              for m in messages_of(REFLECTION_PROMPTS[i], fields))
+                if opts.samples:
+                    agreement = messages_of(AGREEMENT_PROMPT, {**fields, "other": ""})
+                    tokens += opts.samples * (estimate_tokens(fields["prompt"]) + opts.sample_max_tokens
+                                              + sum(estimate_tokens(m["content"]) for m in agreement))
+            output = len(inputs) * (opts.reflections * opts.max_tokens
+                                    + opts.samples * (opts.sample_max_tokens + opts.max_tokens))
         price = price_of(opts.model, opts.price_in, opts.price_out)
-        cost = cost_of(tokens, output, price, batch=opts.batch) if price is not None else None
-        return JudgePlan(len(inputs), len(inputs) * per_row, tokens, output, batch=opts.batch, cost=cost)
+        cost = token_cost(tokens, output, price, batch=opts.batch) if price is not None else None
+        return JudgePlan(len(inputs), requests, tokens, output, batch=opts.batch, cost=cost)
 
-    def _claims_plan(self, inputs: Sequence[ScoringInput]) -> JudgePlan:
-        """Claims mode: one request per claim, of its sentence and the evidence it needs."""
-        opts = self.options
+    def _claims_plan(self, inputs: Sequence[ScoringInput]) -> tuple[int, int]:
+        """Claims mode's requests and input tokens: one request per claim, of its sentence and the evidence it needs."""
         requests = tokens = 0
         for item in inputs:
-            found = self._grounding.claim_passages(item, opts.passage_chars)
+            found = self._grounding.claim_passages(item, self.options.passage_chars)
             for claim in () if isinstance(found, Score) else found:
                 requests += 1
                 tokens += sum(estimate_tokens(m["content"]) for m in fact_messages(claim.claim, claim.passage))
-        price = price_of(opts.model, opts.price_in, opts.price_out)
-        output = requests * opts.rating_tokens
-        cost = cost_of(tokens, output, price, batch=False) if price is not None else None
-        return JudgePlan(len(inputs), requests, tokens, output, cost=cost)
+        return requests, tokens
 
     def check_cost(self, plan: JudgePlan) -> None:
         """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
@@ -163,7 +159,8 @@ class JudgeScorer:
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
             cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.alternatives,
-                                extra_body=opts.extra_body, directory=self.cache_directory)
+                                extra_body=opts.extra_body,
+                                directory=Path(opts.cache_dir) if opts.cache and opts.cache_dir is not None else None)
             try:
                 scores = await score_rows(inputs, lambda item: self._score(cached, item),
                                           concurrency=opts.concurrency)
@@ -173,13 +170,6 @@ class JudgeScorer:
                 _LOG.info("judge: %s answers from the verdict cache, %s requests sent", f"{cached.hits:,}",
                           f"{cached.sent:,}")
             return scores
-
-    @property
-    def cache_directory(self) -> Path | None:
-        """Where verdicts are kept (None when the cache is off or has no folder)."""
-        if not self.options.cache or self.options.cache_dir is None:
-            return None
-        return Path(self.options.cache_dir)
 
     async def _ask(self, client: CachedChat, prompt: tuple[str, str], fields: Mapping[str, str],
                    words: Sequence[tuple[str, str]]) -> Rating:
