@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tlmscore import __version__
 from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
-from tlmscore.cli._checks import one_line
+from tlmscore.cli._checks import PAGE_MODEL_OPTIONS, one_line
 from tlmscore.cli._compare import add_compare_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
@@ -164,10 +164,6 @@ def _add_page_model(parser: argparse.ArgumentParser) -> None:
                        help="refuse (exit 2) to send page model requests estimated to cost more than this")
 
 
-_PAGE_MODEL_FLAGS = ("page_source", "page_base_url", "page_model", "page_api_key_env", "page_concurrency",
-                     "page_price_in", "page_price_out", "page_price_request", "page_max_cost")
-
-
 def _add_scoring(parser: argparse.ArgumentParser, *, watch: bool = False) -> None:
     """The scorer and its endpoint's flags; `score` adds its run's, `watch` its spend caps per hour and day."""
     group = parser.add_argument_group("scoring and spend" if watch else "scoring")
@@ -241,18 +237,6 @@ def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
                        help=f"records rendered together (default {_default('chunk_size')})")
     group.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_evidence(parser, ray=False)  # fixtures render on this machine: no --engine
-
-
-def _network_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The Settings fields the network flags set (those given)."""
-    given = {"per_host": args.per_host, "proxy": args.proxy, "ca_bundle": args.ca_bundle,
-             "trust_store": args.trust_store}
-    values = {name: value for name, value in given.items() if value is not None}
-    if args.trust_env:
-        values["trust_env"] = True
-    if args.ca_bundle is not None and not args.ca_bundle.is_file():
-        raise ConfigError(f"{args.ca_bundle}: no such CA bundle")
-    return values
 
 
 def _run_parser(sub: Any, command: str, *, scoring: bool, help_text: str) -> None:
@@ -349,32 +333,23 @@ def run_inputs(args: argparse.Namespace) -> list[str | Path]:
     return [with_window(i, *window) if isinstance(i, str) else i for i in args.inputs]
 
 
+_GIVEN = ("cache_dir", "concurrency", "per_host", "timeout", "extract_timeout", "extractor", "archive", "archive_url",
+          "proxy", "ca_bundle", "trust_store", "chunk_size", "score_workers", "input_format", "page_source",
+          *PAGE_MODEL_OPTIONS)
+"""The `Settings` fields a command's flag sets when it is given (else the field's default holds)."""
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The one Settings object a command runs with."""
+    if args.ca_bundle is not None and not args.ca_bundle.is_file():
+        raise ConfigError(f"{args.ca_bundle}: no such CA bundle")
     values: dict[str, Any] = {"offline": args.offline, "urls": args.urls, "allow_hosts": args.allow_host,
-                              "page_files": tuple(args.pages), "reasoning": args.reasoning,
-                              "think": args.think,
+                              "page_files": tuple(args.pages), "reasoning": args.reasoning, "think": args.think,
                               "batch_inputs": tuple(getattr(args, "batch_input", ()))}
-    if args.cache_dir is not None:
-        values["cache_dir"] = args.cache_dir
-    if args.concurrency is not None:
-        values["concurrency"] = args.concurrency
-    if args.timeout is not None:
-        values["timeout"] = args.timeout
-    if args.chunk_size is not None:
-        values["chunk_size"] = args.chunk_size
-    if getattr(args, "score_workers", None) is not None:
-        values["score_workers"] = args.score_workers
-    for flag in ("extract_timeout", "extractor", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
-        if getattr(args, flag, None) is not None:
-            values[flag] = getattr(args, flag)
+    values |= {name: getattr(args, name) for name in _GIVEN if getattr(args, name, None) is not None}
+    values |= {name: True for name in ("trust_env", "hydrate") if getattr(args, name, False)}
     if args.quiet:
         values["progress"] = False
-    if getattr(args, "input_format", None) is not None:
-        values["input_format"] = args.input_format
-    if getattr(args, "hydrate", False):
-        values["hydrate"] = True
-    values.update(_network_values(args))
     try:
         return Settings(**values)
     except ValidationError as exc:
