@@ -58,7 +58,7 @@ EXIT_INTERRUPTED = 130
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The scorer's options from its flags and every `--option KEY=VALUE` (VALUE read as JSON if it is)."""
     options: dict[str, Any] = {}
-    for flag in ("base_url", "model", "api_key_env", "quality_preset"):
+    for flag in SCORER_FLAGS:
         if getattr(args, flag, None) is not None:
             options[flag] = getattr(args, flag)
     judge_flags = {"cache": False if getattr(args, "no_judge_cache", False) else None,
@@ -107,11 +107,6 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _reads_pages(args: argparse.Namespace) -> bool:
-    """Whether a model reads pages in this run (its request count and cost estimate are then logged)."""
-    return getattr(args, "page_source", None) in ("chat", "chat:always")
-
-
 def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, Any], Settings]:
     """Every path and option of a run checked before work starts; returns the scorer's options and the settings."""
     ray = args.engine == "ray"
@@ -133,8 +128,8 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, An
         options = _scorer_options(args)
         check_scorer(args.scorer, options)
         check_targets(targets, args.inputs, args.input_format)
-    if scoring and args.calibration is not None:
-        check_files([args.calibration], what="--calibration")
+        if args.calibration is not None:
+            check_files([args.calibration], what="--calibration")
     settings = settings_from_args(args)
     check_run_paths(args, settings.cache_dir, target_files(targets))
     check_cache(settings.cache_dir, offline=settings.offline)
@@ -144,10 +139,11 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, An
     return options, settings
 
 
-def _run(args: argparse.Namespace, *, scoring: bool) -> int:
+def _run(args: argparse.Namespace) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    scoring = args.command == "score"
     options, settings = _check_run(args, scoring=scoring)
-    options = _judge_batch(args, options) if scoring else {}
+    options = _judge_batch(args, options)
     if args.engine == "ray" and args.hydrate:
         raise ConfigError("--hydrate: not available with --engine ray yet")
     summary = Summary()
@@ -168,8 +164,9 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
                   file=sys.stderr)
 
+    reads_pages = settings.page_source != "fetch"  # a model reads pages: its requests and cost are logged too
     try:
-        with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or _reads_pages(args)), \
+        with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or reads_pages), \
                 _engine(args, settings) as engine:
             result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
                          settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
@@ -193,14 +190,11 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def _engine(args: argparse.Namespace, settings: Settings) -> Iterator[Engine]:
+def _engine(args: argparse.Namespace, settings: Settings) -> contextlib.AbstractContextManager[Engine]:
     """Where the rows are made: this process, or a Ray cluster (connected for the run)."""
-    if args.engine != "ray":
-        yield Local()
-        return
-    with ray_engine(args, progress=bool(settings.progress)) as engine:
-        yield engine
+    if args.engine == "ray":
+        return ray_engine(args, progress=bool(settings.progress))
+    return contextlib.nullcontext(Local())
 
 
 def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool) -> None:
@@ -348,28 +342,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
-def _checked(check: Callable[[argparse.Namespace], None],
-             command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`command`, after `check` refused what it must (one line, exit 2) before any work."""
-
-    def checked(args: argparse.Namespace) -> int:
-        check(args)
-        return command(args)
-
-    return checked
+_CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "fixtures": check_fixtures_args, "annotate": check_annotate, "pull": check_pull, "judge-server": check_judge_server}
+"""The checks a command runs before any work, refusing what it must (one line, exit 2)."""
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _checked(check_fixtures_args, _fixtures), "calibrate": _calibrate, "compare": run_compare,
-        "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
-        "plugins": run_plugins, "judge-server": _checked(check_judge_server, run_judge_server)}
+        "prepare": _run, "score": _run, "watch": _watch, "fixtures": _fixtures, "calibrate": _calibrate,
+        "compare": run_compare, "annotate": run_annotate, "pull": _pull, "plugins": run_plugins,
+        "judge-server": run_judge_server, "cache": _cache}
     try:
-        if args.command in ("prepare", "score"):
-            return _run(args, scoring=args.command == "score")
-        if args.command == "watch":
-            return _watch(args)
-        return commands.get(args.command, _cache)(args)
+        if args.command in _CHECKS:
+            _CHECKS[args.command](args)
+        return commands[args.command](args)
     except TlmscoreError as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
