@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,10 +135,7 @@ def _batch(target: Target, batch: Sequence[tuple[Mapping[str, Any], Any]], sessi
 
 def _report(outcome: Outcome, first: int, size: int, failed: Mapping[int, str]) -> None:
     """One line per reason a batch's rows failed: `rows 1-100: HTTP 503 (after 3 attempts)`."""
-    reasons: dict[str, int] = {}
-    for reason in failed.values():
-        reasons[reason] = reasons.get(reason, 0) + 1
-    for reason, count in reasons.items():
+    for reason, count in Counter(failed.values()).items():
         share = "" if count == size else f"{count} of {size}: "
         outcome.errors.append(f"rows {first}-{first + size - 1}: {share}{reason}")
 

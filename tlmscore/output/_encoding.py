@@ -40,12 +40,6 @@ def builtin_format(path: Path) -> str:
     return suffix
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def _finite(value: Any) -> Any:
     """`value` as orjson writes it: NaN and infinities as None, lone surrogates replaced (see `safe_text`)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -84,7 +78,7 @@ def cell(value: Any) -> Any:
         return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
     if isinstance(value, str):
         return safe_text(value)
-    return _json_safe(value)
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _text_cell(value: Any) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,8 @@ _IDENTITY = ("id", "source", "line")
 _TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "bool": bool, "list": (list, tuple), "dict": dict}
 
 
-def _defaults() -> dict[str, Any]:
-    """What an empty cell of each of `Row`'s columns stands for."""
-    found: dict[str, Any] = {}
-    for f in fields(Row):
-        if f.default is not MISSING:
-            found[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            found[f.name] = f.default_factory()
-    return found
-
-
-_DEFAULTS = _defaults()
+_DEFAULTS = {name: value for name, value in vars(Row("", "", 0)).items() if name not in _IDENTITY}
+"""What an empty cell of each of `Row`'s columns stands for: the value of a row given none."""
 
 
 def score_of(value: Any) -> float:
