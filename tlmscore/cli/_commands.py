@@ -207,31 +207,9 @@ def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    """Fit, cross-validate and save a calibration; the reliability table goes to stdout."""
-    from tlmscore.cli._calibrate import calibrate_file, labelled_scores  # noqa: PLC0415  (numpy only when calibrating)
-    from tlmscore.scoring.calibration import save as save_calibration  # noqa: PLC0415
+    from tlmscore.cli._calibrate import run_calibrate  # noqa: PLC0415  (numpy only when calibrating)
 
-    check_calibrate(args)
-    data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
-    calibration = calibrate_file(data, method=args.method, folds=args.folds)
-    save_calibration(calibration, args.output)
-    check = calibration.validation
-    print(f"{'held-out bin':<12}  {'raw: rows':>9}  {'p':>4}  {'correct':>7}  {'calibrated: rows':>16}  {'p':>4}  "
-          f"{'correct':>7}")
-    for raw, cal in zip(check["bins_raw"], check["bins_calibrated"], strict=True):
-        span = f"[{raw['low']:.1f}, {raw['high']:.1f})"
-        print(f"{span:<12}  {raw['count']:>9}  {_fmt(raw['mean_probability'])}  "
-              f"{_fmt(raw['accuracy']):>7}  {cal['count']:>16}  {_fmt(cal['mean_probability'])}  "
-              f"{_fmt(cal['accuracy']):>7}")
-    print(f"tlmscore: {args.method} calibration of {data.scorer} on {calibration.rows} rows "
-          f"({calibration.positives} correct, {data.skipped} without score or label): expected calibration error "
-          f"on held-out folds {check['ece_raw']:.3f} raw, {check['ece_calibrated']:.3f} calibrated "
-          f"({check['folds']} folds); saved {args.output}", file=sys.stderr)
-    return EXIT_OK
-
-
-def _fmt(value: float | None) -> str:
-    return "   -" if value is None else f"{value:4.2f}"
+    return run_calibrate(args)
 
 
 def _pull(args: argparse.Namespace) -> int:
@@ -343,7 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {
-    "fixtures": check_fixtures_args, "annotate": check_annotate, "pull": check_pull, "judge-server": check_judge_server}
+    "fixtures": check_fixtures_args, "calibrate": check_calibrate, "annotate": check_annotate, "pull": check_pull,
+    "judge-server": check_judge_server}
 """The checks a command runs before any work, refusing what it must (one line, exit 2)."""
 
 
