@@ -215,17 +215,6 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
                        help="ray: scorer actors (default 2)")
 
 
-def _add_run(parser: argparse.ArgumentParser, *, scoring: bool) -> None:
-    """The flags of `prepare` and `score`, in the order a newcomer needs them."""
-    _add_input(parser)
-    _add_output(parser)
-    if scoring:
-        _add_scoring(parser)
-    _add_evidence(parser)
-    _add_page_model(parser)
-    _add_engine(parser)
-
-
 def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
     """What `fixtures` renders with: the input and evidence flags of a run, without its inputs and output."""
     group = parser.add_argument_group("rendering")
@@ -240,12 +229,19 @@ def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_parser(sub: Any, command: str, *, scoring: bool, help_text: str) -> None:
+    """`prepare` or `score`, its flags in the order a newcomer needs them."""
     extra = " --scorer judge --base-url http://127.0.0.1:8080/v1 --model qwen2.5" if scoring else ""
     out = "scores.parquet" if scoring else "rows.parquet"
     parser = sub.add_parser(command, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                             epilog=_EXAMPLES.format(command=command, out=out, extra=extra),
                             formatter_class=_formatter)
-    _add_run(parser, scoring=scoring)
+    _add_input(parser)
+    _add_output(parser)
+    if scoring:
+        _add_scoring(parser)
+    _add_evidence(parser)
+    _add_page_model(parser)
+    _add_engine(parser)
     if scoring:
         add_annotate_flags(parser)
 
