@@ -187,8 +187,7 @@ class Delivery:
     def _send(self, size: int) -> None:
         batch, self._waiting, self._places = self._waiting[:size], self._waiting[size:], self._places[size:]
         run, outcome = self._run, self.outcome
-        failed = (_batch(self.target, batch, self._session, run, outcome) if run.may_send()
-                  else dict.fromkeys(range(len(batch)), run.stopped or "not sent"))
+        failed = _batch(self.target, batch, self._session, run, outcome)  # none sent once the run has stopped
         if failed and not (run.stopped and set(failed.values()) == {run.stopped}):
             _report(outcome, self._sent + 1, len(batch), failed)
         outcome.failed_rows.extend(side_row(batch[i][0], self.target.text) for i in sorted(failed))
