@@ -108,13 +108,8 @@ def check_targets(targets: list[str], inputs: Sequence[Path | str], fmt: str | N
 
 def target_files(targets: Sequence[str]) -> list[Path]:
     """The files annotations are written to (`otlp-json:FILE`), of the targets that are files."""
-    found = []
-    for text in targets:
-        if text != ORIGIN:
-            target = parse_target(text, os.environ)
-            if target.file:
-                found.append(Path(target.location))
-    return found
+    parsed = [parse_target(text, os.environ) for text in targets if text != ORIGIN]
+    return [Path(target.location) for target in parsed if target.file]
 
 
 def check_live_inputs(inputs: Sequence[Path | str], targets: Sequence[str]) -> None:

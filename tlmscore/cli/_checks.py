@@ -103,10 +103,6 @@ def _same(one: Path, other: Path) -> bool:
     return one.resolve() == other.resolve()
 
 
-def _within(path: Path, folder: Path) -> bool:
-    return path.resolve().is_relative_to(folder.resolve())
-
-
 @dataclass(frozen=True)
 class Written:
     """A path a command writes (or replaces, or removes), what it is, and the flag that moves it."""
@@ -127,7 +123,7 @@ def check_distinct(reads: Iterable[tuple[Path, str]], writes: Iterable[Written])
     written = list(writes)
     for path, what in reads:
         for out in written:
-            if _same(path, out.path) or (out.folder and _within(path, out.path)):
+            if _same(path, out.path) or (out.folder and path.resolve().is_relative_to(out.path.resolve())):
                 raise ConfigError(f"{path}: is {what} and {out.what}: it would be overwritten; "
                                   f"give another {out.flag}")
     for number, out in enumerate(written):

@@ -176,7 +176,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"tlmscore: interrupted: {kept[0]} rows kept in {checkpoint_path(args.output)}; rerun the same "
               "command with --resume to finish", file=sys.stderr)
         return EXIT_INTERRUPTED
-    _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
+    if not result.earlier:
+        _warn_empty(args.inputs, summary)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if back is not None:  # the scores are in OUT already: a failed write-back loses none
         report(back.finish())
@@ -197,10 +198,8 @@ def _engine(args: argparse.Namespace, settings: Settings) -> contextlib.Abstract
     return contextlib.nullcontext(Local())
 
 
-def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool) -> None:
+def _warn_empty(inputs: Sequence[str | Path], summary: Summary) -> None:
     """A warning for each input that held no record (a run of them writes an output without rows)."""
-    if resumed:
-        return
     for path in inputs:
         if summary.sources.get(str(path), 0) == 0:
             print(f"tlmscore: warning: {path}: no records in this input", file=sys.stderr)
