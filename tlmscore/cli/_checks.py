@@ -7,6 +7,7 @@ written) fails here instead, before a single page is fetched.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -126,10 +127,9 @@ def check_distinct(reads: Iterable[tuple[Path, str]], writes: Iterable[Written])
             if _same(path, out.path) or (out.folder and path.resolve().is_relative_to(out.path.resolve())):
                 raise ConfigError(f"{path}: is {what} and {out.what}: it would be overwritten; "
                                   f"give another {out.flag}")
-    for number, out in enumerate(written):
-        for other in written[number + 1:]:
-            if _same(out.path, other.path):
-                raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
+    for out, other in itertools.combinations(written, 2):
+        if _same(out.path, other.path):
+            raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
 
 
 def check_annotate(args: Any) -> None:

@@ -37,11 +37,6 @@ def score_of(value: Any) -> float:
     return number if math.isfinite(number) else math.nan
 
 
-def _extra(value: Any) -> Any:
-    """A column `Row` does not know: JSON text of a list or dict decoded, anything else as it is."""
-    return json_cell(value) if isinstance(value, str) and value[:1] in ("[", "{") else value
-
-
 def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911  (one return per kind)
     """A cell of column `name` as the row holds it; raises `ValueError` for a cell its kind cannot take.
 
@@ -68,7 +63,9 @@ def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911
         return value.strip().lower() in ("true", "1")
     if kind in ("list", "dict"):
         return json.loads(value)
-    return value if name in _DEFAULTS or name in _IDENTITY else _extra(value)
+    if name in _DEFAULTS or name in _IDENTITY:
+        return value
+    return json_cell(value) if value[:1] in ("[", "{") else value  # another column: a list or dict decoded
 
 
 def _row(path: Path, number: int, cells: dict[str, Any] | str, *, text: bool) -> Row:
