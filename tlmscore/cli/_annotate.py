@@ -41,7 +41,6 @@ from tlmscore.stores import (
     check_source,
     connectors,
     find_reader,
-    is_live,
     parse_target,
     source_server,
     target_forms,
@@ -114,12 +113,10 @@ def target_files(targets: Sequence[str]) -> list[Path]:
 
 def check_live_inputs(inputs: Sequence[Path | str], targets: Sequence[str]) -> None:
     """Each live input answers and is the store its address names (one line, before any work)."""
-    env = os.environ
-    named = named_servers(targets, inputs, env)
+    named = named_servers(targets, inputs, os.environ)
     for item in inputs:
-        found = source_server(item) if isinstance(item, str) and is_live(item) else None
-        if found is not None:
-            check_source(str(item), env, named.get(found[0], []))
+        if isinstance(item, str) and (found := source_server(item)) is not None:
+            check_source(item, os.environ, named.get(found[0], []))
 
 
 def side_file(scored: Path, given: Path | None) -> Path:

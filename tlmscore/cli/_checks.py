@@ -264,8 +264,7 @@ def one_line(exc: ValidationError, flags: dict[str, str] | None = None, *, optio
     pydantic's words without its link.
     """
     first = exc.errors(include_url=False)[0]
-    where = [str(part) for part in first["loc"]]
-    field = where[0] if where else ""
+    field = str(first["loc"][0]) if first["loc"] else ""
     own = f"--option {field}" if options else flag_of(field)
     flag = (flags or {}).get(field) or (own if field else "")
     given = first.get("input")
