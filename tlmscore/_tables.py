@@ -7,7 +7,6 @@ streamed, one flat dict per row (a Parquet file a batch at a time), cells as JSO
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import json
 import math
@@ -58,12 +57,10 @@ def json_cell(value: Any) -> Any:
     return value
 
 
-def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
+def plain(value: Any) -> Any:
     """A cell as a JSON value: timestamps as ISO text, NaN as None, arrays as lists."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -71,7 +68,7 @@ def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     if callable(tolist):
         return plain(tolist())
-    isoformat = getattr(value, "isoformat", None)  # pandas timestamps
+    isoformat = getattr(value, "isoformat", None)  # dates and times, pandas timestamps too
     if callable(isoformat):
         return isoformat()
     return value
