@@ -30,13 +30,10 @@ def _open(path: Path) -> IO[bytes]:
 
 def table_kind(path: Path) -> str | None:
     """The kind of a file by its name (a `.gz` suffix looked through), or Parquet by its magic bytes."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    last = suffixes[-1] if suffixes else ""
+    named = Path(path.stem) if path.suffix.lower() == ".gz" else path
     kinds = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
              ".csv": "csv", ".pb": "protobuf", ".binpb": "protobuf"}
-    return kinds.get(last) or _parquet_by_magic(path)
+    return kinds.get(named.suffix.lower()) or _parquet_by_magic(path)
 
 
 def _parquet_by_magic(path: Path) -> str | None:

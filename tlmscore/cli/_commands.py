@@ -57,10 +57,7 @@ EXIT_INTERRUPTED = 130
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The scorer's options from its flags and every `--option KEY=VALUE` (VALUE read as JSON if it is)."""
-    options: dict[str, Any] = {}
-    for flag in SCORER_FLAGS:
-        if getattr(args, flag, None) is not None:
-            options[flag] = getattr(args, flag)
+    options = {flag: getattr(args, flag) for flag in SCORER_FLAGS if getattr(args, flag, None) is not None}
     judge_flags = {"cache": False if getattr(args, "no_judge_cache", False) else None,
                    "price_in": getattr(args, "price_in", None), "price_out": getattr(args, "price_out", None),
                    "max_cost": getattr(args, "max_cost", None)}
