@@ -16,6 +16,8 @@ from tlmscore import __version__
 from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
 from tlmscore.cli._checks import PAGE_MODEL_OPTIONS, one_line
 from tlmscore.cli._compare import add_compare_parser
+from tlmscore.cli._judge_server import add_judge_server_parser
+from tlmscore.cli._watch import add_watch_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
@@ -285,11 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_annotate_parser(sub)
     _add_pull(sub)
-    from tlmscore.cli._watch import add_watch_parser  # noqa: PLC0415  (it builds on this module's flags)
-
     add_watch_parser(sub, _formatter, functools.partial(_add_scoring, watch=True), _add_evidence)
-    from tlmscore.cli._judge_server import add_judge_server_parser  # noqa: PLC0415  (beside watch's)
-
     add_judge_server_parser(sub, _formatter)
     sub.add_parser("plugins", help="list the plug-ins of every kind: built in, installed, refused",
                    formatter_class=_formatter)

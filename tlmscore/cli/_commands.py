@@ -38,6 +38,7 @@ from tlmscore.cli._plugins import run_plugins
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._ray import ray_engine
 from tlmscore.cli._summary import Summary
+from tlmscore.cli._watch import run_watch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
@@ -282,8 +283,6 @@ def _fixtures(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     """`watch`: the scorer's options and the settings as `score` makes them, then the watch's loop."""
-    from tlmscore.cli._watch import run_watch  # noqa: PLC0415  (the watch package only for this command)
-
     options = _scorer_options(args)
     check_scorer(args.scorer, options)
     return run_watch(args, options, settings_from_args(args))
