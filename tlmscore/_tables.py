@@ -7,7 +7,6 @@ streamed, one flat dict per row (a Parquet file a batch at a time), cells as JSO
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import json
 import math
@@ -31,13 +30,10 @@ def _open(path: Path) -> IO[bytes]:
 
 def table_kind(path: Path) -> str | None:
     """The kind of a file by its name (a `.gz` suffix looked through), or Parquet by its magic bytes."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    last = suffixes[-1] if suffixes else ""
+    named = Path(path.stem) if path.suffix.lower() == ".gz" else path
     kinds = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
              ".csv": "csv", ".pb": "protobuf", ".binpb": "protobuf"}
-    return kinds.get(last) or _parquet_by_magic(path)
+    return kinds.get(named.suffix.lower()) or _parquet_by_magic(path)
 
 
 def _parquet_by_magic(path: Path) -> str | None:
@@ -58,12 +54,10 @@ def json_cell(value: Any) -> Any:
     return value
 
 
-def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
+def plain(value: Any) -> Any:
     """A cell as a JSON value: timestamps as ISO text, NaN as None, arrays as lists."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -71,7 +65,7 @@ def plain(value: Any) -> Any:  # noqa: PLR0911  (one return per kind of cell)
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     if callable(tolist):
         return plain(tolist())
-    isoformat = getattr(value, "isoformat", None)  # pandas timestamps
+    isoformat = getattr(value, "isoformat", None)  # dates and times, pandas timestamps too
     if callable(isoformat):
         return isoformat()
     return value

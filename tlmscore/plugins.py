@@ -110,7 +110,6 @@ def plugins(kind: Kind[T]) -> Mapping[str, T]:
     return loaded(kind).items
 
 
-
 def named_items(of: type[Any]) -> Callable[[str, Any], Mapping[str, Any]]:
     """The `accept` of a kind whose entry points load one item of `of`, or a sequence of them, each by its name.
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = ["ExtractorName", "PageSourceName", "Settings", "UrlPolicy", "default_cache_dir"]
 
@@ -110,25 +110,11 @@ class Settings(BaseModel):
         default=None, ge=1, description="processes a CPU-bound scorer (grounding) runs in; None: one per core, "
                                         "1: in the run's own process")
 
-    @field_validator("proxy")
+    @field_validator("proxy", "archive_url", "page_base_url")
     @classmethod
-    def _proxy_url(cls, value: str | None) -> str | None:
+    def _http_url(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not value.lower().startswith(("http://", "https://")):
-            raise ValueError(f"the proxy must be an http:// or https:// URL, not {value!r}")
-        return value
-
-    @field_validator("archive_url")
-    @classmethod
-    def _archive_url(cls, value: str) -> str:
-        if not value.lower().startswith(("http://", "https://")):
-            raise ValueError(f"the archive must be an http:// or https:// URL, not {value!r}")
-        return value
-
-    @field_validator("page_base_url")
-    @classmethod
-    def _page_base_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.lower().startswith(("http://", "https://")):
-            raise ValueError(f"the page model's base URL must be an http:// or https:// URL, not {value!r}")
+            raise ValueError(f"{_URLS[info.field_name or '']} must be an http:// or https:// URL, not {value!r}")
         return value
 
     @model_validator(mode="after")
@@ -158,6 +144,8 @@ class Settings(BaseModel):
         return value
 
 
+_URLS = {"proxy": "the proxy", "archive_url": "the archive", "page_base_url": "the page model's base URL"}
+"""What an error calls each URL setting."""
 _HOST_NAME = re.compile(r"[\w-]+(\.[\w-]+)*")
 """A host name as a URL writes it (letters of any script, digits, `-`, `_`), dot-separated."""
 

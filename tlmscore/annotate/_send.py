@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,10 +135,7 @@ def _batch(target: Target, batch: Sequence[tuple[Mapping[str, Any], Any]], sessi
 
 def _report(outcome: Outcome, first: int, size: int, failed: Mapping[int, str]) -> None:
     """One line per reason a batch's rows failed: `rows 1-100: HTTP 503 (after 3 attempts)`."""
-    reasons: dict[str, int] = {}
-    for reason in failed.values():
-        reasons[reason] = reasons.get(reason, 0) + 1
-    for reason, count in reasons.items():
+    for reason, count in Counter(failed.values()).items():
         share = "" if count == size else f"{count} of {size}: "
         outcome.errors.append(f"rows {first}-{first + size - 1}: {share}{reason}")
 
@@ -189,8 +187,7 @@ class Delivery:
     def _send(self, size: int) -> None:
         batch, self._waiting, self._places = self._waiting[:size], self._waiting[size:], self._places[size:]
         run, outcome = self._run, self.outcome
-        failed = (_batch(self.target, batch, self._session, run, outcome) if run.may_send()
-                  else dict.fromkeys(range(len(batch)), run.stopped or "not sent"))
+        failed = _batch(self.target, batch, self._session, run, outcome)  # none sent once the run has stopped
         if failed and not (run.stopped and set(failed.values()) == {run.stopped}):
             _report(outcome, self._sent + 1, len(batch), failed)
         outcome.failed_rows.extend(side_row(batch[i][0], self.target.text) for i in sorted(failed))

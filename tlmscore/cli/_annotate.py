@@ -41,7 +41,6 @@ from tlmscore.stores import (
     check_source,
     connectors,
     find_reader,
-    is_live,
     parse_target,
     source_server,
     target_forms,
@@ -86,19 +85,20 @@ def add_annotate_parser(sub: Any) -> None:
                           help=f"when to stop and keep the rest in the side file (default {DEFAULT_DEADLINE:g})")
 
 
-def check_targets(targets: list[str], inputs: Sequence[Path | str] | None = None, fmt: str | None = None) -> None:
+def check_targets(targets: list[str], inputs: Sequence[Path | str], fmt: str | None) -> None:
     """Refuse a target that cannot be used, before any work is done.
 
     For `origin`, the targets the inputs' rows will go back to (known from the reader of each input)
     must be configured; a key that would go to two servers must say which one it is for.
     """
     env = os.environ
-    named = named_servers(targets, inputs or [], env)
+    named = named_servers(targets, inputs, env)
     for text in targets:
         if text != ORIGIN:
             bound(text, env, named)
             continue
-        for back in needed(_input_destination(item, fmt) for item in inputs or []):
+        readers = [(str(item), find_reader(str(item), fmt)) for item in inputs]
+        for back in needed(input_destination(at, r.name if r is not None else None) for at, r in readers):
             try:
                 bound(back, env, named)
             except ConfigError as exc:
@@ -107,28 +107,16 @@ def check_targets(targets: list[str], inputs: Sequence[Path | str] | None = None
 
 def target_files(targets: Sequence[str]) -> list[Path]:
     """The files annotations are written to (`otlp-json:FILE`), of the targets that are files."""
-    found = []
-    for text in targets:
-        if text != ORIGIN:
-            target = parse_target(text, os.environ)
-            if target.file:
-                found.append(Path(target.location))
-    return found
+    parsed = [parse_target(text, os.environ) for text in targets if text != ORIGIN]
+    return [Path(target.location) for target in parsed if target.file]
 
 
 def check_live_inputs(inputs: Sequence[Path | str], targets: Sequence[str]) -> None:
     """Each live input answers and is the store its address names (one line, before any work)."""
-    env = os.environ
-    named = named_servers(targets, inputs, env)
+    named = named_servers(targets, inputs, os.environ)
     for item in inputs:
-        found = source_server(item) if isinstance(item, str) and is_live(item) else None
-        if found is not None:
-            check_source(str(item), env, named.get(found[0], []))
-
-
-def _input_destination(item: Path | str, fmt: str | None) -> str | None:
-    reader = find_reader(str(item), fmt)
-    return input_destination(str(item), reader.name if reader is not None else None)
+        if isinstance(item, str) and (found := source_server(item)) is not None:
+            check_source(item, os.environ, named.get(found[0], []))
 
 
 def side_file(scored: Path, given: Path | None) -> Path:

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 
 from tlmscore import __version__
 from tlmscore.cli._annotate import add_annotate_flags, add_annotate_parser
-from tlmscore.cli._checks import one_line
+from tlmscore.cli._checks import PAGE_MODEL_OPTIONS, one_line
 from tlmscore.cli._compare import add_compare_parser
+from tlmscore.cli._judge_server import add_judge_server_parser
+from tlmscore.cli._watch import add_watch_parser
 from tlmscore.errors import ConfigError
 from tlmscore.scoring.base import scorer_names
 from tlmscore.settings import Settings
@@ -164,10 +166,6 @@ def _add_page_model(parser: argparse.ArgumentParser) -> None:
                        help="refuse (exit 2) to send page model requests estimated to cost more than this")
 
 
-_PAGE_MODEL_FLAGS = ("page_source", "page_base_url", "page_model", "page_api_key_env", "page_concurrency",
-                     "page_price_in", "page_price_out", "page_price_request", "page_max_cost")
-
-
 def _add_scoring(parser: argparse.ArgumentParser, *, watch: bool = False) -> None:
     """The scorer and its endpoint's flags; `score` adds its run's, `watch` its spend caps per hour and day."""
     group = parser.add_argument_group("scoring and spend" if watch else "scoring")
@@ -219,17 +217,6 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
                        help="ray: scorer actors (default 2)")
 
 
-def _add_run(parser: argparse.ArgumentParser, *, scoring: bool) -> None:
-    """The flags of `prepare` and `score`, in the order a newcomer needs them."""
-    _add_input(parser)
-    _add_output(parser)
-    if scoring:
-        _add_scoring(parser)
-    _add_evidence(parser)
-    _add_page_model(parser)
-    _add_engine(parser)
-
-
 def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
     """What `fixtures` renders with: the input and evidence flags of a run, without its inputs and output."""
     group = parser.add_argument_group("rendering")
@@ -243,25 +230,20 @@ def _add_fixture_flags(parser: argparse.ArgumentParser) -> None:
     _add_evidence(parser, ray=False)  # fixtures render on this machine: no --engine
 
 
-def _network_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The Settings fields the network flags set (those given)."""
-    given = {"per_host": args.per_host, "proxy": args.proxy, "ca_bundle": args.ca_bundle,
-             "trust_store": args.trust_store}
-    values = {name: value for name, value in given.items() if value is not None}
-    if args.trust_env:
-        values["trust_env"] = True
-    if args.ca_bundle is not None and not args.ca_bundle.is_file():
-        raise ConfigError(f"{args.ca_bundle}: no such CA bundle")
-    return values
-
-
 def _run_parser(sub: Any, command: str, *, scoring: bool, help_text: str) -> None:
+    """`prepare` or `score`, its flags in the order a newcomer needs them."""
     extra = " --scorer judge --base-url http://127.0.0.1:8080/v1 --model qwen2.5" if scoring else ""
     out = "scores.parquet" if scoring else "rows.parquet"
     parser = sub.add_parser(command, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                             epilog=_EXAMPLES.format(command=command, out=out, extra=extra),
                             formatter_class=_formatter)
-    _add_run(parser, scoring=scoring)
+    _add_input(parser)
+    _add_output(parser)
+    if scoring:
+        _add_scoring(parser)
+    _add_evidence(parser)
+    _add_page_model(parser)
+    _add_engine(parser)
     if scoring:
         add_annotate_flags(parser)
 
@@ -305,11 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_annotate_parser(sub)
     _add_pull(sub)
-    from tlmscore.cli._watch import add_watch_parser  # noqa: PLC0415  (it builds on this module's flags)
-
     add_watch_parser(sub, _formatter, functools.partial(_add_scoring, watch=True), _add_evidence)
-    from tlmscore.cli._judge_server import add_judge_server_parser  # noqa: PLC0415  (beside watch's)
-
     add_judge_server_parser(sub, _formatter)
     sub.add_parser("plugins", help="list the plug-ins of every kind: built in, installed, refused",
                    formatter_class=_formatter)
@@ -349,32 +327,23 @@ def run_inputs(args: argparse.Namespace) -> list[str | Path]:
     return [with_window(i, *window) if isinstance(i, str) else i for i in args.inputs]
 
 
+_GIVEN = ("cache_dir", "concurrency", "per_host", "timeout", "extract_timeout", "extractor", "archive", "archive_url",
+          "proxy", "ca_bundle", "trust_store", "chunk_size", "score_workers", "input_format", "page_source",
+          *PAGE_MODEL_OPTIONS)
+"""The `Settings` fields a command's flag sets when it is given (else the field's default holds)."""
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The one Settings object a command runs with."""
+    if args.ca_bundle is not None and not args.ca_bundle.is_file():
+        raise ConfigError(f"{args.ca_bundle}: no such CA bundle")
     values: dict[str, Any] = {"offline": args.offline, "urls": args.urls, "allow_hosts": args.allow_host,
-                              "page_files": tuple(args.pages), "reasoning": args.reasoning,
-                              "think": args.think,
+                              "page_files": tuple(args.pages), "reasoning": args.reasoning, "think": args.think,
                               "batch_inputs": tuple(getattr(args, "batch_input", ()))}
-    if args.cache_dir is not None:
-        values["cache_dir"] = args.cache_dir
-    if args.concurrency is not None:
-        values["concurrency"] = args.concurrency
-    if args.timeout is not None:
-        values["timeout"] = args.timeout
-    if args.chunk_size is not None:
-        values["chunk_size"] = args.chunk_size
-    if getattr(args, "score_workers", None) is not None:
-        values["score_workers"] = args.score_workers
-    for flag in ("extract_timeout", "extractor", "archive", "archive_url", *_PAGE_MODEL_FLAGS):
-        if getattr(args, flag, None) is not None:
-            values[flag] = getattr(args, flag)
+    values |= {name: getattr(args, name) for name in _GIVEN if getattr(args, name, None) is not None}
+    values |= {name: True for name in ("trust_env", "hydrate") if getattr(args, name, False)}
     if args.quiet:
         values["progress"] = False
-    if getattr(args, "input_format", None) is not None:
-        values["input_format"] = args.input_format
-    if getattr(args, "hydrate", False):
-        values["hydrate"] = True
-    values.update(_network_values(args))
     try:
         return Settings(**values)
     except ValidationError as exc:

@@ -1,14 +1,16 @@
-"""The `calibrate` command's library side: labelled scores from a scored file, and the calibrated column.
+"""`tlmscore calibrate`: labelled scores from a scored file, a calibration fitted on them, its reliability table.
 
 `labelled_scores` reads a file written by `tlmscore score` (JSONL, CSV or Parquet) and the labels,
 either a column of that file or of another table joined on `id` (a transcript file's `metadata`
-counts as columns, so labels kept with the transcripts need no copying). `calibrate_file` fits and
-cross-validates a `Calibration` from them (`tlmscore.run` adds the `calibrated_score` column).
+counts as columns, so labels kept with the transcripts need no copying). `run_calibrate` fits and
+cross-validates a `Calibration` from them and saves it (`tlmscore.run` adds the `calibrated_score` column).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 from tlmscore._tables import KINDS, rows, table_kind
 from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
-from tlmscore.scoring.calibration import Calibration, Method, cross_validate, fit
+from tlmscore.scoring.calibration import cross_validate, fit, save
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,26 @@ def labelled_scores(scored: Path, column: str, *, labels_from: Path | None = Non
     return LabelledScores(scorers.pop(), tuple(scores), tuple(labels), len(scored_rows) - len(scores))
 
 
-def calibrate_file(data: LabelledScores, *, method: Method = "isotonic", folds: int = 5,
-                   bins: int = 10) -> Calibration:
-    """A calibration fitted on all of `data`, with its cross-validated reliability in `validation`."""
-    calibration = fit(data.scores, data.labels, scorer=data.scorer, method=method)
-    check = cross_validate(data.scores, data.labels, method=method, folds=folds, bins=bins)
-    return replace(calibration, validation={**check.as_dict(), "skipped_rows": data.skipped})
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Fit, cross-validate and save a calibration; the reliability table goes to stdout."""
+    data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
+    calibration = fit(data.scores, data.labels, scorer=data.scorer, method=args.method)
+    check = cross_validate(data.scores, data.labels, method=args.method, folds=args.folds).as_dict()
+    calibration = replace(calibration, validation={**check, "skipped_rows": data.skipped})
+    save(calibration, args.output)
+    print(f"{'held-out bin':<12}  {'raw: rows':>9}  {'p':>4}  {'correct':>7}  {'calibrated: rows':>16}  {'p':>4}  "
+          f"{'correct':>7}")
+    for raw, cal in zip(check["bins_raw"], check["bins_calibrated"], strict=True):
+        span = f"[{raw['low']:.1f}, {raw['high']:.1f})"
+        print(f"{span:<12}  {raw['count']:>9}  {_fmt(raw['mean_probability'])}  "
+              f"{_fmt(raw['accuracy']):>7}  {cal['count']:>16}  {_fmt(cal['mean_probability'])}  "
+              f"{_fmt(cal['accuracy']):>7}")
+    print(f"tlmscore: {args.method} calibration of {data.scorer} on {calibration.rows} rows "
+          f"({calibration.positives} correct, {data.skipped} without score or label): expected calibration error "
+          f"on held-out folds {check['ece_raw']:.3f} raw, {check['ece_calibrated']:.3f} calibrated "
+          f"({check['folds']} folds); saved {args.output}", file=sys.stderr)
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"

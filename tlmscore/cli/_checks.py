@@ -7,6 +7,7 @@ written) fails here instead, before a single page is fetched.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -51,14 +52,11 @@ def check_output(output: Path, *, known_format: bool = True) -> None:
     if output.is_dir():
         example = output / ("scores.parquet" if known_format else "calibration.json")
         raise ConfigError(f"{output}: is a folder; OUT must be a file name such as {example}")
-    parent = output.absolute().parent
-    if not parent.exists():
-        above = _existing_parent(output)
-        if not above.is_dir():
-            raise ConfigError(f"{output}: cannot be written: {above} is a file, not a folder")
+    parent, above = output.absolute().parent, _existing_parent(output)
+    if not above.is_dir():
+        raise ConfigError(f"{output}: cannot be written: {above} is a file, not a folder")
+    if above != parent:
         raise ConfigError(f"{output}: cannot be written: no folder {parent}")
-    if not parent.is_dir():
-        raise ConfigError(f"{output}: cannot be written: {parent} is a file, not a folder")
     problem = _write_problem(parent)
     if problem:
         raise ConfigError(f"{output}: cannot be written: {problem}")
@@ -106,10 +104,6 @@ def _same(one: Path, other: Path) -> bool:
     return one.resolve() == other.resolve()
 
 
-def _within(path: Path, folder: Path) -> bool:
-    return path.resolve().is_relative_to(folder.resolve())
-
-
 @dataclass(frozen=True)
 class Written:
     """A path a command writes (or replaces, or removes), what it is, and the flag that moves it."""
@@ -130,13 +124,12 @@ def check_distinct(reads: Iterable[tuple[Path, str]], writes: Iterable[Written])
     written = list(writes)
     for path, what in reads:
         for out in written:
-            if _same(path, out.path) or (out.folder and _within(path, out.path)):
+            if _same(path, out.path) or (out.folder and path.resolve().is_relative_to(out.path.resolve())):
                 raise ConfigError(f"{path}: is {what} and {out.what}: it would be overwritten; "
                                   f"give another {out.flag}")
-    for number, out in enumerate(written):
-        for other in written[number + 1:]:
-            if _same(out.path, other.path):
-                raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
+    for out, other in itertools.combinations(written, 2):
+        if _same(out.path, other.path):
+            raise ConfigError(f"{out.path}: is {out.what} and {other.what}; give another {other.flag}")
 
 
 def check_annotate(args: Any) -> None:
@@ -177,14 +170,11 @@ def check_calibrate(args: Any) -> None:
         raise ConfigError(f"--folds {args.folds}: must be at least 2")
 
 
-_COUNTS = {"fetchers": ("--fetchers", 1), "scorer_concurrency": ("--scorer-concurrency", 1)}
-"""A run's whole-number flags outside `Settings`, and the least each takes."""
 def check_counts(args: Any) -> None:
-    """A run's numbers outside `Settings`: counts of at least their least, and its annotation numbers."""
-    for name, (flag, least) in _COUNTS.items():
-        value = getattr(args, name, None)
-        if value is not None and value < least:
-            raise ConfigError(f"{flag} {value}: must be at least {least}")
+    """A run's numbers outside `Settings`: the Ray actors, at least one of each, and its annotation numbers."""
+    for name in ("fetchers", "scorer_concurrency"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"{flag_of(name)} {getattr(args, name)}: must be at least 1")
     check_annotation_numbers(args, prefix="annotate_")
 
 
@@ -196,12 +186,10 @@ def check_annotation_numbers(args: Any, *, prefix: str = "") -> None:
     for name, least in (("timeout", "more than 0"), ("deadline", "at least 0")):
         value = getattr(args, prefix + name, None)
         if value is not None and not (value > 0 or (value == 0 and name == "deadline")):
-            flag = "--" + (prefix + name).replace("_", "-")
-            raise ConfigError(f"{flag} {_number(value)}: must be {least} seconds")
+            raise ConfigError(f"{flag_of(prefix + name)} {_number(value)}: must be {least} seconds")
     threshold = getattr(args, prefix + "threshold", None)
     if threshold is not None and not 0 <= threshold <= 1:
-        flag = "--" + (prefix + "threshold").replace("_", "-")
-        raise ConfigError(f"{flag} {_number(threshold)}: must be between 0 and 1")
+        raise ConfigError(f"{flag_of(prefix + 'threshold')} {_number(threshold)}: must be between 0 and 1")
 
 
 def check_scorer(scorer: str, options: dict[str, Any]) -> None:
@@ -210,26 +198,24 @@ def check_scorer(scorer: str, options: dict[str, Any]) -> None:
         raise ConfigError("--scorer judge needs --model NAME (the judge model's name at --base-url)")
 
 
-_PAGE_MODEL_FLAGS = {"page_base_url": "--page-base-url", "page_model": "--page-model",
-                     "page_api_key_env": "--page-api-key-env", "page_concurrency": "--page-concurrency",
-                     "page_price_in": "--page-price-in", "page_price_out": "--page-price-out",
-                     "page_price_request": "--page-price-request", "page_max_cost": "--page-max-cost"}
+PAGE_MODEL_OPTIONS = ("page_base_url", "page_model", "page_api_key_env", "page_concurrency", "page_price_in",
+                      "page_price_out", "page_price_request", "page_max_cost")
+"""The page model's flags beside `--page-source`, by their `Settings` names: the endpoint and model first."""
 
 
 def check_page_model(args: Any) -> None:
     """The page model's flags: given only with `--page-source chat`, which needs an endpoint, a model and its key."""
-    source = getattr(args, "page_source", None) or "fetch"
-    given = [flag for name, flag in _PAGE_MODEL_FLAGS.items() if getattr(args, name, None) is not None]
+    source = args.page_source or "fetch"
     if source == "fetch":
+        given = [flag_of(name) for name in PAGE_MODEL_OPTIONS if getattr(args, name) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)}: only with --page-source chat or chat:always")
         return
-    missing = [flag for name, flag in list(_PAGE_MODEL_FLAGS.items())[:2] if not getattr(args, name, None)]
+    missing = [flag_of(name) for name in PAGE_MODEL_OPTIONS[:2] if not getattr(args, name)]
     if missing:
         raise ConfigError(f"--page-source {source} needs {' and '.join(missing)} (the page model's API root and name)")
-    variable = getattr(args, "page_api_key_env", None)
-    if variable and not os.environ.get(variable):
-        raise ConfigError(f"--page-api-key-env: the environment variable {variable} is not set")
+    if args.page_api_key_env and not os.environ.get(args.page_api_key_env):
+        raise ConfigError(f"--page-api-key-env: the environment variable {args.page_api_key_env} is not set")
 
 
 def check_run_paths(args: Any, cache_dir: Path, annotated: Sequence[Path]) -> None:
@@ -278,9 +264,8 @@ def one_line(exc: ValidationError, flags: dict[str, str] | None = None, *, optio
     pydantic's words without its link.
     """
     first = exc.errors(include_url=False)[0]
-    where = [str(part) for part in first["loc"]]
-    field = where[0] if where else ""
-    own = f"--option {field}" if options else "--" + field.replace("_", "-")
+    field = str(first["loc"][0]) if first["loc"] else ""
+    own = f"--option {field}" if options else flag_of(field)
     flag = (flags or {}).get(field) or (own if field else "")
     given = first.get("input")
     shown = f" {_number(given)}" if field and not isinstance(given, (dict, list, tuple, frozenset)) else ""
@@ -293,6 +278,11 @@ def one_line(exc: ValidationError, flags: dict[str, str] | None = None, *, optio
     more = len(exc.errors()) - 1
     rest = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{flag}{shown}: {said}{rest}" if flag else f"{said}{rest}"
+
+
+def flag_of(name: str) -> str:
+    """The flag of an option named as `argparse` and `Settings` name it: `chunk_size` → `--chunk-size`."""
+    return "--" + name.replace("_", "-")
 
 
 def _number(value: Any) -> str:

@@ -38,6 +38,7 @@ from tlmscore.cli._plugins import run_plugins
 from tlmscore.cli._progress import ProgressBars
 from tlmscore.cli._ray import ray_engine
 from tlmscore.cli._summary import Summary
+from tlmscore.cli._watch import run_watch
 from tlmscore.errors import ConfigError, TlmscoreError
 from tlmscore.evidence.cache import cache_stats, clear_cache
 from tlmscore.fixtures import GoldenScoring, check_fixtures, golden_scoring, record_fixtures
@@ -57,10 +58,7 @@ EXIT_INTERRUPTED = 130
 
 def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The scorer's options from its flags and every `--option KEY=VALUE` (VALUE read as JSON if it is)."""
-    options: dict[str, Any] = {}
-    for flag in ("base_url", "model", "api_key_env", "quality_preset"):
-        if getattr(args, flag, None) is not None:
-            options[flag] = getattr(args, flag)
+    options = {flag: getattr(args, flag) for flag in SCORER_FLAGS if getattr(args, flag, None) is not None}
     judge_flags = {"cache": False if getattr(args, "no_judge_cache", False) else None,
                    "price_in": getattr(args, "price_in", None), "price_out": getattr(args, "price_out", None),
                    "max_cost": getattr(args, "max_cost", None)}
@@ -107,11 +105,6 @@ def _scorer_log(enabled: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _reads_pages(args: argparse.Namespace) -> bool:
-    """Whether a model reads pages in this run (its request count and cost estimate are then logged)."""
-    return getattr(args, "page_source", None) in ("chat", "chat:always")
-
-
 def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, Any], Settings]:
     """Every path and option of a run checked before work starts; returns the scorer's options and the settings."""
     ray = args.engine == "ray"
@@ -133,8 +126,8 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, An
         options = _scorer_options(args)
         check_scorer(args.scorer, options)
         check_targets(targets, args.inputs, args.input_format)
-    if scoring and args.calibration is not None:
-        check_files([args.calibration], what="--calibration")
+        if args.calibration is not None:
+            check_files([args.calibration], what="--calibration")
     settings = settings_from_args(args)
     check_run_paths(args, settings.cache_dir, target_files(targets))
     check_cache(settings.cache_dir, offline=settings.offline)
@@ -144,10 +137,11 @@ def _check_run(args: argparse.Namespace, *, scoring: bool) -> tuple[dict[str, An
     return options, settings
 
 
-def _run(args: argparse.Namespace, *, scoring: bool) -> int:
+def _run(args: argparse.Namespace) -> int:
     """`prepare` and `score`: rows go to a checkpoint as chunks finish, then to the output."""
+    scoring = args.command == "score"
     options, settings = _check_run(args, scoring=scoring)
-    options = _judge_batch(args, options) if scoring else {}
+    options = _judge_batch(args, options)
     if args.engine == "ray" and args.hydrate:
         raise ConfigError("--hydrate: not available with --engine ray yet")
     summary = Summary()
@@ -168,8 +162,9 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
             print("tlmscore: judge batch: submitting the requests of every chunk before waiting for any",
                   file=sys.stderr)
 
+    reads_pages = settings.page_source != "fetch"  # a model reads pages: its requests and cost are logged too
     try:
-        with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or _reads_pages(args)), \
+        with ProgressBars(enabled=settings.progress) as bars, _scorer_log(scoring or reads_pages), \
                 _engine(args, settings) as engine:
             result = run(args.inputs, args.output, scorer=args.scorer if scoring else None, options=options,
                          settings=settings, resume=args.resume, calibration=args.calibration if scoring else None,
@@ -179,7 +174,8 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
         print(f"tlmscore: interrupted: {kept[0]} rows kept in {checkpoint_path(args.output)}; rerun the same "
               "command with --resume to finish", file=sys.stderr)
         return EXIT_INTERRUPTED
-    _warn_empty(args.inputs, summary, resumed=bool(result.earlier))
+    if not result.earlier:
+        _warn_empty(args.inputs, summary)
     print(summary.text(args.output, scored=scoring), file=sys.stderr)
     if back is not None:  # the scores are in OUT already: a failed write-back loses none
         report(back.finish())
@@ -193,51 +189,24 @@ def _run(args: argparse.Namespace, *, scoring: bool) -> int:
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def _engine(args: argparse.Namespace, settings: Settings) -> Iterator[Engine]:
+def _engine(args: argparse.Namespace, settings: Settings) -> contextlib.AbstractContextManager[Engine]:
     """Where the rows are made: this process, or a Ray cluster (connected for the run)."""
-    if args.engine != "ray":
-        yield Local()
-        return
-    with ray_engine(args, progress=bool(settings.progress)) as engine:
-        yield engine
+    if args.engine == "ray":
+        return ray_engine(args, progress=bool(settings.progress))
+    return contextlib.nullcontext(Local())
 
 
-def _warn_empty(inputs: Sequence[str | Path], summary: Summary, *, resumed: bool) -> None:
+def _warn_empty(inputs: Sequence[str | Path], summary: Summary) -> None:
     """A warning for each input that held no record (a run of them writes an output without rows)."""
-    if resumed:
-        return
     for path in inputs:
         if summary.sources.get(str(path), 0) == 0:
             print(f"tlmscore: warning: {path}: no records in this input", file=sys.stderr)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    """Fit, cross-validate and save a calibration; the reliability table goes to stdout."""
-    from tlmscore.cli._calibrate import calibrate_file, labelled_scores  # noqa: PLC0415  (numpy only when calibrating)
-    from tlmscore.scoring.calibration import save as save_calibration  # noqa: PLC0415
+    from tlmscore.cli._calibrate import run_calibrate  # noqa: PLC0415  (numpy only when calibrating)
 
-    check_calibrate(args)
-    data = labelled_scores(args.scored, args.labels, labels_from=args.labels_from, positive=args.positive)
-    calibration = calibrate_file(data, method=args.method, folds=args.folds)
-    save_calibration(calibration, args.output)
-    check = calibration.validation
-    print(f"{'held-out bin':<12}  {'raw: rows':>9}  {'p':>4}  {'correct':>7}  {'calibrated: rows':>16}  {'p':>4}  "
-          f"{'correct':>7}")
-    for raw, cal in zip(check["bins_raw"], check["bins_calibrated"], strict=True):
-        span = f"[{raw['low']:.1f}, {raw['high']:.1f})"
-        print(f"{span:<12}  {raw['count']:>9}  {_fmt(raw['mean_probability'])}  "
-              f"{_fmt(raw['accuracy']):>7}  {cal['count']:>16}  {_fmt(cal['mean_probability'])}  "
-              f"{_fmt(cal['accuracy']):>7}")
-    print(f"tlmscore: {args.method} calibration of {data.scorer} on {calibration.rows} rows "
-          f"({calibration.positives} correct, {data.skipped} without score or label): expected calibration error "
-          f"on held-out folds {check['ece_raw']:.3f} raw, {check['ece_calibrated']:.3f} calibrated "
-          f"({check['folds']} folds); saved {args.output}", file=sys.stderr)
-    return EXIT_OK
-
-
-def _fmt(value: float | None) -> str:
-    return "   -" if value is None else f"{value:4.2f}"
+    return run_calibrate(args)
 
 
 def _pull(args: argparse.Namespace) -> int:
@@ -314,8 +283,6 @@ def _fixtures(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     """`watch`: the scorer's options and the settings as `score` makes them, then the watch's loop."""
-    from tlmscore.cli._watch import run_watch  # noqa: PLC0415  (the watch package only for this command)
-
     options = _scorer_options(args)
     check_scorer(args.scorer, options)
     return run_watch(args, options, settings_from_args(args))
@@ -348,28 +315,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
-def _checked(check: Callable[[argparse.Namespace], None],
-             command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`command`, after `check` refused what it must (one line, exit 2) before any work."""
-
-    def checked(args: argparse.Namespace) -> int:
-        check(args)
-        return command(args)
-
-    return checked
+_CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "fixtures": check_fixtures_args, "calibrate": check_calibrate, "annotate": check_annotate, "pull": check_pull,
+    "judge-server": check_judge_server}
+"""The checks a command runs before any work, refusing what it must (one line, exit 2)."""
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "fixtures": _checked(check_fixtures_args, _fixtures), "calibrate": _calibrate, "compare": run_compare,
-        "annotate": _checked(check_annotate, run_annotate), "pull": _checked(check_pull, _pull),
-        "plugins": run_plugins, "judge-server": _checked(check_judge_server, run_judge_server)}
+        "prepare": _run, "score": _run, "watch": _watch, "fixtures": _fixtures, "calibrate": _calibrate,
+        "compare": run_compare, "annotate": run_annotate, "pull": _pull, "plugins": run_plugins,
+        "judge-server": run_judge_server, "cache": _cache}
     try:
-        if args.command in ("prepare", "score"):
-            return _run(args, scoring=args.command == "score")
-        if args.command == "watch":
-            return _watch(args)
-        return commands.get(args.command, _cache)(args)
+        if args.command in _CHECKS:
+            _CHECKS[args.command](args)
+        return commands[args.command](args)
     except TlmscoreError as exc:
         print(f"tlmscore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,24 +13,22 @@ from tlmscore.errors import ConfigError
 from tlmscore.output import read_rows
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
-    return value
+def _between(low: float, high: float) -> Callable[[str], float]:
+    """An argument type: a number from `low` to `high`."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not between {low:g} and {high:g}")
+        return value
+
+    return number
 
 
-def _signed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not -1.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not between -1 and 1")
-    return value
+_fraction, _signed = _between(0.0, 1.0), _between(-1.0, 1.0)
 
 
 def add_compare_parser(sub: Any) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tlmscore.cli._args import build_parser, command_parser
+from tlmscore.cli._args import build_parser
 
 BEGIN = "<!-- flags: made by `python -m tlmscore.cli._reference docs/cli.md` from the parser; do not edit -->"
 END = "<!-- end of flags -->"
@@ -52,11 +52,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _code(text: str) -> str:
-    """A flag as a code span in a table cell (Python-Markdown keeps a bar inside a code span in its cell)."""
-    return f"`{text}`"
-
-
 def _shown(actions: list[argparse.Action]) -> list[argparse.Action]:
     """The flags `--help` lists, without `--help` itself and the commands."""
     hidden = (argparse._HelpAction, argparse._SubParsersAction)
@@ -64,7 +59,8 @@ def _shown(actions: list[argparse.Action]) -> list[argparse.Action]:
 
 
 def _table(actions: list[argparse.Action], prog: str) -> list[str]:
-    rows = [f"| {_code(_invocation(a))} | {_cell(_help(a, prog))} |" for a in actions]
+    # the flag as a code span: Python-Markdown keeps a bar inside a code span in its cell
+    rows = [f"| `{_invocation(a)}` | {_cell(_help(a, prog))} |" for a in actions]
     return ["| flag | what it does |", "|---|---|", *rows, ""]
 
 
@@ -82,8 +78,8 @@ def reference() -> str:
     parser = build_parser()
     lines = ["### `tlmscore`", "", *_table(_shown([a for a in parser._actions if a.option_strings]), parser.prog)]
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name in commands.choices:
-        lines += _command(command_parser(parser, name), f"tlmscore {name}")
+    for name, command in commands.choices.items():
+        lines += _command(command, f"tlmscore {name}")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -14,8 +14,6 @@ from typing import Any
 from tlmscore.ingest import safe_text
 
 _ERRORS_SHOWN = 10
-
-
 _LOWEST_SHOWN = 5
 
 

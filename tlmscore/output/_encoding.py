@@ -40,12 +40,6 @@ def builtin_format(path: Path) -> str:
     return suffix
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def _finite(value: Any) -> Any:
     """`value` as orjson writes it: NaN and infinities as None, lone surrogates replaced (see `safe_text`)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -84,7 +78,7 @@ def cell(value: Any) -> Any:
         return _to_json(value, orjson.OPT_SORT_KEYS).decode("utf-8")
     if isinstance(value, str):
         return safe_text(value)
-    return _json_safe(value)
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _text_cell(value: Any) -> str | None:
@@ -103,19 +97,15 @@ def parquet_options() -> dict[str, Any]:
     return {"compression": "zstd", "compression_level": 3, "use_dictionary": _DICTIONARY}
 
 
-def _arrow_type(name: str) -> pa.DataType:
-    """A column's Arrow type, by its kind (`COLUMN_KINDS`); a dict (`details`) is JSON text, as any other value."""
+def arrow_schema(names: list[str]) -> pa.Schema:
+    """The Arrow schema of rows with these columns: each by its kind (`COLUMN_KINDS`), text for the others.
+
+    A dict (`details`) is JSON text, as any other value.
+    """
     import pyarrow as pa  # noqa: PLC0415
 
     types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "list": pa.list_(pa.string())}
-    return types.get(column_kind(name), pa.string())
-
-
-def arrow_schema(names: list[str]) -> pa.Schema:
-    """The Arrow schema of rows with these columns: the contract's types, text for the others."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    return pa.schema([(name, _arrow_type(name)) for name in names])
+    return pa.schema([(name, types.get(column_kind(name), pa.string())) for name in names])
 
 
 def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,8 @@ _IDENTITY = ("id", "source", "line")
 _TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "bool": bool, "list": (list, tuple), "dict": dict}
 
 
-def _defaults() -> dict[str, Any]:
-    """What an empty cell of each of `Row`'s columns stands for."""
-    found: dict[str, Any] = {}
-    for f in fields(Row):
-        if f.default is not MISSING:
-            found[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            found[f.name] = f.default_factory()
-    return found
-
-
-_DEFAULTS = _defaults()
+_DEFAULTS = {name: value for name, value in vars(Row("", "", 0)).items() if name not in _IDENTITY}
+"""What an empty cell of each of `Row`'s columns stands for: the value of a row given none."""
 
 
 def score_of(value: Any) -> float:
@@ -46,11 +35,6 @@ def score_of(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return number if math.isfinite(number) else math.nan
-
-
-def _extra(value: Any) -> Any:
-    """A column `Row` does not know: JSON text of a list or dict decoded, anything else as it is."""
-    return json_cell(value) if isinstance(value, str) and value[:1] in ("[", "{") else value
 
 
 def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911  (one return per kind)
@@ -79,7 +63,9 @@ def decode(name: str, value: Any, *, text: bool = True) -> Any:  # noqa: PLR0911
         return value.strip().lower() in ("true", "1")
     if kind in ("list", "dict"):
         return json.loads(value)
-    return value if name in _DEFAULTS or name in _IDENTITY else _extra(value)
+    if name in _DEFAULTS or name in _IDENTITY:
+        return value
+    return json_cell(value) if value[:1] in ("[", "{") else value  # another column: a list or dict decoded
 
 
 def _row(path: Path, number: int, cells: dict[str, Any] | str, *, text: bool) -> Row:

@@ -46,11 +46,6 @@ def column_kind(name: str) -> str:
     return COLUMN_KINDS.get(name, "text")
 
 
-def _score(value: Any) -> float:
-    """A score as a float: a row read back from JSON has null where the scorer gave NaN."""
-    return math.nan if value is None else float(value)
-
-
 @dataclass(frozen=True, eq=False)
 class Row(Mapping[str, Any]):
     """One output row: the contract's columns, the score columns when scored, `calibrated_score` when calibrated.
@@ -103,8 +98,8 @@ class Row(Mapping[str, Any]):
         """The row of a record (a dict of the contract's columns, as the pipeline builds or a JSON line holds it)."""
         known = {name: value for name, value in record.items() if name in _NAMED}
         extra = {name: value for name, value in record.items() if name not in _NAMED}
-        if "score" in known:
-            known["score"] = _score(known["score"])
+        if "score" in known:  # a row read back from JSON has null where the scorer gave NaN
+            known["score"] = math.nan if known["score"] is None else float(known["score"])
         if isinstance(known.get("details"), str):  # as every file holds it: JSON text
             known["details"] = json.loads(known["details"])
         if known.get(CALIBRATED_COLUMN, 0) is None:

@@ -35,8 +35,7 @@ class RowWriter:
         self.path = path
         self._append = append
         self.format = builtin_format(path) if fmt is None else builtin_format(Path("rows" + fmt))
-        self._handle: IO[str] | None = None
-        self._binary: IO[bytes] | None = None
+        self._file: IO[Any] | None = None
         self._csv: Any = None
         self._parquet: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
@@ -63,26 +62,23 @@ class RowWriter:
         else:
             self._write_parquet(rows)
 
-    def _text(self) -> IO[str]:
-        if self._handle is None:
+    def _open(self) -> IO[Any]:
+        """The JSONL (bytes) or CSV (text) file, opened when first written to (appended to, with `append`)."""
+        if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = self.path.open("a" if self._append else "w", encoding="utf-8", newline="")
-        return self._handle
-
-    def _lines(self) -> IO[bytes]:
-        if self._binary is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._binary = self.path.open("ab" if self._append else "wb")
-        return self._binary
+            mode = "a" if self._append else "w"
+            self._file = (self.path.open(mode + "b") if self.format == ".jsonl"
+                          else self.path.open(mode, encoding="utf-8", newline=""))
+        return self._file
 
     def _write_jsonl(self, rows: list[dict[str, Any]]) -> None:
-        handle = self._lines()
+        handle = self._open()
         handle.writelines(json_line(row) for row in rows)
         handle.flush()
 
     def _write_csv(self, rows: list[dict[str, Any]]) -> None:
         kept = self._kept_header()
-        handle = self._text()
+        handle = self._open()
         if self._csv is None:
             self._csv = csv.DictWriter(handle, fieldnames=kept or list(rows[0].keys()), extrasaction="ignore")
             if not kept:
@@ -99,10 +95,9 @@ class RowWriter:
 
     def sync(self) -> None:
         """Make what was written so far durable (flushed and synced), so a kill cannot lose it."""
-        for handle in (self._handle, self._binary):
-            if handle is not None:
-                handle.flush()
-                os.fsync(handle.fileno())
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
 
     def _write_parquet(self, rows: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq  # noqa: PLC0415  (see the module docstring)
@@ -128,13 +123,8 @@ class RowWriter:
         if self._parquet is not None:
             self._parquet.close()
             self._parquet = None
-        if self.format == ".jsonl":
-            self._lines().close()
-            self._binary = None
-        elif self.format == ".csv" and self._csv is None and self._columns and not self._kept_header():
-            csv.writer(self._text()).writerow(self._columns)  # no rows: the header alone
-        elif self.format == ".csv":
-            self._text()
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        if self.format == ".csv" and self._csv is None and self._columns and not self._kept_header():
+            csv.writer(self._open()).writerow(self._columns)  # no rows: the header alone
+        if self.format != ".parquet":
+            self._open().close()  # opened first if no row came: an empty file
+            self._file = None
