@@ -1,8 +1,10 @@
-"""What the stores that speak HTTP share: one-line failures, which answers are worth retrying, a JSON call."""
+"""What the stores share in sending: one-line failures, which answers may pass, a call, a file's JSON lines."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,3 +74,17 @@ def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> T
         raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
     location = http_url(str(host), name)
     return Target(name, f"{name}:{location}", location)
+
+
+def append_lines(path: Path, items: Sequence[Any], count: int | None = None) -> Sent:
+    """JSON lines appended to a file, for a batch of `count` (default: one item each).
+
+    Not retried: a full disk or a bad path stays so.
+    """
+    count = len(items) if count is None else count
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
+    except OSError as exc:
+        return Sent.failed(count, f"{path}: {exc.strerror or exc}", retry=False)
+    return Sent.stored(count)

@@ -26,7 +26,6 @@ the basic auth, sent only to `LANGFUSE_HOST`. `langfuse-json:FILE` appends the s
 from __future__ import annotations
 
 import base64
-import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,7 +36,7 @@ import httpx
 
 from tlmscore._tables import json_cell
 from tlmscore.stores import langfuse_trace
-from tlmscore.stores._http import RETRY_STATUS, failure, hosted_target
+from tlmscore.stores._http import RETRY_STATUS, append_lines, failure, hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 from tlmscore.stores.langfuse_shapes import (
     chat_messages,
@@ -274,15 +273,10 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
             "metadata": {k: v for k, v in extra.items() if v is not None}, "warnings": warnings}
 
 
-def observations_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
-    """The records of numbered observation rows (or messages saying why a row is not one)."""
-    return read_rows(numbered, observation_record, "observation")
-
-
 def read(address: str) -> Iterator[Read]:
     """The generations of an observation export, in the file's order."""
     path = Path(address)
-    yield from observations_records(rows(path, table_kind(path) or "jsonl"))
+    yield from read_rows(rows(path, table_kind(path) or "jsonl"), observation_record, "observation")
 
 
 def score_id(trace_id: str, observation_id: str | None, name: str) -> str:
@@ -306,16 +300,6 @@ def score_body(annotation: Annotation) -> dict[str, Any] | None:
         body["comment"] = annotation.explanation
     body["metadata"] = {"label": annotation.label, "tlmscore.record.id": annotation.row_id}
     return body
-
-
-def _append(path: Path, bodies: Sequence[dict[str, Any]]) -> Sent:
-    """Score bodies appended to a file, one per line (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in bodies)
-    except OSError as exc:
-        return Sent.failed(len(bodies), f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(len(bodies))
 
 
 def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) -> Sent:
@@ -382,7 +366,7 @@ class LangfuseConnector:
 
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """One batch: appended to the file, or one `POST /api/public/scores`."""
-        return _append(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
 
 
 CONNECTOR = LangfuseConnector()

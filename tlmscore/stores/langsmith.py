@@ -22,7 +22,6 @@ feedback id is derived from (run, key), so a re-run sends the same ids; one that
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 import warnings
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.stores._http import hosted_target
+from tlmscore.stores._http import append_lines, hosted_target
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
@@ -104,15 +103,10 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
             "metadata": {k: v for k, v in extra.items() if v is not None}, "warnings": []}
 
 
-def runs_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
-    """The records of numbered run rows (or messages saying why a row is not one)."""
-    return read_rows(numbered, run_record, "run")
-
-
 def read(address: str) -> Iterator[Read]:
     """The `llm` runs of a run export, in the file's order."""
     path = Path(address)
-    yield from runs_records(rows(path, table_kind(path) or "jsonl"))
+    yield from read_rows(rows(path, table_kind(path) or "jsonl"), run_record, "run")
 
 
 def _uuid(value: str | None) -> str | None:
@@ -202,16 +196,6 @@ def _send(target: Target, items: Sequence[dict[str, Any]], session: Session) -> 
     return Sent.stored(len(items))
 
 
-def _append(path: Path, items: Sequence[dict[str, Any]]) -> Sent:
-    """Feedback bodies appended to a file, one per line (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
-    except OSError as exc:
-        return Sent.failed(len(items), f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(len(items))
-
-
 class LangSmithConnector:
     """LangSmith: run exports in, feedback out."""
 
@@ -246,7 +230,7 @@ class LangSmithConnector:
 
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """One batch: appended to the file, or one feedback at a time through the SDK."""
-        return _append(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
 
 
 CONNECTOR = LangSmithConnector()

@@ -16,7 +16,6 @@ name (or, when none is set, to the one OTLP endpoint the command line names).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from tlmscore.errors import ConfigError
 from tlmscore.stores import openinference, otlp_logs
-from tlmscore.stores._http import call, sent
+from tlmscore.stores._http import append_lines, call, sent
 from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "EVENT_NAME", "SCOPE", "OtlpConnector", "headers_of", "log_record", "logs_protobuf",
@@ -141,16 +140,6 @@ def _logs_endpoint(url: str) -> str:
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/v1/logs"
 
 
-def _append(path: Path, lines: Sequence[dict[str, Any]], count: int) -> Sent:
-    """JSON lines appended to a file (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in lines)
-    except OSError as exc:
-        return Sent.failed(count, f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(count)
-
-
 class OtlpConnector:
     """OpenTelemetry collectors and backends: GenAI spans in, evaluation events out."""
 
@@ -201,7 +190,7 @@ class OtlpConnector:
         """One export request for the batch: to the file, or POSTed as protobuf."""
         request = logs_request(payloads, time_unix_nano=session.time_unix_nano)
         if target.file:
-            return _append(Path(target.location), [request], len(payloads))
+            return append_lines(Path(target.location), [request], len(payloads))
         headers = {**target.headers, "Content-Type": "application/x-protobuf"}
         try:
             body = logs_protobuf(request)
