@@ -16,6 +16,8 @@ name (or, when none is set, to the one OTLP endpoint the command line names).
 
 from __future__ import annotations
 
+import base64
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -78,47 +80,22 @@ def logs_request(annotations: Sequence[Annotation], *, time_unix_nano: int, vers
     }]}
 
 
-def _value(value: dict[str, Any]) -> Any:
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: PLC0415  (only for a protobuf body)
-
-    if "doubleValue" in value:
-        return AnyValue(double_value=value["doubleValue"])
-    return AnyValue(string_value=value["stringValue"])
-
-
-def _attributes(items: list[dict[str, Any]]) -> list[Any]:
-    from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: PLC0415  (only for a protobuf body)
-
-    return [KeyValue(key=item["key"], value=_value(item["value"])) for item in items]
-
-
-def _record(record: dict[str, Any]) -> Any:
-    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord  # noqa: PLC0415  (only for a protobuf body)
-
-    return LogRecord(time_unix_nano=int(record["timeUnixNano"]),
-                     observed_time_unix_nano=int(record["observedTimeUnixNano"]),
-                     event_name=record["eventName"], attributes=_attributes(record["attributes"]),
-                     trace_id=bytes.fromhex(record.get("traceId", "")),
-                     span_id=bytes.fromhex(record.get("spanId", "")))
-
-
 def logs_protobuf(request: dict[str, Any]) -> bytes:
-    """The OTLP/JSON request (as `logs_request` makes it) as the OTLP/HTTP protobuf body."""
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415  (only for a protobuf body)
+    """The OTLP/JSON request (as `logs_request` makes it) as the OTLP/HTTP protobuf body.
+
+    Protobuf's JSON mapping reads OTLP/JSON but for the ids: hex in OTLP/JSON, base64 in protobuf's.
+    """
+    from google.protobuf.json_format import ParseDict  # noqa: PLC0415  (only for a protobuf body)
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
         ExportLogsServiceRequest,
     )
-    from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope  # noqa: PLC0415
-    from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs  # noqa: PLC0415
-    from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: PLC0415
 
-    message = ExportLogsServiceRequest(resource_logs=[
-        ResourceLogs(resource=Resource(attributes=_attributes(resource["resource"]["attributes"])),
-                     scope_logs=[ScopeLogs(scope=InstrumentationScope(name=scope["scope"]["name"],
-                                                                      version=scope["scope"]["version"]),
-                                           log_records=[_record(r) for r in scope["logRecords"]])
-                                 for scope in resource["scopeLogs"]])
-        for resource in request["resourceLogs"]])
-    body: bytes = message.SerializeToString()
+    mapped = copy.deepcopy(request)
+    for record in (r for res in mapped["resourceLogs"] for scope in res["scopeLogs"] for r in scope["logRecords"]):
+        for key in ("traceId", "spanId"):
+            if key in record:
+                record[key] = base64.b64encode(bytes.fromhex(record[key])).decode("ascii")
+    body: bytes = ParseDict(mapped, ExportLogsServiceRequest()).SerializeToString()
     return body
 
 
