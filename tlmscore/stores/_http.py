@@ -38,8 +38,10 @@ def answered(reply: httpx.Response) -> str:
     return f"HTTP {reply.status_code} {reply.reason_phrase}".rstrip()
 
 
-def sent(reply: httpx.Response, count: int) -> Sent:
-    """A batch of `count` sent in one request: all stored on a 2xx, else none (retried when it may pass)."""
+def sent(reply: httpx.Response | str, count: int) -> Sent:
+    """A batch of `count` sent in one `call`: all stored on a 2xx, else none (retried when it may pass: no answer)."""
+    if isinstance(reply, str):
+        return Sent.failed(count, reply, retry=True)
     if reply.is_success:
         return Sent.stored(count)
     return Sent.failed(count, answered(reply), retry=reply.status_code in RETRY_STATUS)

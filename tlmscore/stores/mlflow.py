@@ -36,7 +36,7 @@ import httpx
 
 from tlmscore.errors import TranscriptError
 from tlmscore.stores import mlflow_export
-from tlmscore.stores._http import RETRY_STATUS, answered, call
+from tlmscore.stores._http import RETRY_STATUS, answered, call, sent
 from tlmscore.stores.base import (
     Annotation,
     Failure,
@@ -267,10 +267,8 @@ def _earlier(target: Target, payloads: Sequence[dict[str, Any]], session: Sessio
     ids = sorted({p["trace_id"] for p in payloads})
     reply = call(session.client, "GET", f"{target.location}{_API}/batchGet", target.headers, session.timeout,
                  params={"trace_ids": ids})
-    if isinstance(reply, str):
-        return Sent.failed(len(payloads), reply, retry=True)
-    if not reply.is_success:
-        return Sent.failed(len(payloads), answered(reply), retry=reply.status_code in RETRY_STATUS)
+    if isinstance(reply, str) or not reply.is_success:
+        return sent(reply, len(payloads))
     found: dict[tuple[Any, ...], str] = {}
     sources = {p["source"]["source_id"] for p in payloads}  # tlmscore's, or a watch's evaluator identity
     for trace in reply.json().get("traces") or []:

@@ -175,7 +175,7 @@ class OtlpConnector:
             return Sent.failed(len(payloads), "OTLP/HTTP needs opentelemetry-proto: pip install opentelemetry-proto",
                                retry=False)
         reply = call(session.client, "POST", target.location, headers, session.timeout, content=body)
-        return Sent.failed(len(payloads), reply, retry=True) if isinstance(reply, str) else sent(reply, len(payloads))
+        return sent(reply, len(payloads))
 
 
 CONNECTOR = OtlpConnector()

@@ -238,8 +238,6 @@ class PhoenixConnector:
         url = f"{target.location}/v1/span_annotations"
         reply = call(session.client, "POST", url, target.headers, session.timeout, json={"data": list(payloads)},
                      params={"sync": "true"})
-        if isinstance(reply, str):
-            return Sent.failed(len(payloads), reply, retry=True)
         missing = _missing(reply)
         if not missing:
             return sent(reply, len(payloads))
@@ -249,13 +247,13 @@ class PhoenixConnector:
                           if p["span_id"] in missing else next(again) for p in payloads))
 
 
-def _missing(reply: httpx.Response) -> set[str]:
-    """The span ids a 404 of `POST /v1/span_annotations` names as missing.
+def _missing(reply: httpx.Response | str) -> set[str]:
+    """The span ids a 404 of `POST /v1/span_annotations` names as missing (none when there is no answer).
 
     Phoenix answers its errors as plain text (`Spans with IDs a, b do not exist.`); the search also
     finds them in a JSON `detail`.
     """
-    if reply.status_code != _NOT_FOUND:
+    if isinstance(reply, str) or reply.status_code != _NOT_FOUND:
         return set()
     found = _MISSING.search(reply.text)
     return {part.strip() for part in found.group(1).split(",")} if found else set()
