@@ -250,6 +250,20 @@ class Connector(Protocol):
         ...
 
 
+class FileStore:
+    """What the stores read from files alone share: no live source to check, rows go back to the environment's store."""
+
+    name: str
+
+    def back_to(self, source: str | None) -> str | None:
+        """Rows read from files go back to the store the environment names (the target `NAME`)."""
+        return self.name
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """The store is read from files: there is no live source to check."""
+        raise NotImplementedError(address)
+
+
 @dataclass(frozen=True)
 class LiveAddress:
     """What a live store's address says: `SCHEME://HOST:PORT/NAME[?since=&until=&limit=&page=]`.

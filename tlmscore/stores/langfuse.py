@@ -37,7 +37,7 @@ import httpx
 from tlmscore._tables import json_cell
 from tlmscore.stores import langfuse_trace
 from tlmscore.stores._http import RETRY_STATUS, append_lines, failure, hosted_target
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 from tlmscore.stores.langfuse_shapes import (
     chat_messages,
     chat_tools,
@@ -329,7 +329,7 @@ def _trace_read(address: str) -> Iterator[Read]:
     return langfuse_trace.read(address, observation_record)
 
 
-class LangfuseConnector:
+class LangfuseConnector(FileStore):
     """Langfuse: observation exports in, scores out."""
 
     name = "langfuse"
@@ -346,19 +346,11 @@ class LangfuseConnector:
         """`langfuse` (`LANGFUSE_HOST` and its keys), `langfuse:URL` or `langfuse-json:FILE`."""
         return hosted_target(text, self.name, KEYS, env)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Observations go back to the Langfuse of the environment."""
-        return "langfuse"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The public and secret key as basic auth, and the public key as Langfuse's own header."""
         public, secret = (env.get(name, "") for name in KEYS.secrets)
         basic = base64.b64encode(f"{public}:{secret}".encode()).decode("ascii")
         return {"Authorization": f"Basic {basic}", "X-Langfuse-Public-Key": public}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """Langfuse is read from exports: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """The score body (rows without a trace id have none)."""

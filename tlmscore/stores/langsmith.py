@@ -31,7 +31,7 @@ from typing import Any
 
 from tlmscore._tables import json_cell
 from tlmscore.stores._http import append_lines, hosted_target
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -196,7 +196,7 @@ def _send(target: Target, items: Sequence[dict[str, Any]], session: Session) -> 
     return Sent.stored(len(items))
 
 
-class LangSmithConnector:
+class LangSmithConnector(FileStore):
     """LangSmith: run exports in, feedback out."""
 
     name = "langsmith"
@@ -211,18 +211,10 @@ class LangSmithConnector:
         """`langsmith` (`LANGSMITH_ENDPOINT`, `LANGSMITH_API_KEY`), `langsmith:URL` or `langsmith-json:FILE`."""
         return hosted_target(text, self.name, KEYS, env)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Runs go back to the LangSmith of the environment."""
-        return "langsmith"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """`LANGSMITH_API_KEY` as LangSmith's `x-api-key`."""
         key = env.get(KEYS.secrets[0], "").strip()
         return {"x-api-key": key} if key else {}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """LangSmith is read from exports: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """The feedback (rows without a run id have none)."""

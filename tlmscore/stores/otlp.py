@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 from tlmscore.errors import ConfigError
 from tlmscore.stores import openinference, otlp_logs
 from tlmscore.stores._http import append_lines, call, sent
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "EVENT_NAME", "SCOPE", "OtlpConnector", "headers_of", "log_record", "logs_protobuf",
            "logs_request"]
@@ -117,7 +117,7 @@ def _logs_endpoint(url: str) -> str:
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/v1/logs"
 
 
-class OtlpConnector:
+class OtlpConnector(FileStore):
     """OpenTelemetry collectors and backends: GenAI spans in, evaluation events out."""
 
     name = "otlp"
@@ -147,17 +147,9 @@ class OtlpConnector:
             raise ConfigError("--to otlp: set OTEL_EXPORTER_OTLP_ENDPOINT (or _LOGS_ENDPOINT), or give otlp:URL")
         return Target(self.name, f"otlp:{location}", location)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Spans read from files go back to the endpoint of the environment (`otlp`)."""
-        return "otlp"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The OTLP exporter's headers of the environment."""
         return headers_of(env)
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """OTLP is read from files: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """Every row becomes an event (on its span when the row has OpenTelemetry ids)."""
