@@ -225,14 +225,9 @@ def responses_tools(value: Any) -> list[dict[str, Any]]:
 
 
 def chat_tools(value: Any) -> list[dict[str, Any]]:
-    """Tool definitions in the Chat Completions shape."""
-    tools: list[dict[str, Any]] = []
-    for tool in responses_tools(value):
-        if tool.get("type") != "function":
-            tools.append(tool)
-            continue
-        tools.append({"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}})
-    return tools
+    """Tool definitions in the Chat Completions shape (built-in tools as they are)."""
+    return [{"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+            if tool.get("type") == "function" else tool for tool in responses_tools(value)]
 
 
 def finish_reason(attributes: Mapping[str, Any], messages: Any) -> str | None:

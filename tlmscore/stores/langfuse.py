@@ -324,18 +324,14 @@ def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) ->
     return Sent.stored(len(bodies))
 
 
-def _trace_read(address: str) -> Iterator[Read]:
-    """The generations of a file of Langfuse traces, each read as an observation export's row."""
-    return langfuse_trace.read(address, observation_record)
-
-
 class LangfuseConnector(FileStore):
     """Langfuse: observation exports in, scores out."""
 
     name = "langfuse"
     origins = (ORIGIN,)
     readers = (SourceReader("langfuse", detect, read, wants="`id`, `trace_id` (or `traceId`) and a `type`"),
-               SourceReader("langfuse-trace", langfuse_trace.detect, _trace_read,
+               SourceReader("langfuse-trace", langfuse_trace.detect,
+                            lambda address: langfuse_trace.read(address, observation_record),
                             wants="a trace's `id` and its `observations`"))
     keys = KEYS
     batch_size = 512

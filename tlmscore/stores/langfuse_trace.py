@@ -84,12 +84,9 @@ def read(address: str, observation_record: Observation) -> Iterator[Read]:
     path = Path(address)
     number = 1
     for line, row in rows(path, table_kind(path) or "json"):
-        if isinstance(row, str):
-            yield Read(number, error=f"value {line}: {row}")
-            number += 1
-            continue
-        if not is_trace(row):
-            yield Read(number, error=f"value {line}: not a Langfuse trace (no trace id and observations)")
+        if isinstance(row, str) or not is_trace(row):
+            why = row if isinstance(row, str) else "not a Langfuse trace (no trace id and observations)"
+            yield Read(number, error=f"value {line}: {why}")
             number += 1
             continue
         for found in trace_records(row, number, observation_record):
