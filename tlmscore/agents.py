@@ -17,12 +17,12 @@ Needs `openai-agents` (`pip install 'tlmscore[agents]'`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
 import stat
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -202,8 +202,10 @@ class RecordingProcessor(TracingProcessor):
         self._put(_Call(span.trace_id, span.span_id, span, items, metadata))
 
     def _put(self, call: _Call) -> None:
-        if self._accepted(call):
-            return
+        with contextlib.suppress(queue.Full):
+            if not self._stopped:  # after shutdown nothing drains the queue
+                self._queue.put_nowait(call)
+                return
         with self._lock:
             self._dropped += 1
             dropped = self._dropped
@@ -211,31 +213,18 @@ class RecordingProcessor(TracingProcessor):
             _LOG.warning("tlmscore.agents: %s is not keeping up (%d records waiting): span %s not "
                          "recorded; %d dropped so far", self.path, self._queue.maxsize, call.span_id, dropped)
 
-    def _accepted(self, call: _Call) -> bool:
-        """Whether `call` found room in the queue (after shutdown nothing drains it: never)."""
-        if self._stopped:
-            return False
-        try:
-            self._queue.put_nowait(call)
-        except queue.Full:
-            return False
-        return True
-
     def _drain(self) -> None:
         import orjson  # noqa: PLC0415  (imported on the writer thread, not the agent's)
 
         while (call := self._queue.get()) is not None:
-            self._write(call, orjson.dumps, orjson.OPT_APPEND_NEWLINE)
+            try:
+                self._files.write(orjson.dumps(_record(call), default=_dumped, option=orjson.OPT_APPEND_NEWLINE))
+            except Exception as exc:  # noqa: BLE001  (a record that cannot be written must not stop the writer)
+                _LOG.warning("tlmscore.agents: span %s not recorded to %s: %s: %s", call.span_id, self.path,
+                             type(exc).__name__, exc)
             self._queue.task_done()
         self._files.close()
         self._queue.task_done()
-
-    def _write(self, call: _Call, dumps: Callable[..., bytes], newline: int) -> None:
-        try:
-            self._files.write(dumps(_record(call), default=_dumped, option=newline))
-        except Exception as exc:  # noqa: BLE001  (a record that cannot be written must not stop the writer)
-            _LOG.warning("tlmscore.agents: span %s not recorded to %s: %s: %s", call.span_id, self.path,
-                         type(exc).__name__, exc)
 
     def force_flush(self) -> None:
         """Wait until every queued record is written."""
