@@ -47,7 +47,7 @@ from tlmscore.stores.langfuse_shapes import (
     is_responses_items,
     typed_items,
 )
-from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
+from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind, texts
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
 
@@ -144,16 +144,7 @@ def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[st
 
 def _media_lost(*values: Any) -> list[str]:
     """A warning naming the media references among `values` (nested JSON): their data is not in the export."""
-    found: list[str] = []
-    stack = list(values)
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            found += [f"{kind} {mid}" for kind, mid in _MEDIA.findall(value)]
-        elif isinstance(value, Mapping):
-            stack += list(value.values())
-        elif isinstance(value, list):
-            stack += value
+    found = [f"{kind} {mid}" for text in texts(list(values)) for kind, mid in _MEDIA.findall(text)]
     if not found:
         return []
     return [f"Langfuse keeps base64 media apart from the export: {len(found)} media reference(s) "

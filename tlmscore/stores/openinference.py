@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell, rows, table_kind
-from tlmscore.stores.reading import Peek, Read, SourceReader
+from tlmscore.stores.reading import Peek, Read, SourceReader, texts
 
 __all__ = ["READER", "detect", "read", "span_record", "spans_records"]
 
@@ -101,15 +101,6 @@ def _rebuilt(span: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return request, response
 
 
-def _redacted(value: Any) -> int:
-    """How many values the instrumentation replaced with `__REDACTED__` (images it hides or finds too long)."""
-    if isinstance(value, Mapping):
-        return sum(_redacted(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_redacted(v) for v in value)
-    return int(value == REDACTED)
-
-
 def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any] | None:
     """The transcript record of a flattened LLM span; None for a span of another kind.
 
@@ -129,7 +120,7 @@ def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any]
         else:
             request, response = _rebuilt(span)
             warnings.append(_LOST)
-    hidden = _redacted(request)
+    hidden = sum(text == REDACTED for text in texts(request))  # images it hides or finds too long
     if hidden:
         warnings.append(f"the instrumentation redacted {hidden} value(s) of the request ({REDACTED}: images it hides "
                         "or finds longer than OPENINFERENCE_BASE64_IMAGE_MAX_LENGTH): shown as redacted, not as sent")
