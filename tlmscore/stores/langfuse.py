@@ -121,22 +121,17 @@ def _is_chat(output: Any, prompt: Any) -> bool:
     if outs and all(isinstance(o, Mapping) and ("role" in o or "parts" in o or "toolCallId" in o
                                                 or o.get("type") in _LANGCHAIN) for o in outs):
         return True
-    if isinstance(prompt, Mapping):
-        return "messages" in prompt
-    return False
+    return isinstance(prompt, Mapping) and "messages" in prompt
 
 
 def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
     request: dict[str, Any] = {"model": model}
-    fields = None
     if isinstance(prompt, Mapping) and (set(prompt) <= _PROMPT_KEYS or ("input" in prompt
                                                                          and "messages" not in prompt)):
-        fields = {k: v for k, v in prompt.items() if k in _REQUEST_KEYS}
-    if fields is None:
-        request["input"] = prompt if prompt is not None else []
-    else:
-        request.update({k: v for k, v in fields.items() if v is not None})
+        request.update({k: v for k, v in prompt.items() if k in _REQUEST_KEYS and v is not None})
         request.setdefault("input", [])
+    else:
+        request["input"] = prompt if prompt is not None else []
     first = request["input"][0] if isinstance(request["input"], list) and request["input"] else None
     folded = isinstance(first, Mapping) and first.get("role") == "system" and "instructions" not in request
     return request, [_FOLDED] if folded else []

@@ -69,10 +69,7 @@ def _response(outputs: Mapping[str, Any], chat: bool) -> dict[str, Any]:
     response = {k: v for k, v in outputs.items() if k != "usage_metadata"}
     if isinstance(response.get("tools"), list):
         response["tools"] = [_tool(t) for t in response["tools"]]
-    if "choices" in response or chat:
-        response.setdefault("object", "chat.completion")
-    else:
-        response.setdefault("object", "response")
+    response.setdefault("object", "chat.completion" if "choices" in response or chat else "response")
     return response
 
 
