@@ -112,18 +112,17 @@ class _Files:
         if self.handle is not None and self.regular and self.size and self.size + len(line) > self.max_bytes:
             self.close()
             self._rotate()
-        if self.handle is None:
-            self._open()
-        assert self.handle is not None  # noqa: S101  (opened just above)
-        self.handle.write(line)
-        self.handle.flush()
+        handle = self.handle or self._open()
+        handle.write(line)
+        handle.flush()
         self.size += len(line)
 
-    def _open(self) -> None:
+    def _open(self) -> IO[bytes]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.path.open("ab")  # a named pipe blocks here until read: on the writer thread only
         info = os.fstat(handle.fileno())
         self.handle, self.size, self.regular = handle, info.st_size, stat.S_ISREG(info.st_mode)
+        return handle
 
     def _rotate(self) -> None:
         for n in range(self.backups - 1, 0, -1):
