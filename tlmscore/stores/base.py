@@ -181,11 +181,7 @@ class Sent:
 
 @runtime_checkable
 class Connector(Protocol):
-    """One trace store: its inputs, its keys, and how scores go back onto its traces.
-
-    `origins` are the row origins (reader names) whose rows go back to this store; `batch_size` is
-    how many annotations go in one `send` (0: the store takes none).
-    """
+    """One trace store: its inputs, its keys, and how scores go back onto its traces."""
 
     @property
     def name(self) -> str:

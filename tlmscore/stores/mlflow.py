@@ -173,8 +173,8 @@ def _with_streamed_calls(response: dict[str, Any], events: Any) -> dict[str, Any
                     int(delta.get("index") or 0), {"id": "", "type": "function", "function": dict(empty)})
                 call["id"] = delta.get("id") or call["id"]
                 function = delta.get("function") or {}
-                call["function"]["name"] += function.get("name") or ""
-                call["function"]["arguments"] += function.get("arguments") or ""
+                for key in empty:
+                    call["function"][key] += function.get(key) or ""
     if not calls:
         return response
     rebuilt = [{**c, "message": {**(c.get("message") or {}), "tool_calls": list(calls[c.get("index", 0)].values())}}

@@ -66,10 +66,7 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any]:
     if content is None and isinstance(m.get("contents"), list):
         content = "".join(str(c.get("message_content.text") or "") for c in m["contents"] if isinstance(c, dict))
     out["content"] = content
-    if m.get("name"):
-        out["name"] = m["name"]
-    if m.get("tool_call_id"):
-        out["tool_call_id"] = m["tool_call_id"]
+    out.update({key: m[key] for key in ("name", "tool_call_id") if m.get(key)})
     calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
     if calls:
         out["tool_calls"] = [{"id": c.get("tool_call.id") or f"call_{i}", "type": "function",
