@@ -88,16 +88,11 @@ def _json(value: Any) -> Any:
     return None if value == "" else json_cell(value)
 
 
-def is_observation(row: Mapping[str, Any]) -> bool:
-    """Whether a row is a Langfuse observation: an id, a trace id and an observation type."""
-    kind = row.get("type")
+def detect(sample: Peek) -> bool:
+    """A table whose first row is a Langfuse observation: an id, a trace id and an observation type."""
+    row, kind = sample.first, sample.first.get("type")
     return (isinstance(kind, str) and kind.upper() in _TYPES and row.get("id") is not None
             and _get(row, "trace_id", "traceId") is not None)
-
-
-def detect(sample: Peek) -> bool:
-    """A table whose first row is a Langfuse observation."""
-    return is_observation(sample.first)
 
 
 def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:

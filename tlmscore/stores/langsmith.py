@@ -44,14 +44,9 @@ _NAMESPACE = uuid.UUID("0f6d7c1e-2b8a-4c55-8e3d-5a9b1c7f2d60")
 """Fixed namespace of tlmscore's feedback ids (changing it would make every re-run add new feedback)."""
 
 
-def is_run(row: Mapping[str, Any]) -> bool:
-    """Whether a row is a LangSmith run: an id and a run type."""
-    return isinstance(row.get("run_type"), str) and row.get("id") is not None
-
-
 def detect(sample: Peek) -> bool:
-    """A table whose first row is a LangSmith run."""
-    return is_run(sample.first)
+    """A table whose first row is a LangSmith run: an id and a run type."""
+    return isinstance(sample.first.get("run_type"), str) and sample.first.get("id") is not None
 
 
 def _tool(tool: Any) -> Any:

@@ -44,14 +44,10 @@ def _kind(span: Mapping[str, Any]) -> str | None:
     return str(value).upper() if value is not None else None
 
 
-def is_span(row: Mapping[str, Any]) -> bool:
-    """Whether a (flattened) row is an OpenInference span."""
-    return "context.span_id" in row and _kind(row) is not None
-
-
 def detect(sample: Peek) -> bool:
-    """A table whose first row is an OpenInference span."""
-    return is_span(flat(sample.first))
+    """A table whose first row is an OpenInference span: a span id and a span kind."""
+    row = flat(sample.first)
+    return "context.span_id" in row and _kind(row) is not None
 
 
 def _is_response(value: Any) -> bool:
