@@ -71,14 +71,9 @@ def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = N
     """A GET whose failure to answer is one `TranscriptError` line."""
     reply = call(session.client, "GET", url, headers, session.timeout, params=params)
     if isinstance(reply, str):
-        raise TranscriptError(f"{server_text(url)}: {reply}")
+        parts = urllib.parse.urlsplit(url)  # the server, as error lines name it
+        raise TranscriptError(f"{parts.scheme}://{parts.netloc}: {reply}")
     return reply
-
-
-def server_text(url: str) -> str:
-    """A URL's server, as error lines name it."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
