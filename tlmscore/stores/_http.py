@@ -17,14 +17,6 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
 
 
-def http_url(url: str, store: str) -> str:
-    """`url` without a trailing slash, or a `ConfigError` when it is not an http(s) URL of a server."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {store}: expected an http(s) URL, not {url!r}")
-    return url.rstrip("/")
-
-
 def failure(exc: httpx.HTTPError, timeout: float) -> str:
     """A request that got no answer, in one line."""
     if isinstance(exc, httpx.TimeoutException):
@@ -74,15 +66,15 @@ def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> T
     if missing:
         elsewhere = f" (and {keys.servers[0]} for a self-hosted one)" if keys.default else ""
         raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
-    location = http_url(str(host), name)
+    parts = urlsplit(str(host))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {name}: expected an http(s) URL, not {host!r}")
+    location = str(host).rstrip("/")
     return Target(name, f"{name}:{location}", location)
 
 
 def append_lines(path: Path, items: Sequence[Any], count: int | None = None) -> Sent:
-    """JSON lines appended to a file, for a batch of `count` (default: one item each).
-
-    Not retried: a full disk or a bad path stays so.
-    """
+    """JSON lines appended for a batch of `count` (default: one per item); not retried: a full disk stays so."""
     count = len(items) if count is None else count
     try:
         with path.open("a", encoding="utf-8") as out:
