@@ -76,20 +76,14 @@ def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = N
     return reply
 
 
-def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
-    """Phoenix's version at `base_url`; one line (`TranscriptError`) when the server is down or not Phoenix."""
-    reply = _get(session, f"{base_url}/arize_phoenix_version", headers)
-    version = reply.text.strip() if reply.is_success else ""
-    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
-        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
-    if not _VERSION.match(version):
-        raise TranscriptError(f"{base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
-                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
-    return version
-
-
 def _check(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> None:
-    check_server(where.base_url, session, headers)
+    """One line (`TranscriptError`) unless the server answers with Phoenix's version and holds the project."""
+    reply = _get(session, f"{where.base_url}/arize_phoenix_version", headers)
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{where.base_url}: the server answered {answered(reply)}")
+    if not _VERSION.match(reply.text.strip() if reply.is_success else ""):
+        raise TranscriptError(f"{where.base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
+                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
     project = urllib.parse.quote(where.name, safe="")
     reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
     if reply.status_code == _NOT_FOUND:
