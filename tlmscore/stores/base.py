@@ -190,7 +190,7 @@ class Connector(Protocol):
 
     @property
     def origins(self) -> tuple[str, ...]:
-        """The row origins whose rows go back to this store."""
+        """The row origins (reader names) whose rows go back to this store."""
         ...
 
     @property
