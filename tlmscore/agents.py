@@ -17,12 +17,12 @@ Needs `openai-agents` (`pip install 'tlmscore[agents]'`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
 import stat
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -112,18 +112,17 @@ class _Files:
         if self.handle is not None and self.regular and self.size and self.size + len(line) > self.max_bytes:
             self.close()
             self._rotate()
-        if self.handle is None:
-            self._open()
-        assert self.handle is not None  # noqa: S101  (opened just above)
-        self.handle.write(line)
-        self.handle.flush()
+        handle = self.handle or self._open()
+        handle.write(line)
+        handle.flush()
         self.size += len(line)
 
-    def _open(self) -> None:
+    def _open(self) -> IO[bytes]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.path.open("ab")  # a named pipe blocks here until read: on the writer thread only
         info = os.fstat(handle.fileno())
         self.handle, self.size, self.regular = handle, info.st_size, stat.S_ISREG(info.st_mode)
+        return handle
 
     def _rotate(self) -> None:
         for n in range(self.backups - 1, 0, -1):
@@ -202,8 +201,10 @@ class RecordingProcessor(TracingProcessor):
         self._put(_Call(span.trace_id, span.span_id, span, items, metadata))
 
     def _put(self, call: _Call) -> None:
-        if self._accepted(call):
-            return
+        with contextlib.suppress(queue.Full):
+            if not self._stopped:  # after shutdown nothing drains the queue
+                self._queue.put_nowait(call)
+                return
         with self._lock:
             self._dropped += 1
             dropped = self._dropped
@@ -211,31 +212,18 @@ class RecordingProcessor(TracingProcessor):
             _LOG.warning("tlmscore.agents: %s is not keeping up (%d records waiting): span %s not "
                          "recorded; %d dropped so far", self.path, self._queue.maxsize, call.span_id, dropped)
 
-    def _accepted(self, call: _Call) -> bool:
-        """Whether `call` found room in the queue (after shutdown nothing drains it: never)."""
-        if self._stopped:
-            return False
-        try:
-            self._queue.put_nowait(call)
-        except queue.Full:
-            return False
-        return True
-
     def _drain(self) -> None:
         import orjson  # noqa: PLC0415  (imported on the writer thread, not the agent's)
 
         while (call := self._queue.get()) is not None:
-            self._write(call, orjson.dumps, orjson.OPT_APPEND_NEWLINE)
+            try:
+                self._files.write(orjson.dumps(_record(call), default=_dumped, option=orjson.OPT_APPEND_NEWLINE))
+            except Exception as exc:  # noqa: BLE001  (a record that cannot be written must not stop the writer)
+                _LOG.warning("tlmscore.agents: span %s not recorded to %s: %s: %s", call.span_id, self.path,
+                             type(exc).__name__, exc)
             self._queue.task_done()
         self._files.close()
         self._queue.task_done()
-
-    def _write(self, call: _Call, dumps: Callable[..., bytes], newline: int) -> None:
-        try:
-            self._files.write(dumps(_record(call), default=_dumped, option=newline))
-        except Exception as exc:  # noqa: BLE001  (a record that cannot be written must not stop the writer)
-            _LOG.warning("tlmscore.agents: span %s not recorded to %s: %s: %s", call.span_id, self.path,
-                         type(exc).__name__, exc)
 
     def force_flush(self) -> None:
         """Wait until every queued record is written."""

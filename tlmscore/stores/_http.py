@@ -1,8 +1,10 @@
-"""What the stores that speak HTTP share: one-line failures, which answers are worth retrying, a JSON call."""
+"""What the stores share in sending: one-line failures, which answers may pass, a call, a file's JSON lines."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,14 +15,6 @@ from tlmscore.stores.base import Keys, Sent, Target
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
-
-
-def http_url(url: str, store: str) -> str:
-    """`url` without a trailing slash, or a `ConfigError` when it is not an http(s) URL of a server."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {store}: expected an http(s) URL, not {url!r}")
-    return url.rstrip("/")
 
 
 def failure(exc: httpx.HTTPError, timeout: float) -> str:
@@ -36,8 +30,10 @@ def answered(reply: httpx.Response) -> str:
     return f"HTTP {reply.status_code} {reply.reason_phrase}".rstrip()
 
 
-def sent(reply: httpx.Response, count: int) -> Sent:
-    """A batch of `count` sent in one request: all stored on a 2xx, else none (retried when it may pass)."""
+def sent(reply: httpx.Response | str, count: int) -> Sent:
+    """A batch of `count` sent in one `call`: all stored on a 2xx, else none (retried when it may pass: no answer)."""
+    if isinstance(reply, str):
+        return Sent.failed(count, reply, retry=True)
     if reply.is_success:
         return Sent.stored(count)
     return Sent.failed(count, answered(reply), retry=reply.status_code in RETRY_STATUS)
@@ -70,5 +66,19 @@ def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> T
     if missing:
         elsewhere = f" (and {keys.servers[0]} for a self-hosted one)" if keys.default else ""
         raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
-    location = http_url(str(host), name)
+    parts = urlsplit(str(host))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"annotation target {name}: expected an http(s) URL, not {host!r}")
+    location = str(host).rstrip("/")
     return Target(name, f"{name}:{location}", location)
+
+
+def append_lines(path: Path, items: Sequence[Any], count: int | None = None) -> Sent:
+    """JSON lines appended for a batch of `count` (default: one per item); not retried: a full disk stays so."""
+    count = len(items) if count is None else count
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
+    except OSError as exc:
+        return Sent.failed(count, f"{path}: {exc.strerror or exc}", retry=False)
+    return Sent.stored(count)

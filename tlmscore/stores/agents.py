@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.stores.reading import Peek, Read, SourceReader, rows, table_kind
+from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["ORIGIN", "READER", "detect", "read", "response_id", "span_record"]
 
@@ -60,17 +60,7 @@ def span_record(span: Mapping[str, Any]) -> dict[str, Any] | None:
 def read(address: str) -> Iterator[Read]:
     """The Responses spans of an export file, in the file's order."""
     path = Path(address)
-    for number, row in rows(path, table_kind(path) or "jsonl"):
-        if isinstance(row, str):
-            yield Read(number, error=row)
-            continue
-        try:
-            record = span_record(nested(row))
-        except ValueError as exc:
-            yield Read(number, error=f"span {row.get('id')}: {exc}")
-            continue
-        if record is not None:
-            yield Read(number, record)
+    yield from read_rows(rows(path, table_kind(path) or "jsonl"), lambda row: span_record(nested(row)), "span")
 
 
 def response_id(row: dict[str, Any]) -> str | None:

@@ -181,11 +181,7 @@ class Sent:
 
 @runtime_checkable
 class Connector(Protocol):
-    """One trace store: its inputs, its keys, and how scores go back onto its traces.
-
-    `origins` are the row origins (reader names) whose rows go back to this store; `batch_size` is
-    how many annotations go in one `send` (0: the store takes none).
-    """
+    """One trace store: its inputs, its keys, and how scores go back onto its traces."""
 
     @property
     def name(self) -> str:
@@ -194,7 +190,7 @@ class Connector(Protocol):
 
     @property
     def origins(self) -> tuple[str, ...]:
-        """The row origins whose rows go back to this store."""
+        """The row origins (reader names) whose rows go back to this store."""
         ...
 
     @property
@@ -248,6 +244,20 @@ class Connector(Protocol):
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """Send one batch (at most `batch_size` payloads); never raises for what the store answers."""
         ...
+
+
+class FileStore:
+    """What the stores read from files alone share: no live source to check, rows go back to the environment's store."""
+
+    name: str
+
+    def back_to(self, source: str | None) -> str | None:
+        """Rows read from files go back to the store the environment names (the target `NAME`)."""
+        return self.name
+
+    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
+        """The store is read from files: there is no live source to check."""
+        raise NotImplementedError(address)
 
 
 @dataclass(frozen=True)

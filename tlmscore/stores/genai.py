@@ -212,27 +212,15 @@ def instructions_text(value: Any) -> str | None:
 
 def responses_tools(value: Any) -> list[dict[str, Any]]:
     """Tool definitions as the Responses API takes them: built-in tools and `strict` kept as given."""
-    tools: list[dict[str, Any]] = []
-    for tool in json_cell(value) or []:
-        if not isinstance(tool, Mapping):
-            continue
-        inner = tool.get("function")
-        if isinstance(inner, Mapping):  # the Chat Completions shape
-            tools.append({"type": "function", **dict(inner)})
-        else:
-            tools.append({"type": tool.get("type") or "function", **{k: v for k, v in tool.items() if k != "type"}})
-    return tools
+    return [{"type": "function", **dict(tool["function"])} if isinstance(tool.get("function"), Mapping)  # Chat's shape
+            else {"type": tool.get("type") or "function", **{k: v for k, v in tool.items() if k != "type"}}
+            for tool in json_cell(value) or [] if isinstance(tool, Mapping)]
 
 
 def chat_tools(value: Any) -> list[dict[str, Any]]:
-    """Tool definitions in the Chat Completions shape."""
-    tools: list[dict[str, Any]] = []
-    for tool in responses_tools(value):
-        if tool.get("type") != "function":
-            tools.append(tool)
-            continue
-        tools.append({"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}})
-    return tools
+    """Tool definitions in the Chat Completions shape (built-in tools as they are)."""
+    return [{"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+            if tool.get("type") == "function" else tool for tool in responses_tools(value)]
 
 
 def finish_reason(attributes: Mapping[str, Any], messages: Any) -> str | None:

@@ -26,7 +26,6 @@ the basic auth, sent only to `LANGFUSE_HOST`. `langfuse-json:FILE` appends the s
 from __future__ import annotations
 
 import base64
-import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,8 +36,8 @@ import httpx
 
 from tlmscore._tables import json_cell
 from tlmscore.stores import langfuse_trace
-from tlmscore.stores._http import RETRY_STATUS, failure, hosted_target
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores._http import RETRY_STATUS, append_lines, failure, hosted_target
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 from tlmscore.stores.langfuse_shapes import (
     chat_messages,
     chat_tools,
@@ -48,7 +47,7 @@ from tlmscore.stores.langfuse_shapes import (
     is_responses_items,
     typed_items,
 )
-from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
+from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind, texts
 
 __all__ = ["CONNECTOR", "LangfuseConnector", "detect", "observation_record", "read", "score_body", "score_id"]
 
@@ -89,16 +88,11 @@ def _json(value: Any) -> Any:
     return None if value == "" else json_cell(value)
 
 
-def is_observation(row: Mapping[str, Any]) -> bool:
-    """Whether a row is a Langfuse observation: an id, a trace id and an observation type."""
-    kind = row.get("type")
+def detect(sample: Peek) -> bool:
+    """A table whose first row is a Langfuse observation: an id, a trace id and an observation type."""
+    row, kind = sample.first, sample.first.get("type")
     return (isinstance(kind, str) and kind.upper() in _TYPES and row.get("id") is not None
             and _get(row, "trace_id", "traceId") is not None)
-
-
-def detect(sample: Peek) -> bool:
-    """A table whose first row is a Langfuse observation."""
-    return is_observation(sample.first)
 
 
 def _metadata(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,22 +116,17 @@ def _is_chat(output: Any, prompt: Any) -> bool:
     if outs and all(isinstance(o, Mapping) and ("role" in o or "parts" in o or "toolCallId" in o
                                                 or o.get("type") in _LANGCHAIN) for o in outs):
         return True
-    if isinstance(prompt, Mapping):
-        return "messages" in prompt
-    return False
+    return isinstance(prompt, Mapping) and "messages" in prompt
 
 
 def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[str]]:
     request: dict[str, Any] = {"model": model}
-    fields = None
     if isinstance(prompt, Mapping) and (set(prompt) <= _PROMPT_KEYS or ("input" in prompt
                                                                          and "messages" not in prompt)):
-        fields = {k: v for k, v in prompt.items() if k in _REQUEST_KEYS}
-    if fields is None:
-        request["input"] = prompt if prompt is not None else []
-    else:
-        request.update({k: v for k, v in fields.items() if v is not None})
+        request.update({k: v for k, v in prompt.items() if k in _REQUEST_KEYS and v is not None})
         request.setdefault("input", [])
+    else:
+        request["input"] = prompt if prompt is not None else []
     first = request["input"][0] if isinstance(request["input"], list) and request["input"] else None
     folded = isinstance(first, Mapping) and first.get("role") == "system" and "instructions" not in request
     return request, [_FOLDED] if folded else []
@@ -145,16 +134,7 @@ def _responses_request(prompt: Any, model: Any) -> tuple[dict[str, Any], list[st
 
 def _media_lost(*values: Any) -> list[str]:
     """A warning naming the media references among `values` (nested JSON): their data is not in the export."""
-    found: list[str] = []
-    stack = list(values)
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            found += [f"{kind} {mid}" for kind, mid in _MEDIA.findall(value)]
-        elif isinstance(value, Mapping):
-            stack += list(value.values())
-        elif isinstance(value, list):
-            stack += value
+    found = [f"{kind} {mid}" for text in texts(list(values)) for kind, mid in _MEDIA.findall(text)]
     if not found:
         return []
     return [f"Langfuse keeps base64 media apart from the export: {len(found)} media reference(s) "
@@ -274,15 +254,10 @@ def observation_record(row: Mapping[str, Any]) -> dict[str, Any] | None:
             "metadata": {k: v for k, v in extra.items() if v is not None}, "warnings": warnings}
 
 
-def observations_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
-    """The records of numbered observation rows (or messages saying why a row is not one)."""
-    return read_rows(numbered, observation_record, "observation")
-
-
 def read(address: str) -> Iterator[Read]:
     """The generations of an observation export, in the file's order."""
     path = Path(address)
-    yield from observations_records(rows(path, table_kind(path) or "jsonl"))
+    yield from read_rows(rows(path, table_kind(path) or "jsonl"), observation_record, "observation")
 
 
 def score_id(trace_id: str, observation_id: str | None, name: str) -> str:
@@ -308,16 +283,6 @@ def score_body(annotation: Annotation) -> dict[str, Any] | None:
     return body
 
 
-def _append(path: Path, bodies: Sequence[dict[str, Any]]) -> Sent:
-    """Score bodies appended to a file, one per line (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in bodies)
-    except OSError as exc:
-        return Sent.failed(len(bodies), f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(len(bodies))
-
-
 def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) -> Sent:
     """One batch of scores through the SDK's API client, over the delivery's HTTP client."""
     from langfuse.api import CreateScoreBatchResults, LangfuseAPI  # noqa: PLC0415  (the `langfuse` extra)
@@ -340,18 +305,14 @@ def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) ->
     return Sent.stored(len(bodies))
 
 
-def _trace_read(address: str) -> Iterator[Read]:
-    """The generations of a file of Langfuse traces, each read as an observation export's row."""
-    return langfuse_trace.read(address, observation_record)
-
-
-class LangfuseConnector:
+class LangfuseConnector(FileStore):
     """Langfuse: observation exports in, scores out."""
 
     name = "langfuse"
     origins = (ORIGIN,)
     readers = (SourceReader("langfuse", detect, read, wants="`id`, `trace_id` (or `traceId`) and a `type`"),
-               SourceReader("langfuse-trace", langfuse_trace.detect, _trace_read,
+               SourceReader("langfuse-trace", langfuse_trace.detect,
+                            lambda address: langfuse_trace.read(address, observation_record),
                             wants="a trace's `id` and its `observations`"))
     keys = KEYS
     batch_size = 512
@@ -362,19 +323,11 @@ class LangfuseConnector:
         """`langfuse` (`LANGFUSE_HOST` and its keys), `langfuse:URL` or `langfuse-json:FILE`."""
         return hosted_target(text, self.name, KEYS, env)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Observations go back to the Langfuse of the environment."""
-        return "langfuse"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The public and secret key as basic auth, and the public key as Langfuse's own header."""
         public, secret = (env.get(name, "") for name in KEYS.secrets)
         basic = base64.b64encode(f"{public}:{secret}".encode()).decode("ascii")
         return {"Authorization": f"Basic {basic}", "X-Langfuse-Public-Key": public}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """Langfuse is read from exports: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """The score body (rows without a trace id have none)."""
@@ -382,7 +335,7 @@ class LangfuseConnector:
 
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """One batch: appended to the file, or one `POST /api/public/scores`."""
-        return _append(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
 
 
 CONNECTOR = LangfuseConnector()

@@ -299,11 +299,9 @@ def chat_messages(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[d
                                              for p in content):
             out += _from_parts(role, content)
             continue
-        made: dict[str, Any] = {"role": role}
-        if role == "tool" or (content is not None and not isinstance(content, (str, list))):
-            made["content"] = _text(content if content is not None else "", compact=False)
-        else:
-            made["content"] = content if content is not None else ""
+        text = content if content is not None else ""
+        as_json = role == "tool" or not isinstance(text, (str, list))  # a tool's result, or an object, as text
+        made: dict[str, Any] = {"role": role, "content": _text(text, compact=False) if as_json else text}
         calls = _calls(message)
         if calls:
             made["tool_calls"] = calls

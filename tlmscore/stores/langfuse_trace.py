@@ -61,17 +61,12 @@ def detect(sample: Peek) -> bool:
     return sample.kind in ("json", "jsonl") and is_trace(sample.first)
 
 
-def _start(observation: Any) -> str:
-    if not isinstance(observation, Mapping):
-        return ""
-    return str(observation.get("startTime") or observation.get("start_time") or "")
-
-
 def trace_records(row: Mapping[str, Any], first: int, observation_record: Observation) -> Iterator[Read]:
     """One record (or error) per generation of a trace, numbered on from `first`."""
     trace_id = str(_trace(row).get("id") or "(a page of observations)")
     generations = sorted((o for o in _observations(row) if isinstance(o, Mapping)
-                          and str(o.get("type") or "").upper() == "GENERATION"), key=_start)
+                          and str(o.get("type") or "").upper() == "GENERATION"),
+                         key=lambda o: str(o.get("startTime") or o.get("start_time") or ""))
     if not generations:
         yield Read(first, error=f"trace {trace_id}: it holds no GENERATION observation (no LLM call to read)")
         return
@@ -84,12 +79,9 @@ def read(address: str, observation_record: Observation) -> Iterator[Read]:
     path = Path(address)
     number = 1
     for line, row in rows(path, table_kind(path) or "json"):
-        if isinstance(row, str):
-            yield Read(number, error=f"value {line}: {row}")
-            number += 1
-            continue
-        if not is_trace(row):
-            yield Read(number, error=f"value {line}: not a Langfuse trace (no trace id and observations)")
+        if isinstance(row, str) or not is_trace(row):
+            why = row if isinstance(row, str) else "not a Langfuse trace (no trace id and observations)"
+            yield Read(number, error=f"value {line}: {why}")
             number += 1
             continue
         for found in trace_records(row, number, observation_record):

@@ -22,7 +22,6 @@ feedback id is derived from (run, key), so a re-run sends the same ids; one that
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 import warnings
@@ -31,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.stores._http import hosted_target
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores._http import append_lines, hosted_target
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -45,14 +44,9 @@ _NAMESPACE = uuid.UUID("0f6d7c1e-2b8a-4c55-8e3d-5a9b1c7f2d60")
 """Fixed namespace of tlmscore's feedback ids (changing it would make every re-run add new feedback)."""
 
 
-def is_run(row: Mapping[str, Any]) -> bool:
-    """Whether a row is a LangSmith run: an id and a run type."""
-    return isinstance(row.get("run_type"), str) and row.get("id") is not None
-
-
 def detect(sample: Peek) -> bool:
-    """A table whose first row is a LangSmith run."""
-    return is_run(sample.first)
+    """A table whose first row is a LangSmith run: an id and a run type."""
+    return isinstance(sample.first.get("run_type"), str) and sample.first.get("id") is not None
 
 
 def _tool(tool: Any) -> Any:
@@ -70,10 +64,7 @@ def _response(outputs: Mapping[str, Any], chat: bool) -> dict[str, Any]:
     response = {k: v for k, v in outputs.items() if k != "usage_metadata"}
     if isinstance(response.get("tools"), list):
         response["tools"] = [_tool(t) for t in response["tools"]]
-    if "choices" in response or chat:
-        response.setdefault("object", "chat.completion")
-    else:
-        response.setdefault("object", "response")
+    response.setdefault("object", "chat.completion" if "choices" in response or chat else "response")
     return response
 
 
@@ -104,15 +95,10 @@ def run_record(run: Mapping[str, Any]) -> dict[str, Any] | None:
             "metadata": {k: v for k, v in extra.items() if v is not None}, "warnings": []}
 
 
-def runs_records(numbered: Iterator[tuple[int, dict[str, Any] | str]]) -> Iterator[Read]:
-    """The records of numbered run rows (or messages saying why a row is not one)."""
-    return read_rows(numbered, run_record, "run")
-
-
 def read(address: str) -> Iterator[Read]:
     """The `llm` runs of a run export, in the file's order."""
     path = Path(address)
-    yield from runs_records(rows(path, table_kind(path) or "jsonl"))
+    yield from read_rows(rows(path, table_kind(path) or "jsonl"), run_record, "run")
 
 
 def _uuid(value: str | None) -> str | None:
@@ -202,17 +188,7 @@ def _send(target: Target, items: Sequence[dict[str, Any]], session: Session) -> 
     return Sent.stored(len(items))
 
 
-def _append(path: Path, items: Sequence[dict[str, Any]]) -> Sent:
-    """Feedback bodies appended to a file, one per line (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in items)
-    except OSError as exc:
-        return Sent.failed(len(items), f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(len(items))
-
-
-class LangSmithConnector:
+class LangSmithConnector(FileStore):
     """LangSmith: run exports in, feedback out."""
 
     name = "langsmith"
@@ -227,18 +203,10 @@ class LangSmithConnector:
         """`langsmith` (`LANGSMITH_ENDPOINT`, `LANGSMITH_API_KEY`), `langsmith:URL` or `langsmith-json:FILE`."""
         return hosted_target(text, self.name, KEYS, env)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Runs go back to the LangSmith of the environment."""
-        return "langsmith"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """`LANGSMITH_API_KEY` as LangSmith's `x-api-key`."""
         key = env.get(KEYS.secrets[0], "").strip()
         return {"x-api-key": key} if key else {}
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """LangSmith is read from exports: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """The feedback (rows without a run id have none)."""
@@ -246,7 +214,7 @@ class LangSmithConnector:
 
     def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
         """One batch: appended to the file, or one feedback at a time through the SDK."""
-        return _append(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
 
 
 CONNECTOR = LangSmithConnector()

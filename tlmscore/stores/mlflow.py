@@ -36,7 +36,7 @@ import httpx
 
 from tlmscore.errors import TranscriptError
 from tlmscore.stores import mlflow_export
-from tlmscore.stores._http import RETRY_STATUS, answered, call
+from tlmscore.stores._http import RETRY_STATUS, answered, call, sent
 from tlmscore.stores.base import (
     Annotation,
     Failure,
@@ -173,8 +173,8 @@ def _with_streamed_calls(response: dict[str, Any], events: Any) -> dict[str, Any
                     int(delta.get("index") or 0), {"id": "", "type": "function", "function": dict(empty)})
                 call["id"] = delta.get("id") or call["id"]
                 function = delta.get("function") or {}
-                call["function"]["name"] += function.get("name") or ""
-                call["function"]["arguments"] += function.get("arguments") or ""
+                for key in empty:
+                    call["function"][key] += function.get(key) or ""
     if not calls:
         return response
     rebuilt = [{**c, "message": {**(c.get("message") or {}), "tool_calls": list(calls[c.get("index", 0)].values())}}
@@ -267,10 +267,8 @@ def _earlier(target: Target, payloads: Sequence[dict[str, Any]], session: Sessio
     ids = sorted({p["trace_id"] for p in payloads})
     reply = call(session.client, "GET", f"{target.location}{_API}/batchGet", target.headers, session.timeout,
                  params={"trace_ids": ids})
-    if isinstance(reply, str):
-        return Sent.failed(len(payloads), reply, retry=True)
-    if not reply.is_success:
-        return Sent.failed(len(payloads), answered(reply), retry=reply.status_code in RETRY_STATUS)
+    if isinstance(reply, str) or not reply.is_success:
+        return sent(reply, len(payloads))
     found: dict[tuple[Any, ...], str] = {}
     sources = {p["source"]["source_id"] for p in payloads}  # tlmscore's, or a watch's evaluator identity
     for trace in reply.json().get("traces") or []:

@@ -24,6 +24,7 @@ from typing import Any
 from tlmscore._breaker import Breaker
 from tlmscore.stores._http import answered, call
 from tlmscore.stores.base import Session
+from tlmscore.stores.reading import texts
 
 __all__ = ["ARTIFACT_PATH", "PREFIX", "Fetch", "export_warning", "fetcher", "references", "restore", "with_media"]
 
@@ -50,18 +51,7 @@ def _parse(uri: str) -> dict[str, str] | None:
 
 def references(value: Any) -> list[dict[str, str]]:
     """Every attachment URI in a nested value, parsed, in the order found."""
-    found: list[dict[str, str]] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            parsed = _parse(item)
-            found += [parsed] if parsed else []
-        elif isinstance(item, Mapping):
-            stack += reversed(list(item.values()))
-        elif isinstance(item, list):
-            stack += reversed(item)
-    return found
+    return [parsed for text in texts(value) if (parsed := _parse(text)) is not None]
 
 
 def export_warning(record: Mapping[str, Any]) -> str | None:

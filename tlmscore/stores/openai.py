@@ -165,13 +165,7 @@ def done_ids(path: Path) -> set[str]:
 
 def pending(ids: Sequence[str], done: set[str]) -> list[str]:
     """`ids` not yet done, each once, in order."""
-    seen: set[str] = set(done)
-    out: list[str] = []
-    for rid in ids:
-        if rid not in seen:
-            seen.add(rid)
-            out.append(rid)
-    return out
+    return [rid for rid in dict.fromkeys(ids) if rid not in done]
 
 
 async def pull_to_file(client: AsyncOpenAI, ids: Sequence[str], output: Path, *, concurrency: int = 8,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell, rows, table_kind
-from tlmscore.stores.reading import Peek, Read, SourceReader
+from tlmscore.stores.reading import Peek, Read, SourceReader, texts
 
 __all__ = ["READER", "detect", "read", "span_record", "spans_records"]
 
@@ -44,14 +44,10 @@ def _kind(span: Mapping[str, Any]) -> str | None:
     return str(value).upper() if value is not None else None
 
 
-def is_span(row: Mapping[str, Any]) -> bool:
-    """Whether a (flattened) row is an OpenInference span."""
-    return "context.span_id" in row and _kind(row) is not None
-
-
 def detect(sample: Peek) -> bool:
-    """A table whose first row is an OpenInference span."""
-    return is_span(flat(sample.first))
+    """A table whose first row is an OpenInference span: a span id and a span kind."""
+    row = flat(sample.first)
+    return "context.span_id" in row and _kind(row) is not None
 
 
 def _is_response(value: Any) -> bool:
@@ -66,10 +62,7 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any]:
     if content is None and isinstance(m.get("contents"), list):
         content = "".join(str(c.get("message_content.text") or "") for c in m["contents"] if isinstance(c, dict))
     out["content"] = content
-    if m.get("name"):
-        out["name"] = m["name"]
-    if m.get("tool_call_id"):
-        out["tool_call_id"] = m["tool_call_id"]
+    out.update({key: m[key] for key in ("name", "tool_call_id") if m.get(key)})
     calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
     if calls:
         out["tool_calls"] = [{"id": c.get("tool_call.id") or f"call_{i}", "type": "function",
@@ -101,15 +94,6 @@ def _rebuilt(span: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return request, response
 
 
-def _redacted(value: Any) -> int:
-    """How many values the instrumentation replaced with `__REDACTED__` (images it hides or finds too long)."""
-    if isinstance(value, Mapping):
-        return sum(_redacted(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_redacted(v) for v in value)
-    return int(value == REDACTED)
-
-
 def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any] | None:
     """The transcript record of a flattened LLM span; None for a span of another kind.
 
@@ -129,7 +113,7 @@ def span_record(span: Mapping[str, Any], origin: str = ORIGIN) -> dict[str, Any]
         else:
             request, response = _rebuilt(span)
             warnings.append(_LOST)
-    hidden = _redacted(request)
+    hidden = sum(text == REDACTED for text in texts(request))  # images it hides or finds too long
     if hidden:
         warnings.append(f"the instrumentation redacted {hidden} value(s) of the request ({REDACTED}: images it hides "
                         "or finds longer than OPENINFERENCE_BASE64_IMAGE_MAX_LENGTH): shown as redacted, not as sent")

@@ -16,7 +16,8 @@ name (or, when none is set, to the one OTLP endpoint the command line names).
 
 from __future__ import annotations
 
-import json
+import base64
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,8 +26,8 @@ from urllib.parse import unquote, urlsplit
 
 from tlmscore.errors import ConfigError
 from tlmscore.stores import openinference, otlp_logs
-from tlmscore.stores._http import call, sent
-from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
+from tlmscore.stores._http import append_lines, call, sent
+from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
 
 __all__ = ["CONNECTOR", "EVENT_NAME", "SCOPE", "OtlpConnector", "headers_of", "log_record", "logs_protobuf",
            "logs_request"]
@@ -79,47 +80,22 @@ def logs_request(annotations: Sequence[Annotation], *, time_unix_nano: int, vers
     }]}
 
 
-def _value(value: dict[str, Any]) -> Any:
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: PLC0415  (only for a protobuf body)
-
-    if "doubleValue" in value:
-        return AnyValue(double_value=value["doubleValue"])
-    return AnyValue(string_value=value["stringValue"])
-
-
-def _attributes(items: list[dict[str, Any]]) -> list[Any]:
-    from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: PLC0415  (only for a protobuf body)
-
-    return [KeyValue(key=item["key"], value=_value(item["value"])) for item in items]
-
-
-def _record(record: dict[str, Any]) -> Any:
-    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord  # noqa: PLC0415  (only for a protobuf body)
-
-    return LogRecord(time_unix_nano=int(record["timeUnixNano"]),
-                     observed_time_unix_nano=int(record["observedTimeUnixNano"]),
-                     event_name=record["eventName"], attributes=_attributes(record["attributes"]),
-                     trace_id=bytes.fromhex(record.get("traceId", "")),
-                     span_id=bytes.fromhex(record.get("spanId", "")))
-
-
 def logs_protobuf(request: dict[str, Any]) -> bytes:
-    """The OTLP/JSON request (as `logs_request` makes it) as the OTLP/HTTP protobuf body."""
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415  (only for a protobuf body)
+    """The OTLP/JSON request (as `logs_request` makes it) as the OTLP/HTTP protobuf body.
+
+    Protobuf's JSON mapping reads OTLP/JSON but for the ids: hex in OTLP/JSON, base64 in protobuf's.
+    """
+    from google.protobuf.json_format import ParseDict  # noqa: PLC0415  (only for a protobuf body)
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
         ExportLogsServiceRequest,
     )
-    from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope  # noqa: PLC0415
-    from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs  # noqa: PLC0415
-    from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: PLC0415
 
-    message = ExportLogsServiceRequest(resource_logs=[
-        ResourceLogs(resource=Resource(attributes=_attributes(resource["resource"]["attributes"])),
-                     scope_logs=[ScopeLogs(scope=InstrumentationScope(name=scope["scope"]["name"],
-                                                                      version=scope["scope"]["version"]),
-                                           log_records=[_record(r) for r in scope["logRecords"]])
-                                 for scope in resource["scopeLogs"]])
-        for resource in request["resourceLogs"]])
-    body: bytes = message.SerializeToString()
+    mapped = copy.deepcopy(request)
+    for record in (r for res in mapped["resourceLogs"] for scope in res["scopeLogs"] for r in scope["logRecords"]):
+        for key in ("traceId", "spanId"):
+            if key in record:
+                record[key] = base64.b64encode(bytes.fromhex(record[key])).decode("ascii")
+    body: bytes = ParseDict(mapped, ExportLogsServiceRequest()).SerializeToString()
     return body
 
 
@@ -141,17 +117,7 @@ def _logs_endpoint(url: str) -> str:
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/v1/logs"
 
 
-def _append(path: Path, lines: Sequence[dict[str, Any]], count: int) -> Sent:
-    """JSON lines appended to a file (not retried: a full disk or a bad path stays so)."""
-    try:
-        with path.open("a", encoding="utf-8") as out:
-            out.writelines(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n" for item in lines)
-    except OSError as exc:
-        return Sent.failed(count, f"{path}: {exc.strerror or exc}", retry=False)
-    return Sent.stored(count)
-
-
-class OtlpConnector:
+class OtlpConnector(FileStore):
     """OpenTelemetry collectors and backends: GenAI spans in, evaluation events out."""
 
     name = "otlp"
@@ -181,17 +147,9 @@ class OtlpConnector:
             raise ConfigError("--to otlp: set OTEL_EXPORTER_OTLP_ENDPOINT (or _LOGS_ENDPOINT), or give otlp:URL")
         return Target(self.name, f"otlp:{location}", location)
 
-    def back_to(self, source: str | None) -> str | None:
-        """Spans read from files go back to the endpoint of the environment (`otlp`)."""
-        return "otlp"
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The OTLP exporter's headers of the environment."""
         return headers_of(env)
-
-    def check(self, address: str, session: Session, headers: Mapping[str, str]) -> None:
-        """OTLP is read from files: there is no live source to check."""
-        raise NotImplementedError(address)
 
     def payload(self, annotation: Annotation) -> Any | None:
         """Every row becomes an event (on its span when the row has OpenTelemetry ids)."""
@@ -201,7 +159,7 @@ class OtlpConnector:
         """One export request for the batch: to the file, or POSTed as protobuf."""
         request = logs_request(payloads, time_unix_nano=session.time_unix_nano)
         if target.file:
-            return _append(Path(target.location), [request], len(payloads))
+            return append_lines(Path(target.location), [request], len(payloads))
         headers = {**target.headers, "Content-Type": "application/x-protobuf"}
         try:
             body = logs_protobuf(request)
@@ -209,7 +167,7 @@ class OtlpConnector:
             return Sent.failed(len(payloads), "OTLP/HTTP needs opentelemetry-proto: pip install opentelemetry-proto",
                                retry=False)
         reply = call(session.client, "POST", target.location, headers, session.timeout, content=body)
-        return Sent.failed(len(payloads), reply, retry=True) if isinstance(reply, str) else sent(reply, len(payloads))
+        return sent(reply, len(payloads))
 
 
 CONNECTOR = OtlpConnector()

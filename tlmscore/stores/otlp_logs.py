@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +59,6 @@ def _key(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
             hex_id(record.get("spanId") or record.get("span_id"), 8))
 
 
-def _protobuf(data: bytes) -> Iterator[dict[str, Any]]:
-    from google.protobuf.json_format import MessageToDict  # noqa: PLC0415  (protobuf only for such a body)
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
-        ExportLogsServiceRequest,
-    )
-
-    message = ExportLogsServiceRequest()
-    message.ParseFromString(data)
-    yield MessageToDict(message)
-
-
-def _requests(path: Path) -> Iterator[Mapping[str, Any]]:
-    """The log requests of a file: JSON lines or one JSON document, else an OTLP/HTTP protobuf body (gzip or not)."""
-    with _otlp.open_body(path) as handle:
-        data = handle.read()
-    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
-        yield from (request for _, request in requests_of(path) if isinstance(request, Mapping))
-    else:
-        yield from _protobuf(data)
-
-
 def companion(spans: Path) -> Path | None:
     """The logs file beside a spans file: its name with `logs` for `traces` or `spans`; None when there is none."""
     for word in ("traces", "spans", "trace", "span"):
@@ -91,17 +71,12 @@ def companion(spans: Path) -> Path | None:
 
 def events(spans: Path) -> Events:
     """The operation-details events of a spans file's calls: in the file itself and its logs file beside it."""
-    found: Events = {}
     with _otlp.open_body(spans) as handle:  # one file exporter in both pipelines writes both kinds of line
         mixed = spans.suffix.lower() != ".parquet" and any(b"resourceLogs" in line for line in handle)
-    for _, request in requests_of(spans) if mixed else ():
-        if isinstance(request, Mapping):
-            found.update((_key(record), record["attributes"]) for _, record in _records(request))
     logs = companion(spans)
-    if logs is not None:
-        for logged in _requests(logs):
-            found.update((_key(record), record["attributes"]) for _, record in _records(logged))
-    return found
+    requests = chain(requests_of(spans) if mixed else (), requests_of(logs, logs=True) if logs is not None else ())
+    return {_key(record): record["attributes"] for _, request in requests if isinstance(request, Mapping)
+            for _, record in _records(request)}
 
 
 def read(address: str) -> Iterator[Read]:

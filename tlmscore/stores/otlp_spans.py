@@ -217,18 +217,19 @@ def open_body(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if gzipped else path.open("rb")  # type: ignore[return-value]  # GzipFile is a binary IO
 
 
-def _protobuf(data: bytes) -> Iterator[tuple[int, dict[str, Any] | str]]:
+def _protobuf(data: bytes, logs: bool) -> Iterator[tuple[int, dict[str, Any] | str]]:
     from google.protobuf.json_format import MessageToDict  # noqa: PLC0415  (protobuf only for such a body)
     from google.protobuf.message import DecodeError  # noqa: PLC0415
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest  # noqa: PLC0415
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
         ExportTraceServiceRequest,
     )
 
-    message = ExportTraceServiceRequest()
+    message = ExportLogsServiceRequest() if logs else ExportTraceServiceRequest()
     try:
         message.ParseFromString(data)
     except DecodeError as exc:
-        raise ValueError(f"not an OTLP trace request (JSON or protobuf): {exc}") from None
+        raise ValueError(f"not an OTLP {'log' if logs else 'trace'} request (JSON or protobuf): {exc}") from None
     yield 1, MessageToDict(message)
 
 
@@ -254,8 +255,11 @@ def _json(handle: IO[bytes], first: bytes) -> Iterator[tuple[int, dict[str, Any]
             yield number, f"invalid JSON: {exc}"
 
 
-def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """The OTLP requests of a file, numbered by line: JSON or protobuf, gzip-encoded or not, by content."""
+def requests_of(path: Path, *, logs: bool = False) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """The OTLP requests of a file, numbered by line: JSON or protobuf, gzip-encoded or not, by content.
+
+    `logs`: a protobuf body is a log request (`ExportLogsServiceRequest`), not a trace request.
+    """
     if path.suffix.lower() == ".parquet":
         yield from rows(path, "parquet")
         return
@@ -265,7 +269,7 @@ def requests_of(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
             yield from _json(handle, first.lstrip(b"\xef\xbb\xbf"))
         else:
             try:
-                yield from _protobuf(first + handle.read())
+                yield from _protobuf(first + handle.read(), logs)
             except ImportError as exc:  # an install without it (tlmscore depends on it): one line, not a traceback
                 raise TranscriptError(f"{path}: an OTLP protobuf body needs the opentelemetry-proto package "
                                       f"(pip install opentelemetry-proto): {exc}") from None

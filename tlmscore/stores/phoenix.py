@@ -71,30 +71,19 @@ def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = N
     """A GET whose failure to answer is one `TranscriptError` line."""
     reply = call(session.client, "GET", url, headers, session.timeout, params=params)
     if isinstance(reply, str):
-        raise TranscriptError(f"{server_text(url)}: {reply}")
+        parts = urllib.parse.urlsplit(url)  # the server, as error lines name it
+        raise TranscriptError(f"{parts.scheme}://{parts.netloc}: {reply}")
     return reply
 
 
-def server_text(url: str) -> str:
-    """A URL's server, as error lines name it."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
-    """Phoenix's version at `base_url`; one line (`TranscriptError`) when the server is down or not Phoenix."""
-    reply = _get(session, f"{base_url}/arize_phoenix_version", headers)
-    version = reply.text.strip() if reply.is_success else ""
-    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
-        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
-    if not _VERSION.match(version):
-        raise TranscriptError(f"{base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
-                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
-    return version
-
-
 def _check(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> None:
-    check_server(where.base_url, session, headers)
+    """One line (`TranscriptError`) unless the server answers with Phoenix's version and holds the project."""
+    reply = _get(session, f"{where.base_url}/arize_phoenix_version", headers)
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{where.base_url}: the server answered {answered(reply)}")
+    if not _VERSION.match(reply.text.strip() if reply.is_success else ""):
+        raise TranscriptError(f"{where.base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
+                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
     project = urllib.parse.quote(where.name, safe="")
     reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
     if reply.status_code == _NOT_FOUND:
@@ -238,8 +227,6 @@ class PhoenixConnector:
         url = f"{target.location}/v1/span_annotations"
         reply = call(session.client, "POST", url, target.headers, session.timeout, json={"data": list(payloads)},
                      params={"sync": "true"})
-        if isinstance(reply, str):
-            return Sent.failed(len(payloads), reply, retry=True)
         missing = _missing(reply)
         if not missing:
             return sent(reply, len(payloads))
@@ -249,13 +236,13 @@ class PhoenixConnector:
                           if p["span_id"] in missing else next(again) for p in payloads))
 
 
-def _missing(reply: httpx.Response) -> set[str]:
-    """The span ids a 404 of `POST /v1/span_annotations` names as missing.
+def _missing(reply: httpx.Response | str) -> set[str]:
+    """The span ids a 404 of `POST /v1/span_annotations` names as missing (none when there is no answer).
 
     Phoenix answers its errors as plain text (`Spans with IDs a, b do not exist.`); the search also
     finds them in a JSON `detail`.
     """
-    if reply.status_code != _NOT_FOUND:
+    if isinstance(reply, str) or reply.status_code != _NOT_FOUND:
         return set()
     found = _MISSING.search(reply.text)
     return {part.strip() for part in found.group(1).split(",")} if found else set()

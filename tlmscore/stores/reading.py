@@ -26,7 +26,7 @@ from tlmscore._contract import Read
 from tlmscore._tables import json_cell, plain, rows, table_kind
 
 __all__ = ["SOURCES_GROUP", "Peek", "Read", "SourceReader", "json_cell", "peek", "plain", "read_rows", "rows",
-           "table_kind", "with_window"]
+           "table_kind", "texts", "with_window"]
 
 SOURCES_GROUP = "tlmscore.sources"
 """The entry-point group of source readers from other packages."""
@@ -50,6 +50,15 @@ def read_rows(numbered: Iterator[tuple[int, dict[str, Any] | str]],
             continue
         if made is not None:
             yield Read(number, made)
+
+
+def texts(value: Any) -> Iterator[str]:
+    """Every text in a nested JSON value (objects and lists), in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (Mapping, list)):
+        for item in value.values() if isinstance(value, Mapping) else value:
+            yield from texts(item)
 
 
 @dataclass(frozen=True)
