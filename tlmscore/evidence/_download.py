@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import random
+import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -37,7 +38,7 @@ from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
 from tlmscore.evidence._reply import Reply, host_of, seconds
-from tlmscore.evidence._transport import GuardedTransport, environment_proxies, within
+from tlmscore.evidence._transport import GuardedTransport, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -311,7 +312,8 @@ class Downloader:
         if settings.proxy is not None:
             proxies = {"http": settings.proxy, "https": settings.proxy}
         else:
-            proxies = environment_proxies() if settings.trust_env else {}
+            # the proxies the environment names (`HTTPS_PROXY`, `NO_PROXY`, ...), as `urllib` reads them
+            proxies = urllib.request.getproxies() if settings.trust_env else {}
         self._transport = GuardedTransport(settings, self._resolver, proxies=proxies)
         return httpx.AsyncClient(
             headers=self._headers,

@@ -29,7 +29,6 @@ import asyncio
 import re
 import ssl
 import sys
-import urllib.request
 from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
@@ -59,23 +58,6 @@ _CA_FILES = (
 )
 _HASHED_NAME = re.compile(r"^[0-9a-fA-F]{8}\.[0-9]$")
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
-# httpcore's exceptions and the httpx ones they become, most specific first.
-_MAPPED: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-)
 
 
 async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
@@ -90,13 +72,16 @@ async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
 
 @contextmanager
 def _httpx_errors() -> Iterator[None]:
-    """Re-raise httpcore's exceptions as the httpx ones (as httpx's own transport does)."""
+    """Re-raise httpcore's exceptions as the httpx ones (as httpx's own transport does).
+
+    httpx names each of its transport errors as httpcore names the one it stands for, so the most
+    specific of httpcore's classes that `exc` is an instance of names the httpx one.
+    """
     try:
         yield
-    except httpcore.ConnectionNotAvailable:
-        raise
     except Exception as exc:
-        mapped = next((to for origin, to in _MAPPED if isinstance(exc, origin)), None)
+        mapped = next((getattr(httpx, kind.__name__) for kind in type(exc).__mro__
+                       if getattr(httpcore, kind.__name__, None) is kind and hasattr(httpx, kind.__name__)), None)
         if mapped is None:
             raise
         raise mapped(str(exc)) from exc
@@ -163,18 +148,14 @@ class _ResponseStream(httpx.AsyncByteStream):
     """
 
     def __init__(self, stream: AsyncIterable[bytes] | Iterable[bytes], origin: _Origin | None = None) -> None:
+        assert isinstance(stream, AsyncIterable)  # noqa: S101 -- an async pool's responses stream asynchronously
         self._stream = stream
         self._origin = origin
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        stream = self._stream
         with _httpx_errors():
-            if isinstance(stream, AsyncIterable):
-                async for part in stream:
-                    yield part
-            else:
-                for part in stream:
-                    yield part
+            async for part in self._stream:
+                yield part
 
     async def aclose(self) -> None:
         origin, self._origin = self._origin, None
@@ -227,7 +208,8 @@ class _Origins:
         self._pools.move_to_end(key)
         origin.started()
         try:
-            await self._close(self._surplus())
+            for pool in self._surplus():
+                await pool.aclose()
         except BaseException:  # e.g. the page's deadline while closing: the request is not sent
             origin.finished()
             raise
@@ -246,15 +228,11 @@ class _Origins:
             surplus.append(self._pools.pop(key).pool)
         return surplus
 
-    @staticmethod
-    async def _close(pools: Iterable[httpcore.AsyncConnectionPool]) -> None:
-        for pool in pools:
-            await pool.aclose()
-
     async def aclose(self) -> None:
         """Close every pool."""
-        pools, self._pools = list(self._pools.values()), OrderedDict()
-        await self._close(origin.pool for origin in pools)
+        origins, self._pools = list(self._pools.values()), OrderedDict()
+        for origin in origins:
+            await origin.pool.aclose()
 
 
 def _bypassed(host: str, no_proxy: str) -> bool:
@@ -264,11 +242,6 @@ def _bypassed(host: str, no_proxy: str) -> bool:
         if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
             return True
     return False
-
-
-def environment_proxies() -> dict[str, str]:
-    """The proxies the environment names (`HTTPS_PROXY`, `NO_PROXY`, ...), as `urllib` reads them."""
-    return urllib.request.getproxies()
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
