@@ -37,7 +37,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import AsyncExitStack, aclosing
+from contextlib import AsyncExitStack, aclosing, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -227,12 +227,8 @@ class ChatPages(PageSource):
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: pages below as they come, pages the model read as it answers."""
-        if self._opened is None:
-            async with self, aclosing(self._stream(urls, as_of)) as found:
-                async for item in found:
-                    yield item
-            return
-        async with aclosing(self._stream(urls, as_of)) as found:
+        opened = self if self._opened is None else nullcontext(self)  # opened around this call alone
+        async with opened, aclosing(self._stream(urls, as_of)) as found:
             async for item in found:
                 yield item
 

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
@@ -44,11 +45,6 @@ ACCEPT = (
 _T = TypeVar("_T")
 Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
-
-_REASONS = {
-    "offline_miss": "not in the cache, and offline mode never fetches",
-    "empty": "no readable text found in the page",
-}
 
 
 def _check_installed(extractor: str) -> None:
@@ -131,13 +127,9 @@ class Fetcher:
         """
         if not urls:
             return
-        if self._cache is None:
-            async with self:
-                async for item in self._stream(urls):
-                    yield item
-            return
-        async for item in self._stream(urls):
-            yield item
+        async with self if self._cache is None else nullcontext(self):  # opened around this call alone
+            async for item in self._stream(urls):
+                yield item
 
     async def _stream(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         plan = Plan.of([urls])
@@ -147,7 +139,7 @@ class Fetcher:
         unique = plan.urls
         done = _Counter(self._progress, len(unique))
         hits = await self._opened(self._cache).lookup(unique)
-        tasks = [asyncio.ensure_future(self._spelled(spellings, hits.get(spellings[0]), done))
+        tasks = [asyncio.ensure_future(self._page(spellings, hits.get(spellings[0]), done))
                  for spellings in plan.spellings.values()]
         try:
             for next_page in asyncio.as_completed(tasks):
@@ -158,11 +150,6 @@ class Fetcher:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _spelled(self, spellings: tuple[str, ...], hit: CachedPage | None,
-                       done: _Counter) -> tuple[tuple[str, ...], Page]:
-        """The page of the first spelling, with every spelling it is cited by."""
-        return spellings, await self._page(spellings[0], hit, done)
 
     @staticmethod
     def _opened(resource: _T | None) -> _T:
@@ -178,17 +165,19 @@ class Fetcher:
         await self._opened(self._cache).store(page, hit.body, hit.content_type)
         return page
 
-    async def _page(self, url: str, hit: CachedPage | None, done: _Counter) -> Page:
-        """Get the page for `url` from the cache, or fetch and store it (offline: `offline_miss`)."""
+    async def _page(self, spellings: tuple[str, ...], hit: CachedPage | None,
+                    done: _Counter) -> tuple[tuple[str, ...], Page]:
+        """The spellings, and their page: cached, else fetched and stored (offline: `offline_miss`)."""
+        url = spellings[0]
         if hit is not None:
             page = await self._from_cache(hit)
         elif self._settings.offline:
-            page = Page(url=url, status="offline_miss", error=_REASONS["offline_miss"])
+            page = Page(url=url, status="offline_miss", error="not in the cache, and offline mode never fetches")
         else:
             page, body, content_type = await self._fetch(url)
             await self._opened(self._cache).store(page, body, content_type)
-        done.add(1)
-        return page
+        done.add()
+        return spellings, page
 
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
@@ -220,7 +209,7 @@ class Fetcher:
         if found.status == "unsupported_type":
             error = f"unsupported content type {page.content_type or 'unknown'}"
         elif found.status == "empty":
-            error = _REASONS["empty"]
+            error = "no readable text found in the page"
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
     async def _read(self, url: str, response: httpx.Response) -> Reply:
@@ -240,7 +229,7 @@ class _Counter:
         if progress is not None:
             progress("fetch", 0, total)
 
-    def add(self, count: int) -> None:
-        self._done += count
-        if self._progress is not None and count:
+    def add(self) -> None:
+        self._done += 1
+        if self._progress is not None:
             self._progress("fetch", self._done, self._total)
