@@ -40,7 +40,6 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, aclosing, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tlmscore._chat import ChatClient, open_client
@@ -217,8 +216,7 @@ class ChatPages(PageSource):
         self._opened = stack
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         opened, self._opened = self._opened, None
         self._chat = self._cache = None
         if opened is not None:

@@ -300,10 +300,7 @@ class Downloader:
     async def _http(self) -> httpx.AsyncClient:
         """Return the client requests go through: the one given, or one made here."""
         if self._client is None:
-            if self._given_client is not None:
-                self._client = self._given_client
-            else:
-                self._client = self._new_client()
+            self._client = self._given_client if self._given_client is not None else self._new_client()
         return self._client
 
     def _new_client(self) -> httpx.AsyncClient:

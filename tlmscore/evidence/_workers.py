@@ -220,15 +220,7 @@ class ExtractPool:
         late, self._template = self._template, None
         if late is not None and late is not template:  # started by a thread as the pool closed
             await loop.run_in_executor(None, late.stop)
-        for _, _, job in _drain(self._jobs):  # pages no thread took
+        while not self._jobs.empty():  # pages no thread took (every thread has ended)
+            _, _, job = self._jobs.get_nowait()
             if job is not None:
                 self._answer(job, _CLOSED)
-
-
-def _drain(jobs: queue.PriorityQueue[tuple[float, int, _Job | None]]) -> list[tuple[float, int, _Job | None]]:
-    """Everything left in `jobs`."""
-    left = []
-    with contextlib.suppress(queue.Empty):
-        while True:
-            left.append(jobs.get_nowait())
-    return left

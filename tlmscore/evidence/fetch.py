@@ -18,7 +18,6 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
-from types import TracebackType
 from typing import TypeVar
 
 import httpx
@@ -96,9 +95,7 @@ class Fetcher:
                                       headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
