@@ -225,27 +225,18 @@ class ChatPages(PageSource):
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: pages below as they come, pages the model read as it answers."""
+        alone = _Alone(self)
+        source = alone if self._below is None else Fallback(self._below, alone, retry=_model_may_help)
         opened = self if self._opened is None else nullcontext(self)  # opened around this call alone
-        async with opened, aclosing(self._stream(urls, as_of)) as found:
-            async for item in found:
-                yield item
-
-    async def _stream(self, urls: Sequence[str], as_of: AsOf | None) -> AsyncGenerator[tuple[str, Page], None]:
-        if self._below is None:
-            for url in dict.fromkeys(urls):
-                if not url or not url.strip():
-                    yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
-            async with aclosing(self.read(urls)) as read:
-                async for item in read:
-                    yield item
-            return
-        fallback = Fallback(self._below, _Alone(self), retry=_model_may_help)
-        async with aclosing(fallback.pages_as_done(urls, as_of)) as found:
+        async with opened, aclosing(source.pages_as_done(urls, as_of)) as found:
             async for item in found:
                 yield item
 
     async def read(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         """The model's page of each URL (each distinct page asked once), or why there is none, as each is done."""
+        for url in dict.fromkeys(urls):
+            if not url or not url.strip():
+                yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
         plan = Plan.of([urls])
         firsts = plan.urls
         problems = await asyncio.gather(*(self._refused(url) for url in firsts))

@@ -130,12 +130,6 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         if ip is None or str(ip) not in addresses:
             raise FetchError("blocked", f"refused: the connection for {host} reached {ip}, which was not checked")
 
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[SocketOption] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        """Never used for fetching: URLs from model output name hosts, not sockets."""
-        raise FetchError("blocked", "unix sockets are not fetched")
-
     async def sleep(self, seconds: float) -> None:
         """Wait, as httpcore asks between its own retries."""
         await self._inner.sleep(seconds)
