@@ -255,16 +255,15 @@ class ChatPages(PageSource):
             cost = read_plan(ask, self._settings)
             _LOG.info("%s", cost.describe(self._model))
             self._budget.check(cost.cost, f"{len(ask):,} pages")
-        for url, page in found.items():
-            for given in plan.spellings[url_key(url)]:
-                yield given, replace(page, url=given)
-        async with aclosing(self._asked(ask)) as answers:
-            async for url, page in answers:
+        async with aclosing(self._asked(found, ask)) as pages:
+            async for url, page in pages:
                 for given in plan.spellings[url_key(url)]:
                     yield given, replace(page, url=given)
 
-    async def _asked(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
-        """Each URL's page from the model, as each answer comes; every page stored in the cache."""
+    async def _asked(self, found: dict[str, Page], urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+        """The pages `found` already, then each URL's page from the model as each answer comes (stored in the cache)."""
+        for item in found.items():
+            yield item
         tasks = [asyncio.ensure_future(self._ask(url)) for url in urls]
         try:
             for done in asyncio.as_completed(tasks):

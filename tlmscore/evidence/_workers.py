@@ -79,7 +79,6 @@ class ExtractPool:
         self._feeders: list[threading.Thread] = []
         self._counting = threading.Lock()
         self._unanswered = 0  # pages given to the pool and not answered yet
-        self._all: set[Worker] = set()  # every worker started and not yet stopped
         self._busy: set[Worker] = set()  # the workers with a page now
         self._template: Template | None = None  # forks the workers (where workers are forked)
         self._forking = threading.Lock()  # one thread at a time starts or asks the template
@@ -139,7 +138,6 @@ class ExtractPool:
                     worker, found = None, Extracted(None, None, "extract_failed", f"{type(exc).__name__}: {exc}")
             self._answer(job, found)
         if worker is not None:
-            self._all.discard(worker)
             worker.stop(kill=worker in self._busy)
 
     def _answer(self, job: _Job, found: Extracted) -> None:
@@ -159,10 +157,8 @@ class ExtractPool:
             try:
                 return ready, ready.run(task)
             except GoneError:  # it had ended before it took the page: the page goes to a new one
-                self._all.discard(ready)
                 worker = None
             except LostError as exc:  # it ended or was killed on this page
-                self._all.discard(ready)
                 return None, Extracted(None, None, "extract_failed", str(exc))
             finally:
                 self._busy.discard(ready)
@@ -174,10 +170,7 @@ class ExtractPool:
             return worker
         if worker is not None:
             worker.stop(kill=True)
-            self._all.discard(worker)
-        worker = self._new_worker()
-        self._all.add(worker)
-        return worker
+        return self._new_worker()
 
     def _new_worker(self) -> Worker:
         """A new worker: forked from the template (started first if it is not running), else spawned."""
