@@ -38,7 +38,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, aclosing, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,32 +116,20 @@ def answer_page(url: str, answer: str, model: str, when: float) -> Page:
                 fetched_at=when, source="model", model=model)
 
 
-@dataclass(frozen=True)
-class ReadPlan:
-    """What reading some pages will ask of the endpoint: requests, estimated tokens and dollars."""
+def read_cost(urls: Sequence[str], settings: Settings) -> tuple[float | None, str]:
+    """What asking the page model for `urls` would cost (nothing is sent), and one line for a person about to spend it.
 
-    requests: int
-    input_tokens: int
-    max_output_tokens: int
-    cost: float | None
-    """Estimated dollars (output tokens at their cap); None: no price known for the model."""
-
-    def describe(self, model: str) -> str:
-        """One line for a person about to spend them."""
-        money = (f", at most about {dollars(self.cost)}" if self.cost is not None
-                 else " (no price known for this model: give --page-price-in and --page-price-out)")
-        return (f"page model {model}: {self.requests:,} requests, one per page, about {self.input_tokens:,} "
-                f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
-
-
-def read_plan(urls: Sequence[str], settings: Settings) -> ReadPlan:
-    """The requests, tokens and cost of asking the page model for `urls` (nothing is sent)."""
+    The cost is in estimated dollars, output tokens at their cap; None: no price known for the model.
+    """
     tokens = sum(estimate_tokens(m["content"]) + _MESSAGE_TOKENS for url in urls for m in read_messages(url))
     output = len(urls) * settings.page_max_tokens
     price = price_of(settings.page_model or "", settings.page_price_in, settings.page_price_out)
     cost = None if price is None else token_cost(tokens, output, price) + len(urls) * (settings.page_price_request
                                                                                         or 0.0)
-    return ReadPlan(len(urls), tokens, output, cost)
+    money = (f", at most about {dollars(cost)}" if cost is not None
+             else " (no price known for this model: give --page-price-in and --page-price-out)")
+    return cost, (f"page model {settings.page_model or ''}: {len(urls):,} requests, one per page, about {tokens:,} "
+                  f"input tokens and at most {output:,} output tokens{money}")
 
 
 def model_folder(settings: Settings) -> Path:
@@ -252,9 +240,9 @@ class ChatPages(PageSource):
                       for url in ask}
             ask = []
         elif ask:
-            cost = read_plan(ask, self._settings)
-            _LOG.info("%s", cost.describe(self._model))
-            self._budget.check(cost.cost, f"{len(ask):,} pages")
+            cost, line = read_cost(ask, self._settings)
+            _LOG.info("%s", line)
+            self._budget.check(cost, f"{len(ask):,} pages")
         async with aclosing(self._asked(found, ask)) as pages:
             async for url, page in pages:
                 for given in plan.spellings[url_key(url)]:
