@@ -85,11 +85,6 @@ class ExtractPool:
         self._closed = False
 
     @property
-    def workers(self) -> int:
-        """How many extractions run at once."""
-        return self._workers
-
-    @property
     def pending(self) -> int:
         """Pages waiting for a worker or being extracted."""
         with self._counting:

@@ -179,7 +179,8 @@ class Fetcher:
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            reply = await self._opened(self._downloader).download(url, self._read, self._start_extractor)
+            # the workers get ready while the response is on its way
+            reply = await self._opened(self._downloader).download(url, self._read, self._opened(self._extractor).start)
         except FAILURES as exc:
             status, error = describe(exc, self._settings, host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
@@ -212,9 +213,6 @@ class Fetcher:
     async def _read(self, url: str, response: httpx.Response) -> Reply:
         return await read_reply(url, response, self._settings)
 
-    def _start_extractor(self) -> None:
-        """Get the workers ready while a response is on its way."""
-        self._opened(self._extractor).start()
 
 class _Counter:
     """Counts finished pages and reports them to a progress callback."""
