@@ -38,13 +38,12 @@ from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
 from tlmscore.evidence._reply import Reply, host_of, seconds
-from tlmscore.evidence._transport import GuardedTransport, within
+from tlmscore.evidence._transport import ADDRESSES_TRIED, GuardedTransport, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _FIRST_BACKOFF = 0.5
-_ADDRESSES_TRIED = 3
 
 
 class Deadline:
@@ -286,7 +285,7 @@ class Downloader:
         if target.url.scheme == "https":
             headers["Connection"] = "close"
         refused: httpx.ConnectError | None = None
-        for address in target.addresses[:_ADDRESSES_TRIED]:
+        for address in target.addresses[:ADDRESSES_TRIED]:
             request = client.build_request(
                 "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
             )

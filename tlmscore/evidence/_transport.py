@@ -46,7 +46,8 @@ from tlmscore.settings import Settings
 
 _T = TypeVar("_T")
 _TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
-_ADDRESSES_TRIED = 3
+ADDRESSES_TRIED = 3
+"""The addresses of a host a connection is tried on, in the resolver's order."""
 _KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept, as httpx's default limits keep it
 # Authorities' bundles for when OpenSSL's default paths hold none (where `truststore` looks, in order).
 _CA_FILES = (
@@ -112,7 +113,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         addresses = await vet_host(host, port, allow_hosts=self._allow_hosts, resolver=self._resolver)
         options = list(socket_options or ())
         failure: Exception = httpcore.ConnectError(f"no address found for {host}")
-        for address in addresses[:_ADDRESSES_TRIED]:
+        for address in addresses[:ADDRESSES_TRIED]:
             try:
                 stream = await self._inner.connect_tcp(address, port, timeout, local_address, options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:  # e.g. no IPv6 route here
