@@ -32,8 +32,3 @@ class Breaker:
         self.in_a_row += 1
         if self.opened is None and self.in_a_row >= self.limit:
             self.opened = f"gave up after {self.in_a_row} failed {self.noun} in a row (last: {reason})"
-
-    @property
-    def closed(self) -> bool:
-        """Whether the endpoint may still be sent to."""
-        return self.opened is None

@@ -40,6 +40,9 @@ _ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
 _NO_KEY = "tlmscore-no-key"
 _RETRIED = frozenset({408, 409, 429})
 _SERVER_ERROR = 500
+# The fields of a body the SDK takes as arguments; any other (a caller's `extra_body`) is sent as given.
+_NAMED = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs",
+                    "top_logprobs"})
 
 
 @dataclass(frozen=True)
@@ -200,31 +203,23 @@ class ChatClient:
                 raise self._failed(f"{self._endpoint} not asked: {self.breaker.opened}")
             # built inside the gate: a request that waited sees what was learnt meanwhile
             body = self.body(messages, temperature=temperature, max_tokens=max_tokens, logprobs=logprobs)
-            for _ in range(_ADAPTATIONS):
+            for attempt in range(_ADAPTATIONS + 1):
                 try:
                     return await self._post(body)
                 except openai.APIStatusError as exc:
                     parameter = rejected_parameter(exc.status_code, exc.response.text, body)
-                    if parameter is None:
+                    if parameter is None or attempt == _ADAPTATIONS:
                         raise self._failure(exc) from None
                     self.learn(parameter)
                     body = self.adjusted(body)
-            try:
-                return await self._post(body)
-            except openai.APIStatusError as exc:
-                raise self._failure(exc) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _post(self, body: dict[str, Any]) -> Completion:
-        known = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs")
-        extra = {k: v for k, v in body.items() if k not in known}
-        given = openai.NOT_GIVEN
+        named = {k: v for k, v in body.items() if k in _NAMED}
+        extra = {k: v for k, v in body.items() if k not in _NAMED}
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=body["model"], messages=body["messages"], temperature=body.get("temperature", given),
-                max_tokens=body.get("max_tokens", given),
-                max_completion_tokens=body.get("max_completion_tokens", given),
-                logprobs=body.get("logprobs", given), top_logprobs=body.get("top_logprobs", given),
-                extra_body=extra or None, extra_headers=request_headers(self._client))
+                **named, extra_body=extra or None, extra_headers=request_headers(self._client))
         except openai.APIConnectionError as exc:
             problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self.breaker.failed(problem)

@@ -37,10 +37,9 @@ import logging
 import re
 import time
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import AsyncExitStack, aclosing
-from dataclasses import dataclass, replace
+from contextlib import AsyncExitStack, aclosing, nullcontext
+from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tlmscore._chat import ChatClient, open_client
@@ -117,32 +116,20 @@ def answer_page(url: str, answer: str, model: str, when: float) -> Page:
                 fetched_at=when, source="model", model=model)
 
 
-@dataclass(frozen=True)
-class ReadPlan:
-    """What reading some pages will ask of the endpoint: requests, estimated tokens and dollars."""
+def read_cost(urls: Sequence[str], settings: Settings) -> tuple[float | None, str]:
+    """What asking the page model for `urls` would cost (nothing is sent), and one line for a person about to spend it.
 
-    requests: int
-    input_tokens: int
-    max_output_tokens: int
-    cost: float | None
-    """Estimated dollars (output tokens at their cap); None: no price known for the model."""
-
-    def describe(self, model: str) -> str:
-        """One line for a person about to spend them."""
-        money = (f", at most about {dollars(self.cost)}" if self.cost is not None
-                 else " (no price known for this model: give --page-price-in and --page-price-out)")
-        return (f"page model {model}: {self.requests:,} requests, one per page, about {self.input_tokens:,} "
-                f"input tokens and at most {self.max_output_tokens:,} output tokens{money}")
-
-
-def read_plan(urls: Sequence[str], settings: Settings) -> ReadPlan:
-    """The requests, tokens and cost of asking the page model for `urls` (nothing is sent)."""
+    The cost is in estimated dollars, output tokens at their cap; None: no price known for the model.
+    """
     tokens = sum(estimate_tokens(m["content"]) + _MESSAGE_TOKENS for url in urls for m in read_messages(url))
     output = len(urls) * settings.page_max_tokens
     price = price_of(settings.page_model or "", settings.page_price_in, settings.page_price_out)
     cost = None if price is None else token_cost(tokens, output, price) + len(urls) * (settings.page_price_request
                                                                                         or 0.0)
-    return ReadPlan(len(urls), tokens, output, cost)
+    money = (f", at most about {dollars(cost)}" if cost is not None
+             else " (no price known for this model: give --page-price-in and --page-price-out)")
+    return cost, (f"page model {settings.page_model or ''}: {len(urls):,} requests, one per page, about {tokens:,} "
+                  f"input tokens and at most {output:,} output tokens{money}")
 
 
 def model_folder(settings: Settings) -> Path:
@@ -217,8 +204,7 @@ class ChatPages(PageSource):
         self._opened = stack
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         opened, self._opened = self._opened, None
         self._chat = self._cache = None
         if opened is not None:
@@ -227,31 +213,18 @@ class ChatPages(PageSource):
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: pages below as they come, pages the model read as it answers."""
-        if self._opened is None:
-            async with self, aclosing(self._stream(urls, as_of)) as found:
-                async for item in found:
-                    yield item
-            return
-        async with aclosing(self._stream(urls, as_of)) as found:
-            async for item in found:
-                yield item
-
-    async def _stream(self, urls: Sequence[str], as_of: AsOf | None) -> AsyncGenerator[tuple[str, Page], None]:
-        if self._below is None:
-            for url in dict.fromkeys(urls):
-                if not url or not url.strip():
-                    yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
-            async with aclosing(self.read(urls)) as read:
-                async for item in read:
-                    yield item
-            return
-        fallback = Fallback(self._below, _Alone(self), retry=_model_may_help)
-        async with aclosing(fallback.pages_as_done(urls, as_of)) as found:
+        alone = _Alone(self)
+        source = alone if self._below is None else Fallback(self._below, alone, retry=_model_may_help)
+        opened = self if self._opened is None else nullcontext(self)  # opened around this call alone
+        async with opened, aclosing(source.pages_as_done(urls, as_of)) as found:
             async for item in found:
                 yield item
 
     async def read(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         """The model's page of each URL (each distinct page asked once), or why there is none, as each is done."""
+        for url in dict.fromkeys(urls):
+            if not url or not url.strip():
+                yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
         plan = Plan.of([urls])
         firsts = plan.urls
         problems = await asyncio.gather(*(self._refused(url) for url in firsts))
@@ -267,19 +240,18 @@ class ChatPages(PageSource):
                       for url in ask}
             ask = []
         elif ask:
-            cost = read_plan(ask, self._settings)
-            _LOG.info("%s", cost.describe(self._model))
-            self._budget.check(cost.cost, f"{len(ask):,} pages")
-        for url, page in found.items():
-            for given in plan.spellings[url_key(url)]:
-                yield given, replace(page, url=given)
-        async with aclosing(self._asked(ask)) as answers:
-            async for url, page in answers:
+            cost, line = read_cost(ask, self._settings)
+            _LOG.info("%s", line)
+            self._budget.check(cost, f"{len(ask):,} pages")
+        async with aclosing(self._asked(found, ask)) as pages:
+            async for url, page in pages:
                 for given in plan.spellings[url_key(url)]:
                     yield given, replace(page, url=given)
 
-    async def _asked(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
-        """Each URL's page from the model, as each answer comes; every page stored in the cache."""
+    async def _asked(self, found: dict[str, Page], urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
+        """The pages `found` already, then each URL's page from the model as each answer comes (stored in the cache)."""
+        for item in found.items():
+            yield item
         tasks = [asyncio.ensure_future(self._ask(url)) for url in urls]
         try:
             for done in asyncio.as_completed(tasks):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import random
+import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -37,13 +38,12 @@ from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
 from tlmscore.evidence._reply import Reply, host_of, seconds
-from tlmscore.evidence._transport import GuardedTransport, environment_proxies, within
+from tlmscore.evidence._transport import ADDRESSES_TRIED, GuardedTransport, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _FIRST_BACKOFF = 0.5
-_ADDRESSES_TRIED = 3
 
 
 class Deadline:
@@ -285,7 +285,7 @@ class Downloader:
         if target.url.scheme == "https":
             headers["Connection"] = "close"
         refused: httpx.ConnectError | None = None
-        for address in target.addresses[:_ADDRESSES_TRIED]:
+        for address in target.addresses[:ADDRESSES_TRIED]:
             request = client.build_request(
                 "GET", target.request_url(address), headers=headers, extensions=target.request_extensions()
             )
@@ -299,10 +299,7 @@ class Downloader:
     async def _http(self) -> httpx.AsyncClient:
         """Return the client requests go through: the one given, or one made here."""
         if self._client is None:
-            if self._given_client is not None:
-                self._client = self._given_client
-            else:
-                self._client = self._new_client()
+            self._client = self._given_client if self._given_client is not None else self._new_client()
         return self._client
 
     def _new_client(self) -> httpx.AsyncClient:
@@ -311,7 +308,8 @@ class Downloader:
         if settings.proxy is not None:
             proxies = {"http": settings.proxy, "https": settings.proxy}
         else:
-            proxies = environment_proxies() if settings.trust_env else {}
+            # the proxies the environment names (`HTTPS_PROXY`, `NO_PROXY`, ...), as `urllib` reads them
+            proxies = urllib.request.getproxies() if settings.trust_env else {}
         self._transport = GuardedTransport(settings, self._resolver, proxies=proxies)
         return httpx.AsyncClient(
             headers=self._headers,

@@ -169,17 +169,20 @@ async def _addresses(host: str, port: int, resolver: Resolver) -> list[IPAddress
     return addresses
 
 
-def _refuse_problems(host: str, literal: IPAddress | None, addresses: Sequence[IPAddress]) -> None:
-    """Raise a `blocked` FetchError naming the first address that must not be fetched from."""
-    for ip in addresses:
-        problem = address_problem(ip)
-        if problem is not None:
-            named = f"{host} resolves to {ip}, which is" if literal is None else f"{ip} is"
-            raise FetchError("blocked", f"refused: {named} {problem}")
+def _vetted(url: httpx.URL, host: str, literal: IPAddress | None, addresses: Sequence[IPAddress],
+            allow_hosts: Collection[str]) -> tuple[str, ...]:
+    """The distinct `addresses`, in order, if they may be used for `host`.
 
-
-def _target(parsed: httpx.URL, host: str, addresses: Sequence[IPAddress]) -> Target:
-    return Target(url=parsed, host=host, addresses=tuple(dict.fromkeys(str(ip) for ip in addresses)))
+    Unless `allow_hosts` names the host, raise a `blocked` FetchError naming the first address
+    that must not be fetched from.
+    """
+    if not _is_allowed(url, host, literal, allow_hosts):
+        for ip in addresses:
+            problem = address_problem(ip)
+            if problem is not None:
+                named = f"{host} resolves to {ip}, which is" if literal is None else f"{ip} is"
+                raise FetchError("blocked", f"refused: {named} {problem}")
+    return tuple(dict.fromkeys(str(ip) for ip in addresses))
 
 
 async def check_url(
@@ -204,9 +207,7 @@ async def check_url(
             if not unresolved_ok:
                 raise
             addresses = []
-    if not _is_allowed(parsed, host, literal, allow_hosts):
-        _refuse_problems(host, literal, addresses)
-    return _target(parsed, host, addresses)
+    return Target(parsed, host, _vetted(parsed, host, literal, addresses, allow_hosts))
 
 
 def check_url_form(url: str, *, allow_hosts: Collection[str]) -> Target:
@@ -218,9 +219,7 @@ def check_url_form(url: str, *, allow_hosts: Collection[str]) -> Target:
     parsed, host = _parse(url)
     literal = parse_ip_literal(host)
     addresses = [literal] if literal is not None else []
-    if not _is_allowed(parsed, host, literal, allow_hosts):
-        _refuse_problems(host, literal, addresses)
-    return _target(parsed, host, addresses)
+    return Target(parsed, host, _vetted(parsed, host, literal, addresses, allow_hosts))
 
 
 async def vet_host(host: str, port: int, *, allow_hosts: Collection[str], resolver: Resolver) -> tuple[str, ...]:
@@ -233,6 +232,4 @@ async def vet_host(host: str, port: int, *, allow_hosts: Collection[str], resolv
     literal = parse_ip_literal(host)
     addresses = [literal] if literal is not None else await _addresses(host, port, resolver)
     shown = f"[{host}]" if ":" in host else host
-    if not _is_allowed(httpx.URL(f"http://{shown}/"), host, literal, allow_hosts):
-        _refuse_problems(host, literal, addresses)
-    return tuple(dict.fromkeys(str(ip) for ip in addresses))
+    return _vetted(httpx.URL(f"http://{shown}/"), host, literal, addresses, allow_hosts)

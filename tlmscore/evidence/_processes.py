@@ -148,15 +148,13 @@ class Worker:
 
     def stop(self, *, kill: bool = False) -> None:
         """End the worker: ask it to exit, or kill it; then reap it (a forked one: its template does)."""
-        with contextlib.suppress(OSError):
-            if kill and self._process is None:
-                os.kill(self._pid, signal.SIGKILL)
-            elif kill and self._process is not None:
-                self._process.kill()
-            else:
+        if kill:
+            self.kill()
+        else:
+            with contextlib.suppress(OSError):
                 self._conn.send(None)
         if self._process is not None:
-            self._process.join(timeout=5)
+            self._process.join(timeout=_STOP_SECONDS)
             if self._process.is_alive():
                 self._process.kill()
                 self._process.join()

@@ -91,15 +91,10 @@ async def read_reply(url: str, response: httpx.Response, settings: Settings) -> 
     if declared.isdigit() and int(declared) > cap:
         too_large = f"the page is {int(declared):,} bytes, over the limit of {cap:,}"
         return replace(reply, failure=("too_large", too_large))
-    body = await _read_capped(response, cap, settings)
+    try:
+        body = await read_body(response, cap)  # None as soon as it grows past `cap` bytes
+    except httpx.ReadTimeout:
+        raise FetchError("timeout", f"timed out after {seconds(settings.timeout)} reading the body") from None
     if body is None:
         return replace(reply, failure=("too_large", f"the page is over the limit of {cap:,} bytes"))
     return replace(reply, body=body)
-
-
-async def _read_capped(response: httpx.Response, cap: int, settings: Settings) -> bytes | None:
-    """Read and decode the body (`body.read_body`); None as soon as it grows past `cap` bytes."""
-    try:
-        return await read_body(response, cap)
-    except httpx.ReadTimeout:
-        raise FetchError("timeout", f"timed out after {seconds(settings.timeout)} reading the body") from None

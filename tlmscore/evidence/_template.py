@@ -88,27 +88,26 @@ def _data_size() -> int | None:
     return None
 
 
-def _limit_memory(budget: int) -> None:
-    """Cap the worker's data segment at what it holds now plus `budget` bytes."""
+def _set_limit(name: str, soft: int) -> None:
+    """Set the soft limit `resource.<name>` to `soft`, within its hard limit (where there are such limits)."""
     with contextlib.suppress(ImportError, ValueError, OSError):
         import resource  # noqa: PLC0415  (POSIX only)
 
-        now = _data_size()
-        if now is not None:
-            _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-            soft = now + budget
-            resource.setrlimit(resource.RLIMIT_DATA, (soft if hard < 0 else min(soft, hard), hard))
+        kind = getattr(resource, name)
+        _, hard = resource.getrlimit(kind)
+        resource.setrlimit(kind, (soft if hard < 0 else min(soft, hard), hard))
+
+
+def _limit_memory(budget: int) -> None:
+    """Cap the worker's data segment at what it holds now plus `budget` bytes."""
+    now = _data_size()
+    if now is not None:
+        _set_limit("RLIMIT_DATA", now + budget)
 
 
 def _limit_cpu(seconds: float) -> None:
     """Kill the worker (SIGXCPU) once it has used `seconds` more CPU than it has so far."""
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource  # noqa: PLC0415  (POSIX only)
-
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard < 0 else min(soft, hard), hard))
+    _set_limit("RLIMIT_CPU", int(time.process_time() + seconds) + 1)
 
 
 def _warm_up() -> None:

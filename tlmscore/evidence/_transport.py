@@ -29,7 +29,6 @@ import asyncio
 import re
 import ssl
 import sys
-import urllib.request
 from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
@@ -47,7 +46,8 @@ from tlmscore.settings import Settings
 
 _T = TypeVar("_T")
 _TIMEOUT_SCOPE = getattr(asyncio, "timeout", None)  # Python 3.11+
-_ADDRESSES_TRIED = 3
+ADDRESSES_TRIED = 3
+"""The addresses of a host a connection is tried on, in the resolver's order."""
 _KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept, as httpx's default limits keep it
 # Authorities' bundles for when OpenSSL's default paths hold none (where `truststore` looks, in order).
 _CA_FILES = (
@@ -59,23 +59,6 @@ _CA_FILES = (
 )
 _HASHED_NAME = re.compile(r"^[0-9a-fA-F]{8}\.[0-9]$")
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
-# httpcore's exceptions and the httpx ones they become, most specific first.
-_MAPPED: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-)
 
 
 async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
@@ -90,13 +73,16 @@ async def within(timeout: float | None, awaitable: Awaitable[_T]) -> _T:
 
 @contextmanager
 def _httpx_errors() -> Iterator[None]:
-    """Re-raise httpcore's exceptions as the httpx ones (as httpx's own transport does)."""
+    """Re-raise httpcore's exceptions as the httpx ones (as httpx's own transport does).
+
+    httpx names each of its transport errors as httpcore names the one it stands for, so the most
+    specific of httpcore's classes that `exc` is an instance of names the httpx one.
+    """
     try:
         yield
-    except httpcore.ConnectionNotAvailable:
-        raise
     except Exception as exc:
-        mapped = next((to for origin, to in _MAPPED if isinstance(exc, origin)), None)
+        mapped = next((getattr(httpx, kind.__name__) for kind in type(exc).__mro__
+                       if getattr(httpcore, kind.__name__, None) is kind and hasattr(httpx, kind.__name__)), None)
         if mapped is None:
             raise
         raise mapped(str(exc)) from exc
@@ -127,7 +113,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         addresses = await vet_host(host, port, allow_hosts=self._allow_hosts, resolver=self._resolver)
         options = list(socket_options or ())
         failure: Exception = httpcore.ConnectError(f"no address found for {host}")
-        for address in addresses[:_ADDRESSES_TRIED]:
+        for address in addresses[:ADDRESSES_TRIED]:
             try:
                 stream = await self._inner.connect_tcp(address, port, timeout, local_address, options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:  # e.g. no IPv6 route here
@@ -145,12 +131,6 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         if ip is None or str(ip) not in addresses:
             raise FetchError("blocked", f"refused: the connection for {host} reached {ip}, which was not checked")
 
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[SocketOption] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        """Never used for fetching: URLs from model output name hosts, not sockets."""
-        raise FetchError("blocked", "unix sockets are not fetched")
-
     async def sleep(self, seconds: float) -> None:
         """Wait, as httpcore asks between its own retries."""
         await self._inner.sleep(seconds)
@@ -163,18 +143,14 @@ class _ResponseStream(httpx.AsyncByteStream):
     """
 
     def __init__(self, stream: AsyncIterable[bytes] | Iterable[bytes], origin: _Origin | None = None) -> None:
+        assert isinstance(stream, AsyncIterable)  # noqa: S101 -- an async pool's responses stream asynchronously
         self._stream = stream
         self._origin = origin
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        stream = self._stream
         with _httpx_errors():
-            if isinstance(stream, AsyncIterable):
-                async for part in stream:
-                    yield part
-            else:
-                for part in stream:
-                    yield part
+            async for part in self._stream:
+                yield part
 
     async def aclose(self) -> None:
         origin, self._origin = self._origin, None
@@ -227,7 +203,8 @@ class _Origins:
         self._pools.move_to_end(key)
         origin.started()
         try:
-            await self._close(self._surplus())
+            for pool in self._surplus():
+                await pool.aclose()
         except BaseException:  # e.g. the page's deadline while closing: the request is not sent
             origin.finished()
             raise
@@ -246,15 +223,11 @@ class _Origins:
             surplus.append(self._pools.pop(key).pool)
         return surplus
 
-    @staticmethod
-    async def _close(pools: Iterable[httpcore.AsyncConnectionPool]) -> None:
-        for pool in pools:
-            await pool.aclose()
-
     async def aclose(self) -> None:
         """Close every pool."""
-        pools, self._pools = list(self._pools.values()), OrderedDict()
-        await self._close(origin.pool for origin in pools)
+        origins, self._pools = list(self._pools.values()), OrderedDict()
+        for origin in origins:
+            await origin.pool.aclose()
 
 
 def _bypassed(host: str, no_proxy: str) -> bool:
@@ -264,11 +237,6 @@ def _bypassed(host: str, no_proxy: str) -> bool:
         if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
             return True
     return False
-
-
-def environment_proxies() -> dict[str, str]:
-    """The proxies the environment names (`HTTPS_PROXY`, `NO_PROXY`, ...), as `urllib` reads them."""
-    return urllib.request.getproxies()
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):

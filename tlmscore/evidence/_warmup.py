@@ -20,5 +20,5 @@ _BRIEF_PAGE = (
     b"<footer>Footer</footer></body></html>"
 )
 
-WARMED = all(extract(page, "text/html", "").status == "ok" for page in (WARM_UP_PAGE, _BRIEF_PAGE))
-"""Whether the warm-up pages extracted as expected (they always should)."""
+for _page in (WARM_UP_PAGE, _BRIEF_PAGE):
+    extract(_page, "text/html", "")

@@ -79,16 +79,10 @@ class ExtractPool:
         self._feeders: list[threading.Thread] = []
         self._counting = threading.Lock()
         self._unanswered = 0  # pages given to the pool and not answered yet
-        self._all: set[Worker] = set()  # every worker started and not yet stopped
         self._busy: set[Worker] = set()  # the workers with a page now
         self._template: Template | None = None  # forks the workers (where workers are forked)
         self._forking = threading.Lock()  # one thread at a time starts or asks the template
         self._closed = False
-
-    @property
-    def workers(self) -> int:
-        """How many extractions run at once."""
-        return self._workers
 
     @property
     def pending(self) -> int:
@@ -139,7 +133,6 @@ class ExtractPool:
                     worker, found = None, Extracted(None, None, "extract_failed", f"{type(exc).__name__}: {exc}")
             self._answer(job, found)
         if worker is not None:
-            self._all.discard(worker)
             worker.stop(kill=worker in self._busy)
 
     def _answer(self, job: _Job, found: Extracted) -> None:
@@ -159,10 +152,8 @@ class ExtractPool:
             try:
                 return ready, ready.run(task)
             except GoneError:  # it had ended before it took the page: the page goes to a new one
-                self._all.discard(ready)
                 worker = None
             except LostError as exc:  # it ended or was killed on this page
-                self._all.discard(ready)
                 return None, Extracted(None, None, "extract_failed", str(exc))
             finally:
                 self._busy.discard(ready)
@@ -174,10 +165,7 @@ class ExtractPool:
             return worker
         if worker is not None:
             worker.stop(kill=True)
-            self._all.discard(worker)
-        worker = self._new_worker()
-        self._all.add(worker)
-        return worker
+        return self._new_worker()
 
     def _new_worker(self) -> Worker:
         """A new worker: forked from the template (started first if it is not running), else spawned."""
@@ -220,15 +208,7 @@ class ExtractPool:
         late, self._template = self._template, None
         if late is not None and late is not template:  # started by a thread as the pool closed
             await loop.run_in_executor(None, late.stop)
-        for _, _, job in _drain(self._jobs):  # pages no thread took
+        while not self._jobs.empty():  # pages no thread took (every thread has ended)
+            _, _, job = self._jobs.get_nowait()
             if job is not None:
                 self._answer(job, _CLOSED)
-
-
-def _drain(jobs: queue.PriorityQueue[tuple[float, int, _Job | None]]) -> list[tuple[float, int, _Job | None]]:
-    """Everything left in `jobs`."""
-    left = []
-    with contextlib.suppress(queue.Empty):
-        while True:
-            left.append(jobs.get_nowait())
-    return left

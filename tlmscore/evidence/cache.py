@@ -49,7 +49,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import diskcache
 import zstandard
@@ -57,6 +56,7 @@ import zstandard
 from tlmscore._urls import url_key
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, check_url, parse_ip_literal, system_resolver
+from tlmscore.evidence._reply import host_of
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
 
@@ -341,10 +341,7 @@ class PageCache:
 
 def _host(url: str) -> str:
     """The host of `url` as `allow_hosts` spells hosts (lower case, no trailing dot); "" if none."""
-    try:
-        return (urlsplit(url).hostname or "").rstrip(".")
-    except ValueError:
-        return ""
+    return host_of(url).rstrip(".")
 
 
 def _unpack(stored: dict[str, Any]) -> bytes:

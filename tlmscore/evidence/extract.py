@@ -65,10 +65,12 @@ EXTRACTOR_VERSION = extractor_version()
 ExtractStatus = Literal["ok", "empty", "unsupported_type", "extract_failed"]
 Kind = Literal["html", "text", "json", "pdf"]
 
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown", "text/csv", "text/x-rst"})
-_JSON_TYPES = frozenset({"application/json", "text/json"})
-_PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
+_DECLARED: dict[str, Kind] = {
+    "text/html": "html", "application/xhtml+xml": "html",
+    "text/plain": "text", "text/markdown": "text", "text/x-markdown": "text", "text/csv": "text", "text/x-rst": "text",
+    "application/json": "json", "text/json": "json",
+    "application/pdf": "pdf", "application/x-pdf": "pdf",
+}
 _SNIFF_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
 _SNIFF_BYTES = 4096
@@ -141,16 +143,7 @@ def _known_codec(name: str) -> str | None:
 
 def _declared_kind(mime: str) -> Kind | None:
     """Return the extractor a declared media type names, if any."""
-    declared: tuple[tuple[frozenset[str], Kind], ...] = (
-        (_HTML_TYPES, "html"),
-        (_TEXT_TYPES, "text"),
-        (_JSON_TYPES, "json"),
-        (_PDF_TYPES, "pdf"),
-    )
-    for types, kind in declared:
-        if mime in types:
-            return kind
-    return "json" if mime.endswith("+json") else None
+    return _DECLARED.get(mime, "json" if mime.endswith("+json") else None)
 
 
 def supported_type(content_type: str | None) -> bool:

@@ -16,8 +16,8 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
-from types import TracebackType
 from typing import TypeVar
 
 import httpx
@@ -44,11 +44,6 @@ ACCEPT = (
 _T = TypeVar("_T")
 Progress = Callable[[str, int, int], None]
 """Called as `progress(stage, done, total)` each time a page is done; the CLI draws bars from it."""
-
-_REASONS = {
-    "offline_miss": "not in the cache, and offline mode never fetches",
-    "empty": "no readable text found in the page",
-}
 
 
 def _check_installed(extractor: str) -> None:
@@ -100,9 +95,7 @@ class Fetcher:
                                       headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -131,13 +124,9 @@ class Fetcher:
         """
         if not urls:
             return
-        if self._cache is None:
-            async with self:
-                async for item in self._stream(urls):
-                    yield item
-            return
-        async for item in self._stream(urls):
-            yield item
+        async with self if self._cache is None else nullcontext(self):  # opened around this call alone
+            async for item in self._stream(urls):
+                yield item
 
     async def _stream(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
         plan = Plan.of([urls])
@@ -147,7 +136,7 @@ class Fetcher:
         unique = plan.urls
         done = _Counter(self._progress, len(unique))
         hits = await self._opened(self._cache).lookup(unique)
-        tasks = [asyncio.ensure_future(self._spelled(spellings, hits.get(spellings[0]), done))
+        tasks = [asyncio.ensure_future(self._page(spellings, hits.get(spellings[0]), done))
                  for spellings in plan.spellings.values()]
         try:
             for next_page in asyncio.as_completed(tasks):
@@ -158,11 +147,6 @@ class Fetcher:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _spelled(self, spellings: tuple[str, ...], hit: CachedPage | None,
-                       done: _Counter) -> tuple[tuple[str, ...], Page]:
-        """The page of the first spelling, with every spelling it is cited by."""
-        return spellings, await self._page(spellings[0], hit, done)
 
     @staticmethod
     def _opened(resource: _T | None) -> _T:
@@ -178,22 +162,25 @@ class Fetcher:
         await self._opened(self._cache).store(page, hit.body, hit.content_type)
         return page
 
-    async def _page(self, url: str, hit: CachedPage | None, done: _Counter) -> Page:
-        """Get the page for `url` from the cache, or fetch and store it (offline: `offline_miss`)."""
+    async def _page(self, spellings: tuple[str, ...], hit: CachedPage | None,
+                    done: _Counter) -> tuple[tuple[str, ...], Page]:
+        """The spellings, and their page: cached, else fetched and stored (offline: `offline_miss`)."""
+        url = spellings[0]
         if hit is not None:
             page = await self._from_cache(hit)
         elif self._settings.offline:
-            page = Page(url=url, status="offline_miss", error=_REASONS["offline_miss"])
+            page = Page(url=url, status="offline_miss", error="not in the cache, and offline mode never fetches")
         else:
             page, body, content_type = await self._fetch(url)
             await self._opened(self._cache).store(page, body, content_type)
-        done.add(1)
-        return page
+        done.add()
+        return spellings, page
 
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            reply = await self._opened(self._downloader).download(url, self._read, self._start_extractor)
+            # the workers get ready while the response is on its way
+            reply = await self._opened(self._downloader).download(url, self._read, self._opened(self._extractor).start)
         except FAILURES as exc:
             status, error = describe(exc, self._settings, host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
@@ -220,15 +207,12 @@ class Fetcher:
         if found.status == "unsupported_type":
             error = f"unsupported content type {page.content_type or 'unknown'}"
         elif found.status == "empty":
-            error = _REASONS["empty"]
+            error = "no readable text found in the page"
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
     async def _read(self, url: str, response: httpx.Response) -> Reply:
         return await read_reply(url, response, self._settings)
 
-    def _start_extractor(self) -> None:
-        """Get the workers ready while a response is on its way."""
-        self._opened(self._extractor).start()
 
 class _Counter:
     """Counts finished pages and reports them to a progress callback."""
@@ -240,7 +224,7 @@ class _Counter:
         if progress is not None:
             progress("fetch", 0, total)
 
-    def add(self, count: int) -> None:
-        self._done += count
-        if self._progress is not None and count:
+    def add(self) -> None:
+        self._done += 1
+        if self._progress is not None:
             self._progress("fetch", self._done, self._total)

@@ -161,13 +161,9 @@ class MemoryPages(PageSource):
     """A `PageSource` over pages held in memory, matched by `url_key`; a miss is `offline_miss`."""
 
     def __init__(self, pages: Iterable[Page] | Mapping[str, str] = ()) -> None:
-        self._pages: dict[str, Page] = {}
         if isinstance(pages, Mapping):
-            items: Iterable[Page] = (Page(url=u, status="ok", text=t, final_url=u) for u, t in pages.items())
-        else:
-            items = pages
-        for page in items:
-            self._pages[url_key(page.url)] = page
+            pages = [Page(url=u, status="ok", text=t, final_url=u) for u, t in pages.items()]
+        self._pages = {url_key(page.url): page for page in pages}
 
     async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         """Return the held page for each URL, or an `offline_miss` page (`as_of` plays no part)."""
