@@ -36,7 +36,7 @@ from tlmscore.ingest import (
 )
 from tlmscore.model import is_item_reference
 from tlmscore.ray._read import transcript_of
-from tlmscore.ray._tables import by_key, flat_rows, join_on_key, rows_only, schema
+from tlmscore.ray._tables import attach, by_key, flat_rows, join_on_key, rows_only, schema
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -125,26 +125,6 @@ def _found(row: dict[str, Any]) -> dict[str, Any]:
                                                            (row["source"], row["line"], row["record"]))])}
 
 
-def _as_record(batch: pa.Table) -> pa.Table:
-    return batch.append_column("links", pa.nulls(len(batch), pa.binary())).cast(_LINKED)
-
-
-def _as_link(row: dict[str, Any]) -> dict[str, Any]:
-    return {"input": None, "position": row["owner"], "source": None, "line": None, "record": None,
-            "error": None, "links": row["found"]}
-
-
-def _merge(block: pa.Table) -> pa.Table:
-    """Each record's row of `block` with the rows of what its history needs (a partition by `position`) as one row."""
-    found: dict[int, list[Any]] = {}
-    links = block.filter(pc.is_valid(block["links"]))
-    for position, blob in zip(links["position"].to_pylist(), links["links"].to_pylist(), strict=True):
-        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
-    records = block.filter(pc.is_valid(block["source"])).drop_columns(["links"])
-    blobs = [pickle.dumps(found[p]) if p in found else None for p in records["position"].to_pylist()]
-    return records.append_column("links", pa.array(blobs, pa.binary())).cast(_LINKED)
-
-
 def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """What a found response wants in turn (its previous response, its references), not yet seen."""
     seen = set(pickle.loads(row["seen"]))  # noqa: S301
@@ -182,11 +162,8 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
             frontier = flat_rows(hits, _next, _FRONTIER).materialize()
             if not frontier.count():
                 break
-    plain = records.map_batches(_as_record, batch_format="pyarrow")
-    if not parts:
-        return plain
-    found = [flat_rows(part, lambda r: [_as_link(r)], _LINKED) for part in parts]
-    return by_key(plain.union(*found), "position", partitions, _merge)
+    found = [flat_rows(part, lambda r: [{"position": r["owner"], "links": r["found"]}], _LINKED) for part in parts]
+    return attach(records, found, "links", _LINKED, partitions)
 
 
 def chain_index_of(links: bytes | None, batch: BatchInputs | None = None) -> ChainIndex:
