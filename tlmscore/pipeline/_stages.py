@@ -13,9 +13,9 @@ import math
 from collections import deque
 from collections.abc import (
     AsyncGenerator,
-    Awaitable,
     Callable,
     Container,
+    Coroutine,
     Iterable,
     Iterator,
     Mapping,
@@ -25,7 +25,7 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tlmscore._urls import url_key
 from tlmscore.convert import NO_REQUEST, cited_files, convert_transcript
@@ -336,18 +336,14 @@ def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], find: Find) -> 
     return None
 
 
-def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine to completion from sync code, also inside Jupyter's running event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_await(make))
+        return asyncio.run(make())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(_await(make))).result()
-
-
-async def _await(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 # The steps of a chunk (`aiter_chunks`) one record at a time, for an engine that spreads a batch's records,
