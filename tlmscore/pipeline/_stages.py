@@ -39,7 +39,6 @@ from tlmscore.ingest import (
     BatchInputs,
     ChainIndex,
     Find,
-    History,
     Input,
     Inputs,
     Location,
@@ -75,22 +74,16 @@ def _failure(transcript: Transcript, exc: Exception) -> str:
     return f"{transcript.source}:{transcript.line}: {said}"
 
 
-def _continued(transcript: Transcript, chains: ChainIndex | None) -> tuple[Transcript, History | None]:
-    """The record with the calls it continues in front of its input (ingest's last step), and that history."""
-    if chains is None or transcript.error is not None:
-        return transcript, None
-    history = chains.history(transcript)
-    return with_history(transcript, history), history
-
-
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
              converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
     """One record, its history joined first (ingest), then its items converted; its status is ingest's, read."""
-    try:
-        joined, history = _continued(transcript, chains)
-        failed = None
-    except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
-        joined, history, failed = transcript, None, _failure(transcript, exc)
+    joined, history, failed = transcript, None, None
+    if chains is not None and transcript.error is None:  # the calls it continues in front of its input
+        try:
+            history = chains.history(transcript)
+            joined = with_history(transcript, history)
+        except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
+            failed = _failure(transcript, exc)
     status = transcript.status
     error = transcript.error or (status.error if status is not None else None) or failed
     if error is not None:  # unreadable, no answer (a failed or unfinished response), or its history failed
