@@ -222,14 +222,17 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
               on_start, pages, converters, on_earlier)
     _ = job.built  # the scorer's options and keys, checked before any file is written
-    if spec is not None and job.scorer is not None:
+    if spec is not None:
         spec.check_endpoint(options)  # its server answers: a run without network stops here, not row by row
     return _execute(job, engine)
 
 
 def _execute(job: Job, engine: Engine) -> RunResult:
     """The run around the engine: its output (resume checks, checkpoint), `on_start`, `on_rows`, the output file."""
-    output = _open_output(job)
+    output = None
+    if job.output is not None:  # its resume checked against the manifest of the run it continues
+        manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
+        output = RunOutput(job.output, manifest, resume=job.resume)
     if job.on_start is not None:
         job.on_start(output.earlier if output is not None else 0)
     if job.on_earlier is not None and output is not None and output.earlier:
@@ -249,11 +252,3 @@ def _execute(job: Job, engine: Engine) -> RunResult:
         return RunResult(None, written, 0, written)
     total = output.finish(job.settings.chunk_size, job.columns())
     return RunResult(job.output, written, output.earlier, total)
-
-
-def _open_output(job: Job) -> RunOutput | None:
-    """The output of a run that has one, its resume checked against the manifest of the run it continues."""
-    if job.output is None:
-        return None
-    manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
-    return RunOutput(job.output, manifest, resume=job.resume)
