@@ -79,11 +79,6 @@ def _urls_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
                    "host": _host(url)}
 
 
-def _plan(group: pa.Table) -> Plan:
-    """The distinct pages of a group, each by the spelling cited first in input order."""
-    return Plan.of([group.sort_by("order")["url"].to_pylist()])
-
-
 def planned_urls(converted: Dataset) -> Dataset:
     """One row per URL cited (`key`, the `url` as cited, its `order` in the input, its `host`)."""
     return flat_rows(converted, _urls_of, schema(key="string", url="string", order="int64", host="string"))
@@ -134,7 +129,7 @@ class FetchPages:
 
     def __call__(self, group: pa.Table) -> pa.Table:
         """The pages of one host's URLs (one group), each distinct page once, with their keys."""
-        plan = _plan(group)
+        plan = Plan.of([group.sort_by("order")["url"].to_pylist()])  # each page by the spelling cited first
         pages = self._run(self._source.pages(plan.urls))
         return _table([(key, pages[spellings[0]]) for key, spellings in plan.spellings.items()])
 
