@@ -74,16 +74,13 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     return attach(converted, [found], "pages", _PARTS, partitions, empty=pickle.dumps([]))
 
 
-def _pages_of(blob: bytes | None) -> dict[str, Page]:
-    """The pages a record renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)."""
-    return dict(pickle.loads(blob)) if blob else {}  # noqa: S301  (rows this engine wrote)
-
-
 def _render(batch: pa.Table, settings: Settings) -> tuple[list[Row], list[Any]]:
     rows, inputs = [], []
     for row in batch.to_pylist():
         item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
-        out, scoring = record_row(item, _pages_of(row.get("pages")), settings)
+        # the pages it renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)
+        pages = dict(pickle.loads(row["pages"])) if row.get("pages") else {}  # noqa: S301  (rows this engine wrote)
+        out, scoring = record_row(item, pages, settings)
         rows.append(out)
         inputs.append(scoring)
     return rows, inputs
