@@ -153,8 +153,11 @@ def _scored(row: Row, scorer: Scorer, score: Score | None) -> Row:
                             details=score.details, error=error, **(added | score.columns))
 
 
-async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None], scorer: Scorer | Scoring) -> list[Row]:
-    """`rows` with the score columns; a scorer failure becomes that row's error."""
+async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None],
+                 scorer: Scorer | Scoring | None) -> list[Row]:
+    """`rows` with the score columns (as they are, with no scorer); a scorer failure becomes that row's error."""
+    if scorer is None:
+        return list(rows)
     todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
     scores = await scorer.score_many([x for _, x in todo])
     if isinstance(scorer, Scoring):
@@ -272,8 +275,7 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
             if client is not None:
                 chunk = await hydrated(chunk, client, settings.concurrency)
             rows, inputs = await _rendered(chunk, settings, page_source, chains, converters=table)
-            scoring_done = asyncio.ensure_future(_score(rows, inputs, scoring)) if scoring is not None else _ready(rows)
-            scored.append((scoring_done, located[-1][0]))
+            scored.append((asyncio.ensure_future(_score(rows, inputs, scoring)), located[-1][0]))
             while len(scored) > ahead:
                 yield await finished()
         while scored:
@@ -299,13 +301,6 @@ def _report(progress: Progress, meter: InputMeter, done: int, last: Location) ->
     if position is not None:
         progress("input", position, meter.total)
     progress("records", done, None)
-
-
-def _ready(rows: list[Row]) -> asyncio.Future[list[Row]]:
-    """`rows` as a finished future (a chunk with nothing to score)."""
-    future: asyncio.Future[list[Row]] = asyncio.get_running_loop().create_future()
-    future.set_result(rows)
-    return future
 
 
 def _cancel_all(pending: Iterable[tuple[asyncio.Future[list[Row]], Location]]) -> None:

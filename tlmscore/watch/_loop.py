@@ -179,14 +179,12 @@ class Watcher:
         except TranscriptError as exc:
             raise StoreDown(str(exc)) from None
         rows = await self._rows(chosen)
-        over = [isinstance(r.details, Mapping) and OVER_CAP in r.details for r in rows]
-        capped = [r for r, left in zip(rows, over, strict=True) if left]
-        scored = [r for r, left in zip(rows, over, strict=True) if not left]
+        scored = [r for r in rows if not (isinstance(r.details, Mapping) and OVER_CAP in r.details)]
         await asyncio.to_thread(self._annotate, scored)
         self.full = len(fresh) >= self.plan.batch
         self.counts.seen += len(fresh)
         self.counts.scored += len(scored)
-        self.counts.skip("over cost cap", len(capped))
+        self.counts.skip("over cost cap", len(rows) - len(scored))
         self.counts.cost_today = self.spend.spent("day")
         ended = [parse_time(c.ended) for c in fresh if c.ended]
         if ended:
