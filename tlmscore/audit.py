@@ -10,6 +10,7 @@ import html
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,11 +176,9 @@ class TranscriptView:
                           None)
         if transcript is None:
             raise ConfigError(f"{source}:{line}: no such record")
-        chains = ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs, find=find_reader)
-        try:
+        with closing(ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs,
+                                      find=find_reader)) as chains:
             converted = convert_record(transcript, settings, chains).conversation
-        finally:
-            chains.close()
         urls = list(converted.urls) if converted is not None else []
         pages = run_sync(lambda: _offline_pages(urls, settings)) if urls else {}
         return cls(transcript, pages=pages, row=dict(row), settings=settings, converted=converted)
