@@ -91,8 +91,8 @@ class Watcher:
         check_capped(scorer, plan.caps)
         self.scorer = Capped(scorer, self.spend)
         self.feed: Feed = open_feed(plan.source, env)
-        self.full = False
         self._next_sweep = 0.0
+        self.full = False
         """The last poll found a whole batch: more calls may be waiting."""
 
     def _check_identity(self) -> None:
@@ -149,13 +149,11 @@ class Watcher:
 
     async def _rows(self, calls: Sequence[Call]) -> list[Row]:
         """The library's pipeline over the calls' records, scored; each row named by the source it came from."""
+        if not calls:
+            return []
         records = [dict(c.read.record or {}) for c in calls]
-        rows: list[Row] = []
-        if not records:
-            return rows
         async with aclosing(aiter_chunks(records, self.plan.settings, scorer=self.scorer)) as chunks:
-            async for chunk in chunks:
-                rows.extend(chunk)
+            rows = [row async for chunk in chunks for row in chunk]
         return [row.with_columns(source=self.feed.address, line=i) for i, row in enumerate(rows, start=1)]
 
     def _annotate(self, rows: Sequence[Row]) -> None:
