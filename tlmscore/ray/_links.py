@@ -101,11 +101,6 @@ def _targets(block: pa.Table) -> pa.Table:
     return offers.take(pa.array(first, pa.int64())).cast(_TARGETS)
 
 
-def _as_target(row: dict[str, Any]) -> dict[str, Any]:
-    return {"key": row["key"], "position": row["owner"], "source": None, "line": None, "record": None,
-            "onward": None}
-
-
 def _conversations(block: pa.Table) -> pa.Table:
     """For each call of each conversation of `block`: all the conversation's calls, in the order `ChainIndex` uses."""
     ordered = block.sort_by([("conv", "ascending"), ("created", "ascending"), ("position", "ascending")])
@@ -151,7 +146,7 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
         parts.append(by_key(conversations, "conv", partitions, _conversations))
     if wanted.count():
         offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
-        asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
+        asked = flat_rows(wanted, lambda r: [{"key": r["key"], "position": r["owner"]}], _TARGETS)  # no record
         targets = rows_only(by_key(offered.union(asked), "key", partitions, _targets))
         frontier = wanted
         for _ in range(_MAX_LEVELS):
