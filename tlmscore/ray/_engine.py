@@ -152,9 +152,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
 
     planned = planned_urls(converted)
     stored = stored_pages(engine.page_store, settings)
-    todo = planned
-    if stored is not None:
-        todo = join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
+    todo = planned if stored is None else join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
     # at least a partition per fetch actor: the hosts' groups of one partition go to one actor, in turn
     fetched: Dataset = grouped(todo, "host", max(partitions, engine.fetchers)).map_groups(
         FetchPages, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.fetchers),
