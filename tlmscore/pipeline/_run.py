@@ -99,16 +99,6 @@ class Job:
         raise ConfigError("a run with an output file, or on the Ray engine, reads input files or live addresses, "
                           "not records in memory")
 
-    @property
-    def name(self) -> str | None:
-        """The scorer's name (None: prepare only)."""
-        return _scorer_name(self.scorer)
-
-    @property
-    def two_passes(self) -> bool:
-        """Every row's requests are sent before any result is awaited (a Batch API mode)."""
-        return isinstance(self.scorer, str) and spec_of(self.scorer).two_passes(self.options)
-
     def columns(self) -> tuple[str, ...]:
         """The output's columns, in order."""
         scored = self.scorer is not None
@@ -138,7 +128,7 @@ class Local:
         same prompts (same input and cache), so it finds the same requests (by their ids) in the
         batches submitted by the first, and only polls and collects them.
         """
-        if job.two_passes and isinstance(job.scorer, str):
+        if isinstance(job.scorer, str) and spec_of(job.scorer).two_passes(job.options):
             submitter = get_scorer(job.scorer, spec_of(job.scorer).submitting(job.options))
             _drain(self.chunks(job, skip, scorer=submitter), lambda rows: None)
         _drain(self.chunks(job, skip), sink)
@@ -231,7 +221,8 @@ def _execute(job: Job, engine: Engine) -> RunResult:
     """The run around the engine: its output (resume checks, checkpoint), `on_start`, `on_rows`, the output file."""
     output = None
     if job.output is not None:  # its resume checked against the manifest of the run it continues
-        manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
+        manifest = build_manifest(job.command, job.paths, job.settings, scorer=_scorer_name(job.scorer),
+                                  scorer_options=job.recorded)
         output = RunOutput(job.output, manifest, resume=job.resume)
     if job.on_start is not None:
         job.on_start(output.earlier if output is not None else 0)
