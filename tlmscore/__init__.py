@@ -72,39 +72,21 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_HOMES = {
-    "aiter_rows": "tlmscore.pipeline",
-    "aprepare": "tlmscore.pipeline",
-    "ascore": "tlmscore.pipeline",
-    "prepare": "tlmscore.pipeline",
-    "score": "tlmscore.pipeline",
-    "run": "tlmscore.pipeline",
-    "RunResult": "tlmscore.pipeline",
-    "Local": "tlmscore.pipeline",
-    "Engine": "tlmscore.pipeline",
-    "Calibration": "tlmscore.scoring.calibration",
-    "Score": "tlmscore.scoring.base",
-    "Scorer": "tlmscore.scoring.base",
-    "ItemConverter": "tlmscore.convert.context",
-    "ConfigError": "tlmscore.errors",
-    "FetchError": "tlmscore.errors",
-    "ScorerError": "tlmscore.errors",
-    "TlmscoreError": "tlmscore.errors",
-    "TranscriptError": "tlmscore.errors",
-    "MemoryPages": "tlmscore.evidence.page",
-    "Page": "tlmscore.evidence.page",
-    "PageSource": "tlmscore.evidence.page",
-    "Row": "tlmscore.output",
-    "RowSink": "tlmscore.output",
-    "Conversation": "tlmscore.model",
-    "ScoringInput": "tlmscore.model",
-    "Transcript": "tlmscore.model",
-    "render": "tlmscore.rendering",
-    "Settings": "tlmscore.settings",
-    "read_transcripts": "tlmscore.pipeline",
-    "BatchInputs": "tlmscore.ingest",
-    "watch": "tlmscore.watch",
-}
+_HOMES = {name: home for home, names in {
+    "tlmscore.convert.context": ("ItemConverter",),
+    "tlmscore.errors": ("ConfigError", "FetchError", "ScorerError", "TlmscoreError", "TranscriptError"),
+    "tlmscore.evidence.page": ("MemoryPages", "Page", "PageSource"),
+    "tlmscore.ingest": ("BatchInputs",),
+    "tlmscore.model": ("Conversation", "ScoringInput", "Transcript"),
+    "tlmscore.output": ("Row", "RowSink"),
+    "tlmscore.pipeline": ("Engine", "Local", "RunResult", "aiter_rows", "aprepare", "ascore", "prepare",
+                          "read_transcripts", "run", "score"),
+    "tlmscore.rendering": ("render",),
+    "tlmscore.scoring.base": ("Score", "Scorer"),
+    "tlmscore.scoring.calibration": ("Calibration",),
+    "tlmscore.settings": ("Settings",),
+    "tlmscore.watch": ("watch",),
+}.items() for name in names}
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _HOMES, __all__, globals())

@@ -10,6 +10,7 @@ import html
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,8 @@ class TranscriptView:
         messages = [i for i in output if isinstance(i, dict) and i.get("type") == "message"]
         if not messages:
             return '<div class="answer">' + _e(self.row.get("response") or "") + "</div>"
-        parts = []
-        for part in messages[-1].get("content") or []:
-            if isinstance(part, dict):
-                parts.append(self._highlight(str(part.get("text") or part.get("refusal") or ""),
-                                             part.get("annotations") or []))
+        parts = [self._highlight(str(part.get("text") or part.get("refusal") or ""), part.get("annotations") or [])
+                 for part in messages[-1].get("content") or [] if isinstance(part, dict)]
         return '<div class="answer">' + "\n".join(parts) + "</div>"
 
     def _highlight(self, text: str, annotations: Sequence[Any]) -> str:
@@ -178,11 +176,9 @@ class TranscriptView:
                           None)
         if transcript is None:
             raise ConfigError(f"{source}:{line}: no such record")
-        chains = ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs, find=find_reader)
-        try:
+        with closing(ChainIndex.build(list(inputs or [source]), batch_inputs=settings.batch_inputs,
+                                      find=find_reader)) as chains:
             converted = convert_record(transcript, settings, chains).conversation
-        finally:
-            chains.close()
         urls = list(converted.urls) if converted is not None else []
         pages = run_sync(lambda: _offline_pages(urls, settings)) if urls else {}
         return cls(transcript, pages=pages, row=dict(row), settings=settings, converted=converted)
@@ -287,9 +283,9 @@ def _why_not_scored(error: Any, explanation: Any) -> str:
 def not_scored(df: pd.DataFrame) -> pd.DataFrame:
     """Why rows have no score (NaN): one line per reason, with its count of rows and up to three ids."""
     missing = df[df["score"].isna()]
-    errors = missing["error"] if "error" in missing.columns else pd.Series(None, index=missing.index)
-    said = missing["explanation"] if "explanation" in missing.columns else pd.Series(None, index=missing.index)
-    reasons = [_why_not_scored(e, x) for e, x in zip(errors, said, strict=True)]
+    none = pd.Series(None, index=missing.index)  # for a column the rows do not have
+    reasons = [_why_not_scored(e, x) for e, x in zip(missing.get("error", none), missing.get("explanation", none),
+                                                       strict=True)]
     grouped = missing.assign(reason=reasons).groupby("reason", sort=False)
     table: pd.DataFrame = pd.DataFrame({"rows": grouped.size(), "examples": grouped["id"].agg(
         lambda ids: ", ".join(map(str, list(ids)[:3])))}).reset_index()

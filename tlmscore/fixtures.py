@@ -32,7 +32,7 @@ import math
 import os
 import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, aclosing
+from contextlib import aclosing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -177,10 +177,8 @@ async def _render(folder: Path, settings: Settings, pages: PageSource,
     """Every transcript of the folder in one run (scored when `scorer`), so chains across its files resolve."""
     transcripts, batch = _inputs(folder)
     settings = settings.model_copy(update={"batch_inputs": (*settings.batch_inputs, *batch)})
-    rows: list[Row] = []
-    async for chunk in aiter_chunks(transcripts, settings, pages=pages, scorer=scorer):
-        rows.extend(_portable(row, folder) for row in chunk)
-    return rows
+    return [_portable(row, folder) async for chunk in aiter_chunks(transcripts, settings, pages=pages, scorer=scorer)
+            for row in chunk]
 
 
 def _portable(row: Row, folder: Path) -> Row:
@@ -197,8 +195,7 @@ async def _record(folder: Path, settings: Settings, pages: PageSource | None,
     The page files (`--pages`) are read behind the recorder, not in front of it as a run reads them,
     so the pages taken from them are saved in the folder too and `check` finds them there.
     """
-    async with AsyncExitStack() as stack:
-        inner = await stack.enter_async_context(open_page_source(settings, given=pages))
+    async with open_page_source(settings, given=pages) as inner:
         recorder = RecordingPages(LayeredPages(_saved_pages(folder), inner))
         rows = await _render(folder, settings.model_copy(update={"page_files": ()}), recorder, scorer)
     return rows, list(recorder.seen.values())

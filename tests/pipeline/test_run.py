@@ -160,7 +160,7 @@ def test_run_hands_an_engine_the_checked_job(tmp_path: Path, demo_path: Path) ->
         assert job.calibration == fitted  # the file, loaded and checked against the scorer before the engine runs
         assert job.options["cache_dir"] == str(tmp_path / "c" / "judge")  # the verdict cache, as the local run has it
         assert job.columns()[-1] == "calibrated_score"
-        made = job.make_scorer()
+        made = job.built
         assert isinstance(made, calibration.Calibrated) and made.name == "judge"
         # the engine makes the rows; the run writes them, and resumes any engine under the same rules
         assert (result.rows, result.total) == (1, 1) and json.loads(out.read_text(encoding="utf-8"))["id"] == "a"

@@ -28,17 +28,13 @@ def open_client() -> AsyncOpenAI:
 
 async def hydrated(chunk: Sequence[Transcript], client: AsyncOpenAI, concurrency: int) -> list[Transcript]:
     """`chunk` with each record holding only a response id, or a span's `hydrate_id`, read from its stored response."""
-    todo = [i for i, t in enumerate(chunk) if fillable_id(t.raw) is not None]
-    out = list(chunk)
-    if not todo:
-        return out
     gate = asyncio.Semaphore(concurrency)
 
     async def filled(t: Transcript) -> Transcript:
+        if fillable_id(t.raw) is None:
+            return t
         async with gate:
             record = await hydrate(client, t.raw)
         return normalize_record(record, source=t.source, line=t.line)
 
-    for i, transcript in zip(todo, await asyncio.gather(*(filled(chunk[i]) for i in todo)), strict=True):
-        out[i] = transcript
-    return out
+    return list(await asyncio.gather(*(filled(t) for t in chunk)))

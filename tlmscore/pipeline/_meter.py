@@ -17,11 +17,6 @@ from tlmscore.stores import is_live
 _GZIP = b"\x1f\x8b"
 
 
-def _gzipped(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(2) == _GZIP
-
-
 class InputMeter:
     """Bytes of the inputs (`total`, None when not all are files) and how far a record stands in them."""
 
@@ -36,7 +31,8 @@ class InputMeter:
         for given in inputs:
             path = Path(str(given))
             self._before.setdefault(str(given), total)
-            self._offsets[str(given)] = not _gzipped(path)
+            with path.open("rb") as handle:  # a gzip file's offsets count decompressed bytes
+                self._offsets[str(given)] = handle.read(2) != _GZIP
             total += path.stat().st_size
         self.total = total
 

@@ -31,7 +31,7 @@ from tlmscore.evidence.page import PageSource
 from tlmscore.ingest import Inputs
 from tlmscore.output import Done, Row, RunOutput, build_manifest, describe_file, output_format
 from tlmscore.pipeline._stages import Progress, aiter_chunks, run_sync
-from tlmscore.scoring.base import Scorer, ScorerSpec, get_scorer, spec_of
+from tlmscore.scoring.base import Scorer, get_scorer, spec_of
 from tlmscore.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,7 +81,14 @@ class Job:
     @functools.cached_property
     def built(self) -> Scorer | None:
         """The run's scorer, built once (with its calibration around it); None: prepare only."""
-        return self.make_scorer() if self.scorer is not None else None
+        if self.scorer is None:
+            return None
+        built = get_scorer(self.scorer, self.options) if isinstance(self.scorer, str) else self.scorer
+        if self.calibration is None:
+            return built
+        from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
+
+        return Calibrated(built, self.calibration)
 
     @property
     def paths(self) -> tuple[str | Path, ...]:
@@ -91,33 +98,6 @@ class Job:
             return tuple(inputs)
         raise ConfigError("a run with an output file, or on the Ray engine, reads input files or live addresses, "
                           "not records in memory")
-
-    @property
-    def name(self) -> str | None:
-        """The scorer's name (None: prepare only)."""
-        return _scorer_name(self.scorer)
-
-    @property
-    def spec(self) -> ScorerSpec | None:
-        """What the run needs to know of a registered scorer (None: prepare only, or a `Scorer` object)."""
-        return spec_of(self.scorer) if isinstance(self.scorer, str) else None
-
-    @property
-    def two_passes(self) -> bool:
-        """Every row's requests are sent before any result is awaited (a Batch API mode)."""
-        return self.spec is not None and self.spec.two_passes(self.options)
-
-    def make_scorer(self, scorer: str | Scorer | None = None, **more: Any) -> Scorer:
-        """The scorer (or `scorer`, with `more` options), wrapped by the calibration when there is one."""
-        chosen = scorer if scorer is not None else self.scorer
-        if chosen is None:
-            raise ValueError("a prepare-only job has no scorer")
-        built = get_scorer(chosen, {**self.options, **more}) if isinstance(chosen, str) else chosen
-        if self.calibration is None:
-            return built
-        from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
-
-        return Calibrated(built, self.calibration)
 
     def columns(self) -> tuple[str, ...]:
         """The output's columns, in order."""
@@ -142,9 +122,15 @@ class Local:
     """The engine of one machine: the pipeline's chunks, made in this process."""
 
     def rows(self, job: Job, skip: Container[tuple[str, int]], sink: Sink) -> None:
-        """Rows chunk by chunk; a scorer in two passes goes over the inputs twice (submit, then collect)."""
-        if job.two_passes:
-            _submit_ahead(job, skip)
+        """Rows chunk by chunk; a scorer in two passes goes over the inputs twice (submit, then collect).
+
+        The first pass submits every chunk's requests before any chunk waits. The second renders the
+        same prompts (same input and cache), so it finds the same requests (by their ids) in the
+        batches submitted by the first, and only polls and collects them.
+        """
+        if isinstance(job.scorer, str) and spec_of(job.scorer).two_passes(job.options):
+            submitter = get_scorer(job.scorer, spec_of(job.scorer).submitting(job.options))
+            _drain(self.chunks(job, skip, scorer=submitter), lambda rows: None)
         _drain(self.chunks(job, skip), sink)
 
     def chunks(self, job: Job, skip: Container[tuple[str, int]] = (), *,
@@ -178,19 +164,6 @@ def _scorer_name(scorer: str | Scorer | None) -> str | None:
     if scorer is None or isinstance(scorer, str):
         return scorer
     return str(getattr(scorer, "name", type(scorer).__name__))
-
-
-def _submit_ahead(job: Job, skip: Container[tuple[str, int]]) -> None:
-    """A scorer in two passes, the first: every chunk's requests are submitted before any chunk waits.
-
-    The second pass renders the same prompts (same input and cache), so it finds the same
-    requests (by their ids) in the batches submitted here and only polls and collects them.
-    """
-    spec = job.spec
-    if spec is None or not isinstance(job.scorer, str):
-        raise ValueError("only a registered scorer runs in two passes")
-    submitter = get_scorer(job.scorer, spec.submitting(job.options))
-    _drain(Local().chunks(job, skip, scorer=submitter), lambda rows: None)
 
 
 def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, scorer: str | Scorer | None = None,
@@ -239,14 +212,18 @@ def run(inputs: Sequence[str | Path], output: str | Path | None = None, *, score
               resume, recorded, command or ("score" if scorer is not None else "prepare"), on_rows, progress,
               on_start, pages, converters, on_earlier)
     _ = job.built  # the scorer's options and keys, checked before any file is written
-    if spec is not None and job.scorer is not None:
+    if spec is not None:
         spec.check_endpoint(options)  # its server answers: a run without network stops here, not row by row
     return _execute(job, engine)
 
 
 def _execute(job: Job, engine: Engine) -> RunResult:
     """The run around the engine: its output (resume checks, checkpoint), `on_start`, `on_rows`, the output file."""
-    output = _open_output(job)
+    output = None
+    if job.output is not None:  # its resume checked against the manifest of the run it continues
+        manifest = build_manifest(job.command, job.paths, job.settings, scorer=_scorer_name(job.scorer),
+                                  scorer_options=job.recorded)
+        output = RunOutput(job.output, manifest, resume=job.resume)
     if job.on_start is not None:
         job.on_start(output.earlier if output is not None else 0)
     if job.on_earlier is not None and output is not None and output.earlier:
@@ -266,11 +243,3 @@ def _execute(job: Job, engine: Engine) -> RunResult:
         return RunResult(None, written, 0, written)
     total = output.finish(job.settings.chunk_size, job.columns())
     return RunResult(job.output, written, output.earlier, total)
-
-
-def _open_output(job: Job) -> RunOutput | None:
-    """The output of a run that has one, its resume checked against the manifest of the run it continues."""
-    if job.output is None:
-        return None
-    manifest = build_manifest(job.command, job.paths, job.settings, scorer=job.name, scorer_options=job.recorded)
-    return RunOutput(job.output, manifest, resume=job.resume)

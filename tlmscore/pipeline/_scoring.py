@@ -47,9 +47,7 @@ POOLED_AT_LEAST = 500
 def _slices(inputs: Sequence[ScoringInput], parts: int) -> list[Sequence[ScoringInput]]:
     """`inputs` cut into at most `parts` contiguous slices of nearly equal length, in order."""
     size, extra = divmod(len(inputs), parts)
-    bounds = [0]
-    for i in range(parts):
-        bounds.append(bounds[-1] + size + (1 if i < extra else 0))
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]  # the first `extra` slices one longer
     return [inputs[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
@@ -78,14 +76,11 @@ class _Worker:
         self._send.write(scorer)
         self._send.flush()
 
-    def _write(self, value: Any) -> None:
-        pickle.dump(value, self._send, protocol=pickle.HIGHEST_PROTOCOL)
-
     def score(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """The scores of `inputs` (blocking: the run calls it on a thread of its own)."""
         try:
             with self._turn:
-                self._write(list(inputs))
+                pickle.dump(list(inputs), self._send, protocol=pickle.HIGHEST_PROTOCOL)
                 self._send.flush()
                 found = pickle.load(self._receive)  # noqa: S301  (our own worker's answer)
         except (OSError, EOFError, pickle.PickleError, ValueError) as exc:

@@ -13,9 +13,9 @@ import math
 from collections import deque
 from collections.abc import (
     AsyncGenerator,
-    Awaitable,
     Callable,
     Container,
+    Coroutine,
     Iterable,
     Iterator,
     Mapping,
@@ -25,7 +25,7 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tlmscore._urls import url_key
 from tlmscore.convert import NO_REQUEST, cited_files, convert_transcript
@@ -39,7 +39,6 @@ from tlmscore.ingest import (
     BatchInputs,
     ChainIndex,
     Find,
-    History,
     Input,
     Inputs,
     Location,
@@ -75,22 +74,16 @@ def _failure(transcript: Transcript, exc: Exception) -> str:
     return f"{transcript.source}:{transcript.line}: {said}"
 
 
-def _continued(transcript: Transcript, chains: ChainIndex | None) -> tuple[Transcript, History | None]:
-    """The record with the calls it continues in front of its input (ingest's last step), and that history."""
-    if chains is None or transcript.error is not None:
-        return transcript, None
-    history = chains.history(transcript)
-    return with_history(transcript, history), history
-
-
 def _convert(transcript: Transcript, settings: Settings, chains: ChainIndex | None = None,
              converters: Mapping[str, ItemConverter] | None = None) -> _Converted:
     """One record, its history joined first (ingest), then its items converted; its status is ingest's, read."""
-    try:
-        joined, history = _continued(transcript, chains)
-        failed = None
-    except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
-        joined, history, failed = transcript, None, _failure(transcript, exc)
+    joined, history, failed = transcript, None, None
+    if chains is not None and transcript.error is None:  # the calls it continues in front of its input
+        try:
+            history = chains.history(transcript)
+            joined = with_history(transcript, history)
+        except Exception as exc:  # noqa: BLE001  (one bad record must not stop the batch)
+            failed = _failure(transcript, exc)
     status = transcript.status
     error = transcript.error or (status.error if status is not None else None) or failed
     if error is not None:  # unreadable, no answer (a failed or unfinished response), or its history failed
@@ -160,8 +153,11 @@ def _scored(row: Row, scorer: Scorer, score: Score | None) -> Row:
                             details=score.details, error=error, **(added | score.columns))
 
 
-async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None], scorer: Scorer | Scoring) -> list[Row]:
-    """`rows` with the score columns; a scorer failure becomes that row's error."""
+async def _score(rows: Sequence[Row], inputs: Sequence[ScoringInput | None],
+                 scorer: Scorer | Scoring | None) -> list[Row]:
+    """`rows` with the score columns (as they are, with no scorer); a scorer failure becomes that row's error."""
+    if scorer is None:
+        return list(rows)
     todo = [(i, x) for i, x in enumerate(inputs) if x is not None]
     scores = await scorer.score_many([x for _, x in todo])
     if isinstance(scorer, Scoring):
@@ -279,8 +275,7 @@ async def aiter_chunks(source: Inputs, settings: Settings, *, pages: PageSource 
             if client is not None:
                 chunk = await hydrated(chunk, client, settings.concurrency)
             rows, inputs = await _rendered(chunk, settings, page_source, chains, converters=table)
-            scoring_done = asyncio.ensure_future(_score(rows, inputs, scoring)) if scoring is not None else _ready(rows)
-            scored.append((scoring_done, located[-1][0]))
+            scored.append((asyncio.ensure_future(_score(rows, inputs, scoring)), located[-1][0]))
             while len(scored) > ahead:
                 yield await finished()
         while scored:
@@ -308,13 +303,6 @@ def _report(progress: Progress, meter: InputMeter, done: int, last: Location) ->
     progress("records", done, None)
 
 
-def _ready(rows: list[Row]) -> asyncio.Future[list[Row]]:
-    """`rows` as a finished future (a chunk with nothing to score)."""
-    future: asyncio.Future[list[Row]] = asyncio.get_running_loop().create_future()
-    future.set_result(rows)
-    return future
-
-
 def _cancel_all(pending: Iterable[tuple[asyncio.Future[list[Row]], Location]]) -> None:
     """Cancel the chunks still being scored when the run stops early (an error, Ctrl-C, a consumer that left)."""
     for future, _ in pending:
@@ -336,18 +324,14 @@ def _chain_index(source: Inputs, batch: BatchInputs | tuple[()], find: Find) -> 
     return None
 
 
-def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine to completion from sync code, also inside Jupyter's running event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_await(make))
+        return asyncio.run(make())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(_await(make))).result()
-
-
-async def _await(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 # The steps of a chunk (`aiter_chunks`) one record at a time, for an engine that spreads a batch's records,

@@ -24,16 +24,9 @@ if _typing.TYPE_CHECKING:
 
 __all__ = ["Engine", "connect", "flat_rows", "grouped", "join_on_key", "prepare", "read", "schema", "score"]
 
-_HOMES = {
-    "Engine": "tlmscore.ray._engine",
-    "connect": "tlmscore.ray._engine",
-    "prepare": "tlmscore.ray._engine",
-    "read": "tlmscore.ray._engine",
-    "score": "tlmscore.ray._engine",
-    "flat_rows": "tlmscore.ray._tables",
-    "grouped": "tlmscore.ray._tables",
-    "join_on_key": "tlmscore.ray._tables",
-    "schema": "tlmscore.ray._tables",
-}
+_HOMES = {name: home for home, names in {
+    "tlmscore.ray._engine": ("Engine", "connect", "prepare", "read", "score"),
+    "tlmscore.ray._tables": ("flat_rows", "grouped", "join_on_key", "schema"),
+}.items() for name in names}
 
 __getattr__, __dir__ = _lazy_exports(__name__, _HOMES, __all__, globals())

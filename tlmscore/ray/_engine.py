@@ -84,14 +84,10 @@ class Engine:
         scored; chains still see them. Connects to a cluster only if the caller has not (Ray Data
         starts a local one on first use).
         """
-        names = [str(p) for p in job.paths]
-        joined = _joined(names, job.settings, self, skip)
-        rows_made = _scored(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration) \
-            if job.scorer is not None else joined.map_batches(
-                functools.partial(render_rows, settings=job.settings), batch_format="pyarrow")
+        joined = _joined([str(p) for p in job.paths], job.settings, self, skip)
+        made = _made(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration)
         done = 0
-        ordered = rows_made.sort("position")
-        for batch in ordered.iter_batches(batch_size=job.settings.chunk_size, batch_format="pyarrow"):
+        for batch in made.sort("position").iter_batches(batch_size=job.settings.chunk_size, batch_format="pyarrow"):
             rows = rows_of(batch)
             sink(rows)
             done += len(rows)
@@ -125,14 +121,6 @@ def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
                                                record="binary", error="string"))
 
 
-def _records(source: Inputs | Dataset, fmt: str | None) -> Dataset:
-    if isinstance(source, (str, Path)):
-        return read([source], fmt)
-    if isinstance(source, Sequence):
-        return read(list(source), fmt)
-    return source
-
-
 def _converted(records: Dataset, settings: Settings, partitions: int, names: Mapping[str, str],
                skip: Container[tuple[str, int]] = ()) -> Dataset:
     if settings.hydrate:
@@ -164,9 +152,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
 
     planned = planned_urls(converted)
     stored = stored_pages(engine.page_store, settings)
-    todo = planned
-    if stored is not None:
-        todo = join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
+    todo = planned if stored is None else join_on_key(planned, stored.select_columns(["key"]), "left_anti", partitions)
     # at least a partition per fetch actor: the hosts' groups of one partition go to one actor, in turn
     fetched: Dataset = grouped(todo, "host", max(partitions, engine.fetchers)).map_groups(
         FetchPages, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.fetchers),
@@ -187,17 +173,25 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
 def _joined(source: Inputs | Dataset, settings: Settings, engine: Engine,
             skip: Container[tuple[str, int]] = ()) -> Dataset:
     """The records of `source` converted, with their pages: what rendering and scoring need."""
-    records = _records(source, settings.input_format).materialize()
+    paths = [source] if isinstance(source, (str, Path)) else source
+    records, names = (read(paths, settings.input_format), input_names(paths)) if isinstance(paths, Sequence) \
+        else (paths, {})
+    records = records.materialize()
     partitions = engine.shuffle_partitions(records.count())
-    names = input_names([source] if isinstance(source, (str, Path)) else source) \
-        if isinstance(source, (str, Path, Sequence)) else {}
     converted = _converted(records, settings, partitions, names, skip)
     return with_pages(converted, _pages(converted, settings, engine, partitions), partitions)
 
 
-def _scored(joined: Dataset, settings: Settings, engine: Engine, scorer: str | Scorer, *,
-            options: Mapping[str, Any] | None, calibration: Calibration | None) -> Dataset:
-    """Rows rendered and scored by `engine.scorers` actors; a scorer in two passes judged on the driver first."""
+def _made(joined: Dataset, settings: Settings, engine: Engine, scorer: str | Scorer | None, *,
+          options: Mapping[str, Any] | None = None, calibration: Calibration | None = None) -> Dataset:
+    """Rows rendered (no `scorer`), or rendered and scored by `engine.scorers` actors.
+
+    A scorer in two passes is judged on the driver first.
+    """
+    if scorer is None:
+        rendered: Dataset = joined.map_batches(functools.partial(render_rows, settings=settings),
+                                               batch_format="pyarrow")
+        return rendered
     if isinstance(scorer, str) and spec_of(scorer).two_passes(options or {}):
         joined = joined.materialize()  # rendered twice: for the driver's batches, then for the rows
         scorer, options = judged_on_driver(joined, settings, scorer, options or {}), None
@@ -217,8 +211,8 @@ def prepare(source: Inputs | Dataset, settings: Settings | None = None, *, engin
     fetched (and the page store written) when this is called; rendering runs when the dataset is consumed.
     """
     settings = settings or Settings()
-    rows: Dataset = _joined(source, settings, engine or Engine()).map_batches(
-        functools.partial(render_rows, settings=settings), batch_format="pyarrow")
+    engine = engine or Engine()
+    rows = _made(_joined(source, settings, engine), settings, engine, None)
     return rows.map_batches(table_of, batch_format="pyarrow")
 
 
@@ -234,6 +228,6 @@ def score(source: Inputs | Dataset, scorer: str | Scorer = "grounding", settings
     """
     settings = settings or Settings()
     engine = engine or Engine()
-    scored = _scored(_joined(source, settings, engine), settings, engine, scorer, options=options,
-                     calibration=calibration)
+    scored = _made(_joined(source, settings, engine), settings, engine, scorer, options=options,
+                   calibration=calibration)
     return scored.map_batches(table_of, batch_format="pyarrow")

@@ -36,7 +36,7 @@ from tlmscore.ingest import (
 )
 from tlmscore.model import is_item_reference
 from tlmscore.ray._read import transcript_of
-from tlmscore.ray._tables import by_key, flat_rows, join_on_key, rows_only, schema
+from tlmscore.ray._tables import attach, by_key, flat_rows, join_on_key, rows_only, schema
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -101,11 +101,6 @@ def _targets(block: pa.Table) -> pa.Table:
     return offers.take(pa.array(first, pa.int64())).cast(_TARGETS)
 
 
-def _as_target(row: dict[str, Any]) -> dict[str, Any]:
-    return {"key": row["key"], "position": row["owner"], "source": None, "line": None, "record": None,
-            "onward": None}
-
-
 def _conversations(block: pa.Table) -> pa.Table:
     """For each call of each conversation of `block`: all the conversation's calls, in the order `ChainIndex` uses."""
     ordered = block.sort_by([("conv", "ascending"), ("created", "ascending"), ("position", "ascending")])
@@ -123,26 +118,6 @@ def _conversations(block: pa.Table) -> pa.Table:
 def _found(row: dict[str, Any]) -> dict[str, Any]:
     return {"owner": row["owner"], "found": pickle.dumps([(row["key"][0], row["key"][2:],
                                                            (row["source"], row["line"], row["record"]))])}
-
-
-def _as_record(batch: pa.Table) -> pa.Table:
-    return batch.append_column("links", pa.nulls(len(batch), pa.binary())).cast(_LINKED)
-
-
-def _as_link(row: dict[str, Any]) -> dict[str, Any]:
-    return {"input": None, "position": row["owner"], "source": None, "line": None, "record": None,
-            "error": None, "links": row["found"]}
-
-
-def _merge(block: pa.Table) -> pa.Table:
-    """Each record's row of `block` with the rows of what its history needs (a partition by `position`) as one row."""
-    found: dict[int, list[Any]] = {}
-    links = block.filter(pc.is_valid(block["links"]))
-    for position, blob in zip(links["position"].to_pylist(), links["links"].to_pylist(), strict=True):
-        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
-    records = block.filter(pc.is_valid(block["source"])).drop_columns(["links"])
-    blobs = [pickle.dumps(found[p]) if p in found else None for p in records["position"].to_pylist()]
-    return records.append_column("links", pa.array(blobs, pa.binary())).cast(_LINKED)
 
 
 def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -171,7 +146,7 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
         parts.append(by_key(conversations, "conv", partitions, _conversations))
     if wanted.count():
         offered = flat_rows(keyed, _explode("offers", "key"), _KEY_ROWS).select_columns(list(_TARGETS.names))
-        asked = flat_rows(wanted, lambda r: [_as_target(r)], _TARGETS)
+        asked = flat_rows(wanted, lambda r: [{"key": r["key"], "position": r["owner"]}], _TARGETS)  # no record
         targets = rows_only(by_key(offered.union(asked), "key", partitions, _targets))
         frontier = wanted
         for _ in range(_MAX_LEVELS):
@@ -182,11 +157,8 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
             frontier = flat_rows(hits, _next, _FRONTIER).materialize()
             if not frontier.count():
                 break
-    plain = records.map_batches(_as_record, batch_format="pyarrow")
-    if not parts:
-        return plain
-    found = [flat_rows(part, lambda r: [_as_link(r)], _LINKED) for part in parts]
-    return by_key(plain.union(*found), "position", partitions, _merge)
+    found = [flat_rows(part, lambda r: [{"position": r["owner"], "links": r["found"]}], _LINKED) for part in parts]
+    return attach(records, found, "links", _LINKED, partitions)
 
 
 def chain_index_of(links: bytes | None, batch: BatchInputs | None = None) -> ChainIndex:

@@ -55,15 +55,6 @@ def page_schema() -> pa.Schema:
     return pa.schema(columns)
 
 
-def _table(pages: list[tuple[str, Page]]) -> pa.Table:
-    import pyarrow as pa  # noqa: PLC0415
-
-    schema = page_schema()
-    now = time.time()
-    rows = [{"key": key, "stored_at": now, **page.to_record()} for key, page in pages]
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
 def _host(url: str) -> str:
     try:
         return urlsplit(url).hostname or ""
@@ -77,11 +68,6 @@ def _urls_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if url and url.strip():
             yield {"key": url_key(url), "url": url, "order": row["position"] * 4096 + min(index, 4095),
                    "host": _host(url)}
-
-
-def _plan(group: pa.Table) -> Plan:
-    """The distinct pages of a group, each by the spelling cited first in input order."""
-    return Plan.of([group.sort_by("order")["url"].to_pylist()])
 
 
 def planned_urls(converted: Dataset) -> Dataset:
@@ -134,9 +120,14 @@ class FetchPages:
 
     def __call__(self, group: pa.Table) -> pa.Table:
         """The pages of one host's URLs (one group), each distinct page once, with their keys."""
-        plan = _plan(group)
+        import pyarrow as pa  # noqa: PLC0415
+
+        plan = Plan.of([group.sort_by("order")["url"].to_pylist()])  # each page by the spelling cited first
         pages = self._run(self._source.pages(plan.urls))
-        return _table([(key, pages[spellings[0]]) for key, spellings in plan.spellings.items()])
+        now = time.time()
+        rows = [{"key": key, "stored_at": now, **pages[spellings[0]].to_record()}
+                for key, spellings in plan.spellings.items()]
+        return pa.Table.from_pylist(rows, schema=page_schema())
 
 
 def store_pages(pages: Dataset, store: str | None) -> None:

@@ -108,14 +108,8 @@ def _parquet(input_index: int, source: str, location: str) -> Iterator[dict[str,
 
     filesystem, path = pafs.FileSystem.from_uri(location if "://" in location else Path(location).as_uri())
     with filesystem.open_input_file(path) as handle:
-        yield from _parquet_rows(input_index, source, pq.ParquetFile(handle))
-
-
-def _parquet_rows(input_index: int, source: str, parquet: Any) -> Iterator[dict[str, Any]]:
-    number = 0
-    for batch in parquet.iter_batches():
-        for row in batch.to_pylist():
-            number += 1
+        rows = (row for batch in pq.ParquetFile(handle).iter_batches() for row in batch.to_pylist())
+        for number, row in enumerate(rows, start=1):
             try:
                 yield _row(input_index, source, number, _parquet_record(row))
             except json.JSONDecodeError as exc:

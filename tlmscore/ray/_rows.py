@@ -22,7 +22,7 @@ from tlmscore.output import Row, arrow_table
 from tlmscore.pipeline import convert_record, record_row, score_rows
 from tlmscore.ray._links import chain_index_of
 from tlmscore.ray._read import transcript_of
-from tlmscore.ray._tables import by_key, flat_rows, join_on_key, schema
+from tlmscore.ray._tables import attach, flat_rows, join_on_key, schema
 from tlmscore.scoring.base import Precomputed, Scorer, get_scorer, input_key
 from tlmscore.settings import Settings
 
@@ -60,29 +60,7 @@ def _keys_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _one_page(row: dict[str, Any]) -> dict[str, Any]:
     page = Page.from_record({name: row[name] for name in _PAGE_FIELDS})
-    return {"position": row["position"], "input": None, "converted": None, "urls": None,
-            "pages": pickle.dumps([(row["key"], page)])}
-
-
-def _as_part(batch: pa.Table) -> pa.Table:
-    import pyarrow as pa  # noqa: PLC0415
-
-    columns = batch.select(["position", "input", "converted", "urls"])
-    return columns.append_column("pages", pa.nulls(len(batch), pa.binary())).cast(_PARTS)
-
-
-def _assemble(block: pa.Table) -> pa.Table:
-    """Each record's row of `block` with the pages of its pages' rows (a partition by `position`) as one row."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    found: dict[int, list[Any]] = {}
-    pages = block.filter(pc.is_valid(block["pages"]))
-    for position, blob in zip(pages["position"].to_pylist(), pages["pages"].to_pylist(), strict=True):
-        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
-    records = block.filter(pc.is_valid(block["converted"])).drop_columns(["pages"])
-    blobs = [pickle.dumps(found.get(position, [])) for position in records["position"].to_pylist()]
-    return records.append_column("pages", pa.array(blobs, pa.binary())).cast(_PARTS)
+    return {"position": row["position"], "pages": pickle.dumps([(row["key"], page)])}
 
 
 def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
@@ -93,20 +71,16 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     """
     wanted = flat_rows(converted, _keys_of, schema(position="int64", key="string"))
     found = flat_rows(join_on_key(wanted, pages, "inner", partitions), lambda r: [_one_page(r)], _PARTS)
-    records = converted.map_batches(_as_part, batch_format="pyarrow")
-    return by_key(records.union(found), "position", partitions, _assemble)
-
-
-def _pages_of(blob: bytes | None) -> dict[str, Page]:
-    """The pages a record renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)."""
-    return dict(pickle.loads(blob)) if blob else {}  # noqa: S301  (rows this engine wrote)
+    return attach(converted, [found], "pages", _PARTS, partitions, empty=pickle.dumps([]))
 
 
 def _render(batch: pa.Table, settings: Settings) -> tuple[list[Row], list[Any]]:
     rows, inputs = [], []
     for row in batch.to_pylist():
         item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
-        out, scoring = record_row(item, _pages_of(row.get("pages")), settings)
+        # the pages it renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)
+        pages = dict(pickle.loads(row["pages"])) if row.get("pages") else {}  # noqa: S301  (rows this engine wrote)
+        out, scoring = record_row(item, pages, settings)
         rows.append(out)
         inputs.append(scoring)
     return rows, inputs

@@ -8,7 +8,9 @@ with empty blocks still yields some. `join_on_key`, `grouped` and `by_key` leave
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+import pickle
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,6 +73,41 @@ def by_key(data: Dataset, key: str, partitions: int, fn: Callable[[pa.Table], pa
     shuffled = rows_only(data).repartition(partitions, keys=[key], sort=True)
     result: Dataset = shuffled.map_batches(fn, batch_size=None, batch_format="pyarrow")
     return result
+
+
+def attach(records: Dataset, found: Sequence[Dataset], column: str, columns: pa.Schema, partitions: int, *,
+           empty: bytes | None = None) -> Dataset:
+    """`records` in `columns`, their `column` the pickled lists of `found`'s rows of the same `position`, joined.
+
+    `found` holds rows of `columns` with only `position` and `column` set. A record's row and the
+    rows found for it meet in a partition by `position` (`by_key`) and leave it as one row; a
+    record nothing was found for gets `empty`.
+    """
+    import pyarrow as pa  # noqa: PLC0415
+
+    def as_record(batch: pa.Table) -> pa.Table:
+        kept = batch.select([name for name in columns.names if name != column])
+        return kept.append_column(column, pa.nulls(len(batch), pa.binary())).cast(columns)
+
+    plain: Dataset = records.map_batches(as_record, batch_format="pyarrow")
+    if not found:  # nothing was looked for: every record's `column` is null
+        return plain
+    merge = functools.partial(_merged, column=column, columns=columns, empty=empty)
+    return by_key(plain.union(*found), "position", partitions, merge)
+
+
+def _merged(block: pa.Table, column: str, columns: pa.Schema, empty: bytes | None) -> pa.Table:
+    """Each record's row of `block` (one with an `input`) with the lists of its `position`'s other rows joined."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    found: dict[int, list[Any]] = {}
+    rows = block.filter(pc.is_valid(block[column]))
+    for position, blob in zip(rows["position"].to_pylist(), rows[column].to_pylist(), strict=True):
+        found.setdefault(position, []).extend(pickle.loads(blob))  # noqa: S301  (rows this engine wrote)
+    records = block.filter(pc.is_valid(block["input"])).drop_columns([column])
+    blobs = [pickle.dumps(found[p]) if p in found else empty for p in records["position"].to_pylist()]
+    return records.append_column(column, pa.array(blobs, pa.binary())).cast(columns)
 
 
 def rows_only(data: Dataset) -> Dataset:

@@ -86,26 +86,16 @@ class _StoreFeed:
 
     def __init__(self, address: str, env: Mapping[str, str], store: ModuleType, form: str) -> None:
         parts = urllib.parse.urlsplit(address)
-        self._address = urllib.parse.urlunsplit(parts._replace(query=""))
-        self._where = store.parse_address(self._address)
-        back = store.CONNECTOR.back_to(self._address)
+        self.address = urllib.parse.urlunsplit(parts._replace(query=""))
+        self._where = store.parse_address(self.address)
+        back = store.CONNECTOR.back_to(self.address)
         if back is None:
             raise ConfigError(f"{address}: expected {form}")
-        self._target: Target = keyed(parse_target(back, env), env, [self._where.base_url])
+        self.target: Target = keyed(parse_target(back, env), env, [self._where.base_url])
         allowed = credentials(store.KEYS, self._where.base_url, env, [self._where.base_url])
         self._headers: dict[str, str] = store.CONNECTOR.headers(env) if allowed else {}
         self._client = httpx.Client(timeout=TIMEOUT)
         self._session = Session(self._client, TIMEOUT, 0)
-
-    @property
-    def address(self) -> str:
-        """The source's address, without a query."""
-        return self._address
-
-    @property
-    def target(self) -> Target:
-        """The store's server."""
-        return self._target
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -120,7 +110,7 @@ class PhoenixFeed(_StoreFeed):
 
     def newer(self, since: dt.datetime | None) -> Iterator[Call]:
         """The project's LLM spans that started at or after `since`, oldest first."""
-        windowed = with_window(self._address, since.isoformat() if since else None, None,
+        windowed = with_window(self.address, since.isoformat() if since else None, None,
                                phoenix_store.DEFAULT_LIMIT)
         for number, span in enumerate(phoenix_store.newer_spans(windowed, self._session, self._headers), start=1):
             context = span.get("context") if isinstance(span.get("context"), Mapping) else {}
@@ -135,7 +125,7 @@ class PhoenixFeed(_StoreFeed):
         if not calls:
             return {}
         keys = [c.key for c in calls]
-        return phoenix_store.annotation_identifiers(self._address, keys, name, self._session, self._headers)
+        return phoenix_store.annotation_identifiers(self.address, keys, name, self._session, self._headers)
 
 
 class MlflowFeed(_StoreFeed):
@@ -146,7 +136,7 @@ class MlflowFeed(_StoreFeed):
 
     def newer(self, since: dt.datetime | None) -> Iterator[Call]:
         """The LLM spans of the traces that started at or after `since`, oldest trace first."""
-        windowed = with_window(self._address, since.isoformat() if since else None, None, mlflow_store.DEFAULT_LIMIT)
+        windowed = with_window(self.address, since.isoformat() if since else None, None, mlflow_store.DEFAULT_LIMIT)
         number = 0
         for trace in mlflow_store.newer_traces(windowed, self._session, self._headers):
             info = trace["trace_info"]

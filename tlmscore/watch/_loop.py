@@ -91,8 +91,8 @@ class Watcher:
         check_capped(scorer, plan.caps)
         self.scorer = Capped(scorer, self.spend)
         self.feed: Feed = open_feed(plan.source, env)
-        self.full = False
         self._next_sweep = 0.0
+        self.full = False
         """The last poll found a whole batch: more calls may be waiting."""
 
     def _check_identity(self) -> None:
@@ -149,13 +149,11 @@ class Watcher:
 
     async def _rows(self, calls: Sequence[Call]) -> list[Row]:
         """The library's pipeline over the calls' records, scored; each row named by the source it came from."""
+        if not calls:
+            return []
         records = [dict(c.read.record or {}) for c in calls]
-        rows: list[Row] = []
-        if not records:
-            return rows
         async with aclosing(aiter_chunks(records, self.plan.settings, scorer=self.scorer)) as chunks:
-            async for chunk in chunks:
-                rows.extend(chunk)
+            rows = [row async for chunk in chunks for row in chunk]
         return [row.with_columns(source=self.feed.address, line=i) for i, row in enumerate(rows, start=1)]
 
     def _annotate(self, rows: Sequence[Row]) -> None:
@@ -179,14 +177,12 @@ class Watcher:
         except TranscriptError as exc:
             raise StoreDown(str(exc)) from None
         rows = await self._rows(chosen)
-        over = [isinstance(r.details, Mapping) and OVER_CAP in r.details for r in rows]
-        capped = [r for r, left in zip(rows, over, strict=True) if left]
-        scored = [r for r, left in zip(rows, over, strict=True) if not left]
+        scored = [r for r in rows if not (isinstance(r.details, Mapping) and OVER_CAP in r.details)]
         await asyncio.to_thread(self._annotate, scored)
         self.full = len(fresh) >= self.plan.batch
         self.counts.seen += len(fresh)
         self.counts.scored += len(scored)
-        self.counts.skip("over cost cap", len(capped))
+        self.counts.skip("over cost cap", len(rows) - len(scored))
         self.counts.cost_today = self.spend.spent("day")
         ended = [parse_time(c.ended) for c in fresh if c.ended]
         if ended:
