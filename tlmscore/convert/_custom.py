@@ -41,14 +41,6 @@ def tool_names(tools: Any) -> list[str]:
     return names
 
 
-def _declare(ctx: Context, tools: Any) -> None:
-    """Make the given tool definitions appear in the tools section."""
-    for tool in tools if isinstance(tools, list) else []:
-        if isinstance(tool, dict):
-            label = tool.get("name") or tool.get("server_label") or ""
-            ctx.use_tool(f"{tool.get('type')}:{label}", tool)
-
-
 def convert_custom_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """The model's free-form input to a custom tool (or a program's, shown as a step of its run)."""
     name = str(item.get("name") or "custom_tool")
@@ -98,7 +90,9 @@ def convert_tool_search_output(item: dict[str, Any], ctx: Context) -> list[Turn]
 def convert_additional_tools(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """Tools made available at this point: declared, and named where they were added."""
     tools = item.get("tools")
-    _declare(ctx, tools)
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):  # declared in the tools section
+            ctx.use_tool(f"{tool.get('type')}:{tool.get('name') or tool.get('server_label') or ''}", tool)
     names = ", ".join(tool_names(tools)) or "none"
     return [Message(role=str(item.get("role") or "developer"), text=f"Tools added: {names}")]
 

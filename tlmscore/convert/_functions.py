@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tlmscore.convert._outputs import tool_output
+from tlmscore.convert._outputs import call_id_of, tool_output
 from tlmscore.convert._tools import qualified_name
 from tlmscore.convert.context import Context, ItemConverter, ItemKind
 from tlmscore.model import ToolCall, ToolResult, Turn
@@ -51,7 +51,7 @@ def convert_function_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
 
 def client_call(item: dict[str, Any], ctx: Context, name: str, arguments: Any) -> list[Turn]:
     """A call for the client to run: the model's own, or a step of the run of the program that made it."""
-    call_id = str(item.get("call_id") or item.get("id") or "")
+    call_id = call_id_of(item)
     ctx.call_names.setdefault(call_id, name)
     program = program_caller(item)
     if program is not None:

@@ -6,7 +6,6 @@ becomes text with images and files as placeholders (kind, size, content hash), n
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tlmscore._content import blob_summary, content_text
@@ -19,16 +18,6 @@ def tool_output(value: Any) -> Any:
     if isinstance(value, list) and value and all(isinstance(v, dict) and isinstance(v.get("type"), str) for v in value):
         return content_text(value)
     return value
-
-
-def parse_json_text(value: Any) -> Any:
-    """A JSON string decoded (an output documented as "a JSON string"); other text as it is."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
 
 
 def image_placeholder(data: str | None, media: str | None = None) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlmscore.convert._outputs import api_object, call_id_of, parse_json_text, tool_output
+from tlmscore._tables import json_cell
+from tlmscore.convert._outputs import api_object, call_id_of, tool_output
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn
 
@@ -33,7 +34,7 @@ def convert_local_shell_call(item: dict[str, Any], ctx: Context) -> list[Turn]:
 
 def convert_local_shell_output(item: dict[str, Any], ctx: Context) -> list[Turn]:
     """What the local shell printed (documented as a JSON string, decoded when it is one)."""
-    output = parse_json_text(tool_output(item.get("output")))
+    output = json_cell(tool_output(item.get("output")))
     return [ToolResult(name=LOCAL_SHELL, call_id=call_id_of(item), output=output)]
 
 

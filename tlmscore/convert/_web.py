@@ -55,17 +55,6 @@ LINKED_NOTE = ("Pages the answer cites; the search that found them is not in the
 _X_HOSTS = frozenset({"x.com", "twitter.com", "mobile.twitter.com", "www.x.com", "www.twitter.com"})
 
 
-@dataclass(frozen=True)
-class _Source:
-    """A page a call's logged result lists, with what the provider logged about it."""
-
-    url: str
-    title: str | None = None
-    snippet: str | None = None
-    date: str | None = None
-    number: int | None = None
-
-
 def _action(item: dict[str, Any]) -> dict[str, Any]:
     """The call's action; providers that log `arguments` instead are read as a search."""
     action = item.get("action")
@@ -87,13 +76,13 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _sources(action: dict[str, Any]) -> list[_Source]:
-    """The pages a search's logged result lists (`None` sources log nothing: see `_logs_results`)."""
-    found: list[_Source] = []
+def _sources(action: dict[str, Any]) -> list[WebRef]:
+    """The pages a search's logged result lists, with what the provider logged about each (not yet cited)."""
+    found: list[WebRef] = []
     for s in action.get("sources") or []:
         if isinstance(s, dict) and s.get("url") and s.get("type", "url") == "url":
             number = s.get("number") if isinstance(s.get("number"), int) else None
-            found.append(_Source(url=str(s["url"]), title=plain_title(s.get("title")), snippet=_text(s.get("snippet")),
+            found.append(WebRef(url=str(s["url"]), title=plain_title(s.get("title")), snippet=_text(s.get("snippet")),
                                  date=_text(s.get("date")), number=number))
     return found
 
@@ -177,7 +166,7 @@ def _assign(ctx: Context) -> _Assignment:
     return _Assignment(by_call, unlogged, [c for c in cites if c.kind == "unresolved"])
 
 
-def _refs(cited: Iterable[Citation], sources: Iterable[_Source]) -> tuple[WebRef, ...]:
+def _refs(cited: Iterable[Citation], sources: Iterable[WebRef]) -> tuple[WebRef, ...]:
     """Unique pages, each with every answer sentence citing it.
 
     Pages the answer numbers are listed by their numbers; others in order of first mention.
@@ -310,7 +299,7 @@ def _page_action(item: dict[str, Any], action: dict[str, Any], ctx: Context) -> 
         ctx.warn(f"web_search_call {kind} {call_id!r} failed: the page was not read")
     elif url:
         cites = [c for c in assignment.by_call.get(ctx.index, []) if url_key(c.url) == url_key(url)]
-        refs = tuple(replace(ref, url=url) for ref in _refs(cites, [_Source(url=url)]))
+        refs = tuple(replace(ref, url=url) for ref in _refs(cites, [WebRef(url=url)]))
     else:
         ctx.warn(f"web_search_call {kind} has no URL")
     status = "failed" if _failed(item) else "completed"

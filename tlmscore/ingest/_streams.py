@@ -272,9 +272,7 @@ def assemble(events: Iterable[tuple[int, Any]]) -> Iterator[Out]:
         pending.extend(responses.close(key))
     for key in list(chat.open):
         pending.extend(chat.close(key, None))
-    pending.sort(key=lambda out: out[0])
-    yield from pending
-    pending.clear()
+    yield from _in_order(pending, responses, chat)  # every stream closed: all of them, in order
 
 
 def _in_order(pending: list[Out], responses: _Responses, chat: Chat) -> Iterator[Out]:

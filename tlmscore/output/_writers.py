@@ -10,7 +10,6 @@ import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from tlmscore.output import _encoding as encoding
@@ -45,8 +44,7 @@ class RowWriter:
     def __enter__(self) -> RowWriter:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def write(self, rows: list[dict[str, Any]]) -> None:

@@ -42,18 +42,13 @@ def unavailable_text(page: Page) -> str:
             "nothing here confirms or refutes what the answer says about it.")
 
 
-def _origin(page: Page) -> str:
-    source = getattr(page, "source", None)  # the page record's `source` (live, archive), where recorded
-    return str(source) if isinstance(source, str) and source else "live"
-
-
 def model_note(page: Page) -> str | None:
     """What the prompt says of a page a model read (`source` `model`): whose summary it is, and when."""
-    if getattr(page, "source", None) != "model" or not page.ok:
+    if page.source != "model" or not page.ok:
         return None
     when = page.fetched_at
     day = time.strftime("%Y-%m-%d", time.gmtime(when)) if when is not None else "an unknown date"
-    return f"summarised by {getattr(page, 'model', None) or 'a model'} on {day}, not the page itself"
+    return f"summarised by {page.model or 'a model'} on {day}, not the page itself"
 
 
 class PageShelf:
@@ -99,7 +94,7 @@ class PageShelf:
             kind="page", text=text or (ref.snippet or ""), available=page.ok or bool(ref.snippet),
             status=page.status, call_id=None if result.unlogged else result.call_id,
             tool=None if result.unlogged else result.name, number=ref.number, url=ref.url, title=title,
-            doc_id=ref.url, origin=_origin(page) if page.ok else ("log" if ref.snippet else None),
+            doc_id=ref.url, origin=(page.source or "live") if page.ok else ("log" if ref.snippet else None),
             snippet=ref.snippet, date=ref.date, error=None if page.ok else page.error, note=note))
         return entry
 
