@@ -1,8 +1,4 @@
-"""What the stores share in sending: one-line failures, which answers may pass, a call, a file's JSON lines.
-
-And what the live stores (Phoenix, MLflow) share in reading: a GET whose failure is one line, the
-check that a server is the store it should be, and the check that it holds what the address names.
-"""
+"""What the stores share: one-line failures, retryable answers, a call, a live server's GET and checks, JSON lines."""
 
 from __future__ import annotations
 
@@ -56,10 +52,7 @@ def call(client: httpx.Client, method: str, url: str, headers: Mapping[str, str]
 
 def get(session: Session, server: str, path: str, headers: Mapping[str, str], params: Any = None, *,
         what: str | None = None) -> httpx.Response:
-    """A GET of `path` on `server` whose failure to answer is one `TranscriptError` line naming the server.
-
-    With `what`, an answer that is not a 2xx is one line too (`SERVER: WHAT: the server answered …`).
-    """
+    """A GET of `path` on `server`: no answer (with `what`, any but a 2xx: `SERVER: WHAT: …`) is one line."""
     reply = call(session.client, "GET", server + path, headers, session.timeout, params=params)
     if isinstance(reply, str):
         raise TranscriptError(f"{server}: {reply}")
@@ -70,10 +63,7 @@ def get(session: Session, server: str, path: str, headers: Mapping[str, str], pa
 
 def check_server(session: Session, server: str, path: str, headers: Mapping[str, str], *, store: str,
                  is_version: Callable[[str], bool]) -> None:
-    """One line (`TranscriptError`) unless `GET path` answers a version: the server is down, fails or is not `store`.
-
-    `store` is said after "not" (`an MLflow server`).
-    """
+    """One line (`TranscriptError`) unless `GET path` answers a version: the server is down, fails or is not `store`."""
     reply = get(session, server, path, headers)
     if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
         raise TranscriptError(f"{server}: the server answered {answered(reply)}")
@@ -84,10 +74,7 @@ def check_server(session: Session, server: str, path: str, headers: Mapping[str,
 
 def check_held(reply: httpx.Response, server: str, what: str, *, store: str, keys: Keys,
                headers: Mapping[str, str]) -> None:
-    """One line unless `reply` found `what` (`project 'p'`) on the `store` server: it is not there, or it failed.
-
-    A refusal (401, 403) of a request that went without a key says why none was sent.
-    """
+    """One line unless `reply` found `what` on the `store` server; a refusal of a request without a key says why."""
     if reply.status_code == NOT_FOUND:
         raise TranscriptError(f"{server}: no {what} on this {store} server")
     if not reply.is_success:

@@ -86,17 +86,13 @@ def experiment_id(where: LiveAddress, session: Session, headers: Mapping[str, st
     return str(reply.json()["experiment"]["experiment_id"])
 
 
-def _filter(where: LiveAddress) -> str | None:
-    bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
-              for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
-    return " AND ".join(bounds) or None
-
-
 def _traces(where: LiveAddress, exp_id: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
     """The experiment's traces (with their spans), oldest first, `page` at a time, at most `limit`."""
     location = {"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": exp_id}}
+    bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
+              for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
     body: dict[str, Any] = {"locations": [location], "order_by": ["timestamp_ms ASC", "request_id ASC"],
-                            "filter": _filter(where)}
+                            "filter": " AND ".join(bounds) or None}
     given = 0
     while given < where.limit:
         body["max_results"] = min(where.page, where.limit - given)

@@ -67,7 +67,6 @@ def parse_address(address: str) -> LiveAddress:
 
 
 def _project(where: LiveAddress) -> str:
-    """The path of the address's project in Phoenix's REST API."""
     return f"/v1/projects/{urllib.parse.quote(where.name, safe='')}"
 
 
