@@ -1,18 +1,19 @@
-"""What the stores share in sending: one-line failures, which answers may pass, a call, a file's JSON lines."""
+"""What the stores share: one-line failures, retryable answers, a call, a live server's GET and checks, JSON lines."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from tlmscore.errors import ConfigError
-from tlmscore.stores.base import Keys, Sent, Target
+from tlmscore.errors import ConfigError, TranscriptError
+from tlmscore.stores.base import Keys, Sent, Session, Target
 
+NOT_FOUND = 404
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """Answers that may pass: a timeout, too many requests, a server error or a gateway's."""
 
@@ -47,6 +48,39 @@ def call(client: httpx.Client, method: str, url: str, headers: Mapping[str, str]
                               timeout=timeout)
     except httpx.HTTPError as exc:
         return failure(exc, timeout)
+
+
+def get(session: Session, server: str, path: str, headers: Mapping[str, str], params: Any = None, *,
+        what: str | None = None) -> httpx.Response:
+    """A GET of `path` on `server`: no answer (with `what`, any but a 2xx: `SERVER: WHAT: …`) is one line."""
+    reply = call(session.client, "GET", server + path, headers, session.timeout, params=params)
+    if isinstance(reply, str):
+        raise TranscriptError(f"{server}: {reply}")
+    if what is not None and not reply.is_success:
+        raise TranscriptError(f"{server}: {what}: the server answered {answered(reply)}")
+    return reply
+
+
+def check_server(session: Session, server: str, path: str, headers: Mapping[str, str], *, store: str,
+                 is_version: Callable[[str], bool]) -> None:
+    """One line (`TranscriptError`) unless `GET path` answers a version: the server is down, fails or is not `store`."""
+    reply = get(session, server, path, headers)
+    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
+        raise TranscriptError(f"{server}: the server answered {answered(reply)}")
+    if not is_version(reply.text.strip() if reply.is_success else ""):
+        raise TranscriptError(f"{server}: not {store} (GET {path} answered {answered(reply)}"
+                              f"{', not a version' if reply.is_success else ''})")
+
+
+def check_held(reply: httpx.Response, server: str, what: str, *, store: str, keys: Keys,
+               headers: Mapping[str, str]) -> None:
+    """One line unless `reply` found `what` on the `store` server; a refusal of a request without a key says why."""
+    if reply.status_code == NOT_FOUND:
+        raise TranscriptError(f"{server}: no {what} on this {store} server")
+    if not reply.is_success:
+        key = "" if headers else f" (no key sent: {keys.secrets[0]} goes only to the server {keys.servers[0]} names)"
+        raise TranscriptError(f"{server}: {what}: the server answered "
+                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
 
 
 def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> Target | None:

@@ -36,7 +36,7 @@ import httpx
 
 from tlmscore.errors import TranscriptError
 from tlmscore.stores import mlflow_export
-from tlmscore.stores._http import RETRY_STATUS, answered, call, sent
+from tlmscore.stores._http import NOT_FOUND, RETRY_STATUS, answered, call, check_held, check_server, get, sent
 from tlmscore.stores.base import (
     Annotation,
     Failure,
@@ -65,7 +65,6 @@ LLM_SPANS = frozenset({"LLM", "CHAT_MODEL"})
 KEYS = Keys(secrets=("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"),
             servers=("MLFLOW_TRACKING_URI",))
 _API = "/api/3.0/mlflow/traces"
-_NOT_FOUND = 404
 
 
 def parse_address(address: str) -> LiveAddress:
@@ -74,52 +73,26 @@ def parse_address(address: str) -> LiveAddress:
                              page=DEFAULT_PAGE, nested=True)
 
 
-def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
-    reply = call(session.client, "GET", url, headers, session.timeout, params=params)
-    if isinstance(reply, str):
-        raise TranscriptError(f"{url.split('/api/', maxsplit=1)[0].removesuffix('/version')}: {reply}")
-    return reply
-
-
-def check_server(base_url: str, session: Session, headers: Mapping[str, str]) -> str:
-    """MLflow's version at `base_url`; one line (`TranscriptError`) when the server is down or not MLflow."""
-    reply = _get(session, f"{base_url}/version", headers)
-    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
-        raise TranscriptError(f"{base_url}: the server answered {answered(reply)}")
-    version = reply.text.strip() if reply.is_success else ""
-    if not version[:1].isdigit() or "." not in version or len(version) > 40:  # noqa: PLR2004
-        raise TranscriptError(f"{base_url}: not an MLflow server (GET /version answered {answered(reply)}"
-                              f"{', not a version' if reply.is_success else ''})")
-    return version
-
-
 def experiment_id(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> str:
     """The id of the address's experiment (its name, else an id); one line when there is none."""
-    check_server(where.base_url, session, headers)
-    api = f"{where.base_url}/api/2.0/mlflow/experiments"
-    reply = _get(session, f"{api}/get-by-name", headers, {"experiment_name": where.name})
-    if reply.status_code == _NOT_FOUND and where.name.isdigit():
-        reply = _get(session, f"{api}/get", headers, {"experiment_id": where.name})
-    if reply.status_code == _NOT_FOUND:
-        raise TranscriptError(f"{where.base_url}: no experiment {where.name!r} on this MLflow server")
-    if not reply.is_success:
-        key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
-        raise TranscriptError(f"{where.base_url}: experiment {where.name!r}: the server answered "
-                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
+    check_server(session, where.base_url, "/version", headers, store="an MLflow server",
+                 is_version=lambda text: text[:1].isdigit() and "." in text and len(text) <= 40)  # noqa: PLR2004
+    api = "/api/2.0/mlflow/experiments"
+    reply = get(session, where.base_url, f"{api}/get-by-name", headers, {"experiment_name": where.name})
+    if reply.status_code == NOT_FOUND and where.name.isdigit():
+        reply = get(session, where.base_url, f"{api}/get", headers, {"experiment_id": where.name})
+    check_held(reply, where.base_url, f"experiment {where.name!r}", store="MLflow", keys=KEYS,
+               headers=headers)
     return str(reply.json()["experiment"]["experiment_id"])
-
-
-def _filter(where: LiveAddress) -> str | None:
-    bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
-              for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
-    return " AND ".join(bounds) or None
 
 
 def _traces(where: LiveAddress, exp_id: str, session: Session, headers: Mapping[str, str]) -> Iterator[Any]:
     """The experiment's traces (with their spans), oldest first, `page` at a time, at most `limit`."""
     location = {"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": exp_id}}
+    bounds = [f"trace.timestamp_ms {op} {int(when.timestamp() * 1000)}"
+              for op, when in ((">=", where.since), ("<", where.until)) if when is not None]
     body: dict[str, Any] = {"locations": [location], "order_by": ["timestamp_ms ASC", "request_id ASC"],
-                            "filter": _filter(where)}
+                            "filter": " AND ".join(bounds) or None}
     given = 0
     while given < where.limit:
         body["max_results"] = min(where.page, where.limit - given)
@@ -130,9 +103,8 @@ def _traces(where: LiveAddress, exp_id: str, session: Session, headers: Mapping[
         page = found.json()
         ids = [info["trace_id"] for info in page.get("traces") or []]
         if ids:
-            reply = _get(session, f"{where.base_url}{_API}/batchGet", headers, {"trace_ids": ids})
-            if not reply.is_success:
-                raise TranscriptError(f"{where.base_url}: traces {ids[0]}…: the server answered {answered(reply)}")
+            reply = get(session, where.base_url, f"{_API}/batchGet", headers, {"trace_ids": ids},
+                        what=f"traces {ids[0]}…")
             by_id = {t["trace_info"]["trace_id"]: t for t in reply.json().get("traces") or []}
             yield from (by_id[i] for i in ids if i in by_id)
             given += len(ids)
@@ -235,9 +207,8 @@ def feedback_sources(base_url: str, trace_ids: Sequence[str], name: str, session
     """The sources (`source_id`) of the feedback called `name` on the traces' spans: span id → sources."""
     found: dict[str, set[str]] = {}
     for start in range(0, len(trace_ids), 50):
-        reply = _get(session, f"{base_url}{_API}/batchGet", headers, {"trace_ids": list(trace_ids[start:start + 50])})
-        if not reply.is_success:
-            raise TranscriptError(f"{base_url}: assessments: the server answered {answered(reply)}")
+        batch = {"trace_ids": list(trace_ids[start:start + 50])}
+        reply = get(session, base_url, f"{_API}/batchGet", headers, batch, what="assessments")
         for trace in reply.json().get("traces") or []:
             for item in trace["trace_info"].get("assessments") or []:
                 if item.get("assessment_name") == name and "feedback" in item:
@@ -289,7 +260,7 @@ def _write(target: Target, payload: dict[str, Any], earlier: str | None, session
         reply = call(session.client, "PATCH", f"{url}/{earlier}", target.headers, session.timeout, json=body)
     if isinstance(reply, str):
         return Failure(reply, retry=True)
-    if reply.status_code == _NOT_FOUND:
+    if reply.status_code == NOT_FOUND:
         return Failure(f"trace {payload['trace_id']} is not in this MLflow server", retry=False)
     return None if reply.is_success else Failure(answered(reply), reply.status_code in RETRY_STATUS)
 

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from tlmscore.errors import TranscriptError
-from tlmscore.stores._http import answered, call, sent
+from tlmscore.stores._http import NOT_FOUND, call, check_held, check_server, get, sent
 from tlmscore.stores.base import (
     Annotation,
     Failure,
@@ -58,7 +58,6 @@ KEYS = Keys(secrets=("PHOENIX_API_KEY",), servers=("PHOENIX_ENDPOINT", "PHOENIX_
 _VERSION = re.compile(r"^\d+\.\d+")
 _MISSING = re.compile(r"Spans with IDs (.+) do not exist")
 _SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
-_NOT_FOUND = 404
 
 
 def parse_address(address: str) -> LiveAddress:
@@ -67,31 +66,16 @@ def parse_address(address: str) -> LiveAddress:
                              page=DEFAULT_PAGE)
 
 
-def _get(session: Session, url: str, headers: Mapping[str, str], params: Any = None) -> httpx.Response:
-    """A GET whose failure to answer is one `TranscriptError` line."""
-    reply = call(session.client, "GET", url, headers, session.timeout, params=params)
-    if isinstance(reply, str):
-        parts = urllib.parse.urlsplit(url)  # the server, as error lines name it
-        raise TranscriptError(f"{parts.scheme}://{parts.netloc}: {reply}")
-    return reply
+def _project(where: LiveAddress) -> str:
+    return f"/v1/projects/{urllib.parse.quote(where.name, safe='')}"
 
 
 def _check(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> None:
     """One line (`TranscriptError`) unless the server answers with Phoenix's version and holds the project."""
-    reply = _get(session, f"{where.base_url}/arize_phoenix_version", headers)
-    if reply.status_code >= 500:  # noqa: PLR2004  (a server error, not a missing page)
-        raise TranscriptError(f"{where.base_url}: the server answered {answered(reply)}")
-    if not _VERSION.match(reply.text.strip() if reply.is_success else ""):
-        raise TranscriptError(f"{where.base_url}: not a Phoenix server (GET /arize_phoenix_version answered "
-                              f"{answered(reply)}{', not a version' if reply.is_success else ''})")
-    project = urllib.parse.quote(where.name, safe="")
-    reply = _get(session, f"{where.base_url}/v1/projects/{project}", headers)
-    if reply.status_code == _NOT_FOUND:
-        raise TranscriptError(f"{where.base_url}: no project {where.name!r} on this Phoenix server")
-    if not reply.is_success:
-        key = "" if headers else f" (no key sent: {KEYS.secrets[0]} goes only to the server {KEYS.servers[0]} names)"
-        raise TranscriptError(f"{where.base_url}: project {where.name!r}: the server answered "
-                              f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
+    check_server(session, where.base_url, "/arize_phoenix_version", headers, store="a Phoenix server",
+                 is_version=lambda text: bool(_VERSION.match(text)))
+    reply = get(session, where.base_url, _project(where), headers)
+    check_held(reply, where.base_url, f"project {where.name!r}", store="Phoenix", keys=KEYS, headers=headers)
 
 
 def _pages(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> Iterator[dict[str, Any]]:
@@ -99,13 +83,10 @@ def _pages(where: LiveAddress, session: Session, headers: Mapping[str, str]) -> 
     params: dict[str, Any] = {"sort": "start_time", "order": "asc", "span_kind": "LLM",
                               "limit": min(where.page, where.limit)}
     params |= {k: v.isoformat() for k, v in (("start_time", where.since), ("end_time", where.until)) if v}
-    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.name, safe='')}/spans"
+    path = f"{_project(where)}/spans"
     given = 0
     while given < where.limit:
-        reply = _get(session, url, headers, params)
-        if not reply.is_success:
-            raise TranscriptError(f"{where.base_url}: project {where.name!r}: the server answered {answered(reply)}")
-        body = reply.json()
+        body = get(session, where.base_url, path, headers, params, what=f"project {where.name!r}").json()
         spans = [plain(dict(span)) for span in body.get("data") or []]
         starts = [str(span.get("start_time") or "") for span in spans]
         if starts != sorted(starts):
@@ -150,16 +131,13 @@ def annotation_identifiers(address: str, span_ids: Sequence[str], name: str, ses
     server's cursor; a failure is one `TranscriptError` line.
     """
     where = parse_address(address)
-    url = f"{where.base_url}/v1/projects/{urllib.parse.quote(where.name, safe='')}/span_annotations"
+    path = f"{_project(where)}/span_annotations"
     found: dict[str, set[str]] = {}
     for start in range(0, len(span_ids), 1000):
         params: dict[str, Any] = {"span_ids": list(span_ids[start:start + 1000]),
                                   "include_annotation_names": [name], "limit": 10_000}
         while True:
-            reply = _get(session, url, headers, params)
-            if not reply.is_success:
-                raise TranscriptError(f"{where.base_url}: span annotations: the server answered {answered(reply)}")
-            body = reply.json()
+            body = get(session, where.base_url, path, headers, params, what="span annotations").json()
             for item in body.get("data") or []:
                 found.setdefault(str(item.get("span_id")), set()).add(str(item.get("identifier") or ""))
             if not body.get("next_cursor"):
@@ -242,7 +220,7 @@ def _missing(reply: httpx.Response | str) -> set[str]:
     Phoenix answers its errors as plain text (`Spans with IDs a, b do not exist.`); the search also
     finds them in a JSON `detail`.
     """
-    if isinstance(reply, str) or reply.status_code != _NOT_FOUND:
+    if isinstance(reply, str) or reply.status_code != NOT_FOUND:
         return set()
     found = _MISSING.search(reply.text)
     return {part.strip() for part in found.group(1).split(",")} if found else set()
