@@ -78,18 +78,23 @@ class _State:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+def _objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects among `lines`, skipping a line cut short by a stop mid-write."""
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """JSON objects of a JSONL file, skipping a line cut short by a stop mid-write."""
+    """JSON objects of a JSONL file (none when there is no file yet)."""
     if not path.exists():
         return
     with path.open("rb") as handle:
-        for line in handle:
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                yield value
+        yield from _objects(handle)
 
 
 def _failure_of(line: dict[str, Any]) -> tuple[str, dict[str, Any] | BatchFailure] | None:
@@ -267,23 +272,14 @@ class BatchRunner:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 content = await self._client.files.content(file_id, extra_headers=self._headers)
-                for line in content.text.splitlines():
-                    self._take(line, ids, outcomes)
+                for parsed in filter(None, map(_failure_of, _objects(content.text.splitlines()))):
+                    if parsed[0] in ids and not isinstance(outcomes.get(parsed[0]), dict):
+                        outcomes[parsed[0]] = parsed[1]
         self.remember((i, o) for i, o in outcomes.items() if not isinstance(o, BatchFailure))
         errors = "; ".join(e.message or e.code or "" for e in (batch.errors.data or [])) if batch.errors else ""
         missing = BatchFailure(None, f"batch {batch.id} {batch.status} without a result for this request"
                                      + (f": {errors}" if errors else ""))
         return {i: outcomes.get(i, missing) for i in ids}
-
-    @staticmethod
-    def _take(line: str, ids: set[str], outcomes: dict[str, dict[str, Any] | BatchFailure]) -> None:
-        try:
-            value = json.loads(line)
-        except ValueError:
-            return
-        parsed = _failure_of(value) if isinstance(value, dict) else None
-        if parsed is not None and parsed[0] in ids and not isinstance(outcomes.get(parsed[0]), dict):
-            outcomes[parsed[0]] = parsed[1]
 
     def remember(self, results: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Keep response bodies under their ids (a caller's too, e.g. a request sent again in another form)."""
