@@ -35,10 +35,14 @@ if TYPE_CHECKING:
     import openai
     from openai.types import Batch
 
+    from tlmscore.scoring.judge._options import JudgeOptions
+
 
 STATE_FORMAT = "tlmscore-batch-state/1"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_SCAN = 1000  # batches looked through for one made from an uploaded file
+_MAX_BYTES = 190_000_000  # an input file's size, under the API's 200 MB
+_WINDOW = "24h"
 _LOG = logging.getLogger(__name__)
 
 
@@ -48,18 +52,6 @@ class BatchFailure:
 
     status: int | None
     message: str
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """Polling and size limits: first and longest wait between polls, total wait, and the size of one batch."""
-
-    poll_interval: float = 10.0
-    max_poll_interval: float = 300.0
-    wait: float = 26 * 3600.0
-    max_requests: int = 50_000
-    max_bytes: int = 190_000_000
-    completion_window: str = "24h"
 
 
 @dataclass
@@ -114,14 +106,18 @@ def _failure_of(line: dict[str, Any]) -> tuple[str, dict[str, Any] | BatchFailur
 
 
 class BatchRunner:
-    """Runs requests through the Batch API of `client`, keeping its state in `folder` (created if needed)."""
+    """Runs requests through the Batch API of `client`, keeping its state in `folder` (created if needed).
 
-    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, *, endpoint: str = "/v1/chat/completions",
-                 limits: BatchLimits | None = None) -> None:
+    The judge's `options` say how often to poll (`poll_interval` doubling up to `max_poll_interval`),
+    how long to wait (`batch_wait`) and how many requests one batch takes (`batch_max_requests`).
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, options: JudgeOptions, *,
+                 endpoint: str = "/v1/chat/completions") -> None:
         self._client = client
         self._folder = Path(folder)
         self._endpoint = endpoint
-        self._limits = limits or BatchLimits()
+        self._options = options
         self._headers = request_headers(client)
         self._state = _State()
 
@@ -185,7 +181,7 @@ class BatchRunner:
         size = 0
         for custom_id in ids:
             line = len(self._line(custom_id, requests[custom_id]))
-            if group and (len(group) >= self._limits.max_requests or size + line > self._limits.max_bytes):
+            if group and (len(group) >= self._options.batch_max_requests or size + line > _MAX_BYTES):
                 yield group
                 group, size = [], 0
             group.append(custom_id)
@@ -215,8 +211,8 @@ class BatchRunner:
         assert entry.batch_id is not None  # noqa: S101  (set by _submit)
         batch = await self._poll(entry.batch_id)
         if batch.status not in TERMINAL:
-            why = BatchFailure(None, f"batch {batch.id} is still {batch.status} after {self._limits.wait:.0f} s; "
-                                     "run again to collect its results")
+            why = BatchFailure(None, f"batch {batch.id} is still {batch.status} after "
+                                     f"{self._options.batch_wait:.0f} s; run again to collect its results")
             return dict.fromkeys(ids, why)
         outcomes = await self._collect(batch, ids)
         entry.collected = True
@@ -234,7 +230,7 @@ class BatchRunner:
         if batch is None:
             batch = await self._client.batches.create(
                 input_file_id=entry.file_id, endpoint=self._endpoint,  # type: ignore[arg-type]
-                completion_window=self._limits.completion_window,  # type: ignore[arg-type]
+                completion_window=_WINDOW,  # type: ignore[arg-type]
                 metadata={"tlmscore_input": entry.input}, extra_headers=self._headers)
             _LOG.info("judge batch: submitted %s (%d requests from %s)", batch.id, count, entry.input)
         entry.batch_id = batch.id
@@ -254,8 +250,8 @@ class BatchRunner:
     async def _poll(self, batch_id: str) -> Batch:
         """The batch once it is finished, or as it is when the wait is over; the interval doubles up to its cap."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._limits.wait
-        interval = self._limits.poll_interval
+        deadline = loop.time() + self._options.batch_wait
+        interval = self._options.poll_interval
         while True:
             batch = await self._client.batches.retrieve(batch_id, extra_headers=self._headers)
             left = deadline - loop.time()
@@ -264,7 +260,7 @@ class BatchRunner:
             counts = batch.request_counts
             _LOG.debug("judge batch: %s %s (%s)", batch_id, batch.status, counts)
             await asyncio.sleep(min(interval, left))
-            interval = min(interval * 2, self._limits.max_poll_interval)
+            interval = min(interval * 2, self._options.max_poll_interval)
 
     async def _collect(self, batch: Batch, ids: set[str]) -> dict[str, dict[str, Any] | BatchFailure]:
         """Outcomes of `ids` from the batch's output and error files; successes are appended to the results."""
