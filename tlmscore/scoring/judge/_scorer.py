@@ -7,7 +7,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -158,9 +157,7 @@ class JudgeScorer:
                     return await score_batch(self, chat, client, inputs)
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
-            cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.alternatives,
-                                extra_body=opts.extra_body,
-                                directory=Path(opts.cache_dir) if opts.cache and opts.cache_dir is not None else None)
+            cached = CachedChat(chat, opts)
             try:
                 scores = await score_rows(inputs, lambda item: self._score(cached, item),
                                           concurrency=opts.concurrency)
