@@ -188,8 +188,8 @@ class GroundingScorer:
             await asyncio.sleep(0)
         return scores
 
-    def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
-        """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
+    def _claims(self, item: ScoringInput) -> tuple[EvidenceIndex, dict[str, int], list[Claim]] | Score:
+        """The input's evidence (indexed), its summary and the answer's claims, or the unscorable `Score`."""
         opts = self.options
         docs = documents(item, opts.messages)
         summary = _evidence_summary(docs)
@@ -203,7 +203,7 @@ class GroundingScorer:
         if not claims:
             why = "the response makes no statement to check"
             return Score.unscorable(why if complete else f"{why} (status {item.status})", {"evidence": summary})
-        return docs, summary, claims
+        return self._index(tuple(docs)), summary, claims
 
     def claim_passages(self, item: ScoringInput, max_chars: int) -> list[ClaimPassage] | Score:
         """Each answer sentence that makes a claim, with the evidence it needs (`_passages`), or the unscorable `Score`.
@@ -214,8 +214,7 @@ class GroundingScorer:
         found = self._claims(item)
         if isinstance(found, Score):
             return found
-        docs, _, claims = found
-        index = self._index(tuple(docs))
+        index, _, claims = found
         checked = list(dict.fromkeys(claim.sentence for claim in claims))
         return [ClaimPassage(text, passage_for(index, self._analyse(text), max_chars)) for text in checked]
 
@@ -225,9 +224,8 @@ class GroundingScorer:
         found = self._claims(item)
         if isinstance(found, Score):
             return found
-        docs, summary, claims = found
+        index, summary, claims = found
         complete = item.status.split(":", 1)[0] in _COMPLETE
-        index = self._index(tuple(docs))
         result = _Result()
         for claim in claims:
             value, best, parts = _claim_support(index, claim, opts.threshold)
