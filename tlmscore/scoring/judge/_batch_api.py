@@ -120,16 +120,8 @@ class BatchRunner:
         self._options = options
         self._headers = request_headers(client)
         self._state = _State()
-
-    @property
-    def results_path(self) -> Path:
-        """Where successful responses are kept, one `{custom_id, body}` line each."""
-        return self._folder / "results.jsonl"
-
-    @property
-    def state_path(self) -> Path:
-        """The small state file: input files, their file and batch ids, whether collected."""
-        return self._folder / "state.json"
+        self.results_path = self._folder / "results.jsonl"  # successful responses, one `{custom_id, body}` each
+        self.state_path = self._folder / "state.json"  # input files, their file and batch ids, whether collected
 
     async def run(self, requests: Mapping[str, dict[str, Any]], *,
                   wait: bool = True) -> dict[str, dict[str, Any] | BatchFailure]:
