@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore.model import ScoringInput
-from tlmscore.scoring.base import Score, parse_options
+from tlmscore.scoring.base import Score, parse_options, score_rows
 from tlmscore.scoring.grounding._claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.grounding._evidence import (
     IMAGE_ONLY,
@@ -178,15 +177,12 @@ class GroundingScorer:
         return GroundingScorer, (self.options,)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
-        """One score per input; CPU-bound, so the event loop gets a turn between rows."""
-        scores: list[Score] = []
-        for item in inputs:
-            try:
-                scores.append(self.score_one(item))
-            except Exception as exc:  # noqa: BLE001  (one row's failure must not abort the batch)
-                scores.append(Score.failed(f"{type(exc).__name__}: {exc}"))
-            await asyncio.sleep(0)
-        return scores
+        """One score per input, one row at a time: CPU-bound, so the event loop gets a turn between rows."""
+
+        async def one(item: ScoringInput) -> Score:
+            return self.score_one(item)
+
+        return await score_rows(inputs, one, concurrency=1)
 
     def _claims(self, item: ScoringInput) -> tuple[EvidenceIndex, dict[str, int], list[Claim]] | Score:
         """The input's evidence (indexed), its summary and the answer's claims, or the unscorable `Score`."""
