@@ -131,10 +131,6 @@ class JudgeScorer:
                 tokens += sum(estimate_tokens(m["content"]) for m in fact_messages(claim.claim, claim.passage))
         return requests, tokens
 
-    def check_cost(self, plan: JudgePlan) -> None:
-        """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
-        self._budget.check(plan.cost, f"{plan.rows:,} rows")
-
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""
         if not inputs:
@@ -142,7 +138,7 @@ class JudgeScorer:
         opts = self.options
         plan = self.plan(inputs)
         _LOG.info("%s", plan.describe())
-        self.check_cost(plan)
+        self._budget.check(plan.cost, f"{plan.rows:,} rows")  # with what was planned before: within max_cost
         async with AsyncExitStack() as stack:
             client = self._client
             if client is None:
