@@ -22,12 +22,11 @@ ORIGIN = "origin"
 
 def destination(row: Mapping[str, Any]) -> str | None:
     """The target a row goes back to, as `--to` text; None when it has no trace to go back to."""
-    connector = for_origin(row.get("origin"))
     source = row.get("source")
-    return connector.back_to(source if isinstance(source, str) else None) if connector is not None else None
+    return input_destination(source if isinstance(source, str) else None, row.get("origin"))
 
 
-def input_destination(address: str, reader: str | None) -> str | None:
+def input_destination(address: str | None, reader: str | None) -> str | None:
     """Where the rows of one input will go back to, known before reading: by the reader that reads it."""
     connector = for_origin(reader)
     return connector.back_to(address) if connector is not None else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import logging
 import sys
 import warnings
@@ -15,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tlmscore._tables import json_cell
 from tlmscore.cli._annotate import check_live_inputs, check_targets, report, run_annotate, target_files, write_back
 from tlmscore.cli._args import build_parser, command_parser, run_inputs, settings_from_args
 from tlmscore.cli._checks import (
@@ -70,10 +70,7 @@ def _scorer_options(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+        options[key] = json_cell(value)
     return options
 
 

@@ -9,7 +9,7 @@
 - `_diff`: the join on a key, rows that moved, per-group figures (pure).
 - `_stats`: the mean difference with a seeded paired bootstrap interval.
 - `_gates`: `--max-drop`, `--fail-under`, `--max-flagged-rate`, `--min-delta`; no data is not a pass.
-- `_numbers`: how a figure is written.
+- `_numbers`: how a figure is written, and the figures every report shows.
 - `_report`, `_markdown`, `_html`, `_svg`: Markdown, JUnit XML, JSON and an offline HTML page with two plots.
 """
 

@@ -10,7 +10,7 @@ from html import escape
 
 from tlmscore.compare._diff import Comparison
 from tlmscore.compare._gates import GateResult
-from tlmscore.compare._numbers import figure
+from tlmscore.compare._numbers import figure, summary_figures
 from tlmscore.compare._svg import distributions_svg, scatter_svg
 
 _STYLE = """
@@ -31,18 +31,7 @@ def _gates(results: Sequence[GateResult]) -> str:
 
 
 def _summary(comparison: Comparison) -> str:
-    s = comparison.summary
-    ci = s.mean_delta
-    items = [
-        (f"rows compared (joined on {comparison.key})", f"{s.rows} ({s.paired} scored on both sides)"),
-        ("mean score", f"{figure(s.base_mean)} → {figure(s.new_mean)}"),
-        ("mean difference", f"{figure(ci.mean, signed=True)} ({ci.confidence:.0%} CI {figure(ci.low, signed=True)} to "
-                            f"{figure(ci.high, signed=True)})"),
-        ("dropped / rose", f"{s.dropped} / {s.rose}"),
-        ("crossed the threshold down / up", f"{s.newly_flagged} / {s.newly_passing}"),
-        ("new errors / newly unscored / fixed", f"{s.new_errors} / {s.newly_unscored} / {s.fixed_errors}"),
-        ("only in base / only in new", f"{len(comparison.only_base)} / {len(comparison.only_new)}"),
-    ]
+    items = summary_figures(comparison, comparison.key)
     return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in items) + "</table>"
 
 

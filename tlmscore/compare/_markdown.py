@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from tlmscore.compare._diff import Comparison, RowChange, Summary
 from tlmscore.compare._gates import GateResult
-from tlmscore.compare._numbers import figure, percent
+from tlmscore.compare._numbers import figure, percent, summary_figures
 
 ROW_LIMIT = 100
 """Rows listed per table; the rest are counted. Rows a gate failed are always listed."""
@@ -44,21 +44,9 @@ def render_markdown(comparison: Comparison, results: Sequence[GateResult], names
 
 
 def _summary_table(comparison: Comparison) -> list[str]:
-    s = comparison.summary
-    ci = s.mean_delta
-    return [
-        "| | |", "|---|---|",
-        f"| rows compared (joined on `{comparison.key}`) | {s.rows} ({s.paired} scored on both sides) |",
-        f"| mean score | {figure(s.base_mean)} → {figure(s.new_mean)} |",
-        f"| mean difference | {figure(ci.mean, signed=True)} ({ci.confidence:.0%} CI "
-        f"{figure(ci.low, signed=True)} to {figure(ci.high, signed=True)}, paired bootstrap) |",
-        f"| dropped / rose | {s.dropped} / {s.rose} |",
-        f"| crossed the threshold down / up | {s.newly_flagged} / {s.newly_passing} |",
-        f"| new errors / newly unscored / fixed | {s.new_errors} / {s.newly_unscored} / {s.fixed_errors} |",
-        f"| below threshold in the new run | {percent(s.new_flagged_rate)} |",
-        f"| only in base / only in new | {len(comparison.only_base)} / {len(comparison.only_new)} |",
-        "",
-    ]
+    items = summary_figures(comparison, f"`{comparison.key}`", ", paired bootstrap")
+    items.insert(-1, ("below threshold in the new run", percent(comparison.summary.new_flagged_rate)))
+    return ["| | |", "|---|---|", *(f"| {what} | {value} |" for what, value in items), ""]
 
 
 def _rows(title: str, rows: Sequence[RowChange], gated: set[str]) -> list[str]:

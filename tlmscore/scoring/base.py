@@ -167,10 +167,8 @@ class ScorerSpec:
 
 def spec_of(name: str) -> ScorerSpec:
     """The spec of the scorer called `name` (a scorer that declares none spends nothing, caches nothing)."""
-    if name in SCORERS:
-        spec = getattr(import_module(SCORERS[name]), "SPEC", None)
-        return spec if isinstance(spec, ScorerSpec) else ScorerSpec(name)
-    return ScorerSpec(name)
+    spec = getattr(import_module(SCORERS[name]), "SPEC", None) if name in SCORERS else None
+    return spec if isinstance(spec, ScorerSpec) else ScorerSpec(name)
 
 
 def scorer_names() -> tuple[str, ...]:
@@ -236,13 +234,8 @@ class Precomputed:
     """
 
     def __init__(self, name: str, scores: Mapping[str, Score]) -> None:
-        self._name = name
+        self.name = name  # the scorer that worked the scores out
         self._scores = dict(scores)
-
-    @property
-    def name(self) -> str:
-        """The name of the scorer that worked the scores out."""
-        return self._name
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """The score of each input; one not scored before fails its row."""

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from tlmscore._tables import plain
 from tlmscore.errors import ConfigError
 from tlmscore.model import ScoringInput
 from tlmscore.scoring.base import Score, Scorer
@@ -97,19 +98,8 @@ class CrossValidation:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able summary (stored in the calibration file); empty bins' means are None."""
-        found: dict[str, Any] = _jsonable(asdict(self))
+        found: dict[str, Any] = plain(asdict(self))
         return found
-
-
-def _jsonable(value: Any) -> Any:
-    """`value` with NaN floats replaced by None, so it is strict JSON."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def _clean(scores: Sequence[float] | Floats, labels: Sequence[Any] | npt.NDArray[Any]) -> tuple[Floats, Floats]:
@@ -281,7 +271,7 @@ def cross_validate(scores: Sequence[float] | Floats, labels: Sequence[Any] | npt
 
 def save(calibration: Calibration, path: str | Path) -> None:
     """Write `calibration` as JSON (with a format tag, so a file of another kind is refused on load)."""
-    data = _jsonable({"format": FORMAT, **asdict(calibration)})
+    data = plain({"format": FORMAT, **asdict(calibration)})  # NaN as None: strict JSON
     Path(path).write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 

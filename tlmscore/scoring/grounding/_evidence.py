@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tlmscore._tables import json_cell
 from tlmscore._urls import url_key
 from tlmscore.convert import FILE_SEARCH_NOT_LOGGED
 from tlmscore.model import Conversation, Evidence, Message, ScoringInput, WebResult
@@ -80,13 +81,8 @@ def strip_blocks(text: str) -> str:
 
 def _json_in(text: str) -> Any:
     """The object or array `text` holds as JSON, else None."""
-    stripped = text.strip()
-    if stripped[:1] not in ("{", "["):
-        return None
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        return None
+    value = json_cell(text.strip())
+    return value if isinstance(value, (dict, list)) else None
 
 
 def _flatten(value: Any, path: str = "") -> Iterator[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tlmscore.model import ScoringInput
-from tlmscore.scoring.base import Score, parse_options
+from tlmscore.scoring.base import Score, parse_options, score_rows
 from tlmscore.scoring.grounding._claims import Claim, answer_sentences, claims_of, unfinished, with_spans
 from tlmscore.scoring.grounding._evidence import (
     IMAGE_ONLY,
@@ -178,18 +177,15 @@ class GroundingScorer:
         return GroundingScorer, (self.options,)
 
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
-        """One score per input; CPU-bound, so the event loop gets a turn between rows."""
-        scores: list[Score] = []
-        for item in inputs:
-            try:
-                scores.append(self.score_one(item))
-            except Exception as exc:  # noqa: BLE001  (one row's failure must not abort the batch)
-                scores.append(Score.failed(f"{type(exc).__name__}: {exc}"))
-            await asyncio.sleep(0)
-        return scores
+        """One score per input, one row at a time: CPU-bound, so the event loop gets a turn between rows."""
 
-    def _claims(self, item: ScoringInput) -> tuple[list[Document], dict[str, int], list[Claim]] | Score:
-        """The input's evidence documents, their summary and the answer's claims, or the unscorable `Score`."""
+        async def one(item: ScoringInput) -> Score:
+            return self.score_one(item)
+
+        return await score_rows(inputs, one, concurrency=1)
+
+    def _claims(self, item: ScoringInput) -> tuple[EvidenceIndex, dict[str, int], list[Claim]] | Score:
+        """The input's evidence (indexed), its summary and the answer's claims, or the unscorable `Score`."""
         opts = self.options
         docs = documents(item, opts.messages)
         summary = _evidence_summary(docs)
@@ -203,7 +199,7 @@ class GroundingScorer:
         if not claims:
             why = "the response makes no statement to check"
             return Score.unscorable(why if complete else f"{why} (status {item.status})", {"evidence": summary})
-        return docs, summary, claims
+        return self._index(tuple(docs)), summary, claims
 
     def claim_passages(self, item: ScoringInput, max_chars: int) -> list[ClaimPassage] | Score:
         """Each answer sentence that makes a claim, with the evidence it needs (`_passages`), or the unscorable `Score`.
@@ -214,8 +210,7 @@ class GroundingScorer:
         found = self._claims(item)
         if isinstance(found, Score):
             return found
-        docs, _, claims = found
-        index = self._index(tuple(docs))
+        index, _, claims = found
         checked = list(dict.fromkeys(claim.sentence for claim in claims))
         return [ClaimPassage(text, passage_for(index, self._analyse(text), max_chars)) for text in checked]
 
@@ -225,9 +220,8 @@ class GroundingScorer:
         found = self._claims(item)
         if isinstance(found, Score):
             return found
-        docs, summary, claims = found
+        index, summary, claims = found
         complete = item.status.split(":", 1)[0] in _COMPLETE
-        index = self._index(tuple(docs))
         result = _Result()
         for claim in claims:
             value, best, parts = _claim_support(index, claim, opts.threshold)

@@ -24,7 +24,7 @@ import orjson
 from tlmscore._chat import ChatClient, Completion, completion_from_body, rejected_parameter
 from tlmscore.errors import ScorerError
 from tlmscore.scoring.base import Score
-from tlmscore.scoring.judge._batch_api import BatchFailure, BatchLimits, BatchRunner
+from tlmscore.scoring.judge._batch_api import BatchFailure, BatchRunner
 from tlmscore.scoring.judge._options import Judged, JudgeOptions
 from tlmscore.scoring.judge._prompts import (
     AGREEMENT_PROMPT,
@@ -127,9 +127,7 @@ async def score_batch(scorer: Judge, chat: ChatClient, client: openai.AsyncOpenA
                       inputs: Sequence[ScoringInput]) -> list[Score]:
     """One score per input, from requests sent through the Batch API (state in `options.batch_dir`)."""
     opts = scorer.options
-    limits = BatchLimits(poll_interval=opts.poll_interval, max_poll_interval=opts.max_poll_interval,
-                         wait=opts.batch_wait, max_requests=opts.batch_max_requests)
-    runner = BatchRunner(client, Path(opts.batch_dir or "."), limits=limits)
+    runner = BatchRunner(client, Path(opts.batch_dir or "."), opts)
     for parameter in runner.notes().get(_REJECTED, ()):
         chat.learn(parameter)
     judged = [scorer.judged(item) for item in inputs]

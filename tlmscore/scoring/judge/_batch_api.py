@@ -35,10 +35,14 @@ if TYPE_CHECKING:
     import openai
     from openai.types import Batch
 
+    from tlmscore.scoring.judge._options import JudgeOptions
+
 
 STATE_FORMAT = "tlmscore-batch-state/1"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_SCAN = 1000  # batches looked through for one made from an uploaded file
+_MAX_BYTES = 190_000_000  # an input file's size, under the API's 200 MB
+_WINDOW = "24h"
 _LOG = logging.getLogger(__name__)
 
 
@@ -48,18 +52,6 @@ class BatchFailure:
 
     status: int | None
     message: str
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """Polling and size limits: first and longest wait between polls, total wait, and the size of one batch."""
-
-    poll_interval: float = 10.0
-    max_poll_interval: float = 300.0
-    wait: float = 26 * 3600.0
-    max_requests: int = 50_000
-    max_bytes: int = 190_000_000
-    completion_window: str = "24h"
 
 
 @dataclass
@@ -78,18 +70,23 @@ class _State:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+def _objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects among `lines`, skipping a line cut short by a stop mid-write."""
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """JSON objects of a JSONL file, skipping a line cut short by a stop mid-write."""
+    """JSON objects of a JSONL file (none when there is no file yet)."""
     if not path.exists():
         return
     with path.open("rb") as handle:
-        for line in handle:
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                yield value
+        yield from _objects(handle)
 
 
 def _failure_of(line: dict[str, Any]) -> tuple[str, dict[str, Any] | BatchFailure] | None:
@@ -109,26 +106,22 @@ def _failure_of(line: dict[str, Any]) -> tuple[str, dict[str, Any] | BatchFailur
 
 
 class BatchRunner:
-    """Runs requests through the Batch API of `client`, keeping its state in `folder` (created if needed)."""
+    """Runs requests through the Batch API of `client`, keeping its state in `folder` (created if needed).
 
-    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, *, endpoint: str = "/v1/chat/completions",
-                 limits: BatchLimits | None = None) -> None:
+    The judge's `options` say how often to poll (`poll_interval` doubling up to `max_poll_interval`),
+    how long to wait (`batch_wait`) and how many requests one batch takes (`batch_max_requests`).
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, options: JudgeOptions, *,
+                 endpoint: str = "/v1/chat/completions") -> None:
         self._client = client
         self._folder = Path(folder)
         self._endpoint = endpoint
-        self._limits = limits or BatchLimits()
+        self._options = options
         self._headers = request_headers(client)
         self._state = _State()
-
-    @property
-    def results_path(self) -> Path:
-        """Where successful responses are kept, one `{custom_id, body}` line each."""
-        return self._folder / "results.jsonl"
-
-    @property
-    def state_path(self) -> Path:
-        """The small state file: input files, their file and batch ids, whether collected."""
-        return self._folder / "state.json"
+        self.results_path = self._folder / "results.jsonl"  # successful responses, one `{custom_id, body}` each
+        self.state_path = self._folder / "state.json"  # input files, their file and batch ids, whether collected
 
     async def run(self, requests: Mapping[str, dict[str, Any]], *,
                   wait: bool = True) -> dict[str, dict[str, Any] | BatchFailure]:
@@ -180,7 +173,7 @@ class BatchRunner:
         size = 0
         for custom_id in ids:
             line = len(self._line(custom_id, requests[custom_id]))
-            if group and (len(group) >= self._limits.max_requests or size + line > self._limits.max_bytes):
+            if group and (len(group) >= self._options.batch_max_requests or size + line > _MAX_BYTES):
                 yield group
                 group, size = [], 0
             group.append(custom_id)
@@ -210,8 +203,8 @@ class BatchRunner:
         assert entry.batch_id is not None  # noqa: S101  (set by _submit)
         batch = await self._poll(entry.batch_id)
         if batch.status not in TERMINAL:
-            why = BatchFailure(None, f"batch {batch.id} is still {batch.status} after {self._limits.wait:.0f} s; "
-                                     "run again to collect its results")
+            why = BatchFailure(None, f"batch {batch.id} is still {batch.status} after "
+                                     f"{self._options.batch_wait:.0f} s; run again to collect its results")
             return dict.fromkeys(ids, why)
         outcomes = await self._collect(batch, ids)
         entry.collected = True
@@ -229,7 +222,7 @@ class BatchRunner:
         if batch is None:
             batch = await self._client.batches.create(
                 input_file_id=entry.file_id, endpoint=self._endpoint,  # type: ignore[arg-type]
-                completion_window=self._limits.completion_window,  # type: ignore[arg-type]
+                completion_window=_WINDOW,  # type: ignore[arg-type]
                 metadata={"tlmscore_input": entry.input}, extra_headers=self._headers)
             _LOG.info("judge batch: submitted %s (%d requests from %s)", batch.id, count, entry.input)
         entry.batch_id = batch.id
@@ -249,8 +242,8 @@ class BatchRunner:
     async def _poll(self, batch_id: str) -> Batch:
         """The batch once it is finished, or as it is when the wait is over; the interval doubles up to its cap."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._limits.wait
-        interval = self._limits.poll_interval
+        deadline = loop.time() + self._options.batch_wait
+        interval = self._options.poll_interval
         while True:
             batch = await self._client.batches.retrieve(batch_id, extra_headers=self._headers)
             left = deadline - loop.time()
@@ -259,7 +252,7 @@ class BatchRunner:
             counts = batch.request_counts
             _LOG.debug("judge batch: %s %s (%s)", batch_id, batch.status, counts)
             await asyncio.sleep(min(interval, left))
-            interval = min(interval * 2, self._limits.max_poll_interval)
+            interval = min(interval * 2, self._options.max_poll_interval)
 
     async def _collect(self, batch: Batch, ids: set[str]) -> dict[str, dict[str, Any] | BatchFailure]:
         """Outcomes of `ids` from the batch's output and error files; successes are appended to the results."""
@@ -267,23 +260,14 @@ class BatchRunner:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 content = await self._client.files.content(file_id, extra_headers=self._headers)
-                for line in content.text.splitlines():
-                    self._take(line, ids, outcomes)
+                for parsed in filter(None, map(_failure_of, _objects(content.text.splitlines()))):
+                    if parsed[0] in ids and not isinstance(outcomes.get(parsed[0]), dict):
+                        outcomes[parsed[0]] = parsed[1]
         self.remember((i, o) for i, o in outcomes.items() if not isinstance(o, BatchFailure))
         errors = "; ".join(e.message or e.code or "" for e in (batch.errors.data or [])) if batch.errors else ""
         missing = BatchFailure(None, f"batch {batch.id} {batch.status} without a result for this request"
                                      + (f": {errors}" if errors else ""))
         return {i: outcomes.get(i, missing) for i in ids}
-
-    @staticmethod
-    def _take(line: str, ids: set[str], outcomes: dict[str, dict[str, Any] | BatchFailure]) -> None:
-        try:
-            value = json.loads(line)
-        except ValueError:
-            return
-        parsed = _failure_of(value) if isinstance(value, dict) else None
-        if parsed is not None and parsed[0] in ids and not isinstance(outcomes.get(parsed[0]), dict):
-            outcomes[parsed[0]] = parsed[1]
 
     def remember(self, results: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Keep response bodies under their ids (a caller's too, e.g. a request sent again in another form)."""

@@ -20,6 +20,7 @@ import diskcache
 import orjson
 
 from tlmscore._chat import ChatClient, Completion, TokenLogprob
+from tlmscore.scoring.judge._options import JudgeOptions
 
 _VERSION = 1
 
@@ -42,17 +43,17 @@ def _decode(raw: bytes) -> Completion:
 
 
 class CachedChat:
-    """`ChatClient.complete` through the verdict cache (`directory=None`: no cache, every request sent)."""
+    """`ChatClient.complete` through the verdict cache in `options.cache_dir` (no cache: every request sent)."""
 
-    def __init__(self, chat: ChatClient, *, base_url: str, model: str, top_logprobs: int,
-                 extra_body: Mapping[str, Any], directory: Path | None) -> None:
+    def __init__(self, chat: ChatClient, options: JudgeOptions) -> None:
         self.chat = chat
-        self._fixed = {"base_url": base_url.rstrip("/"), "model": model, "extra_body": dict(extra_body)}
-        self._top_logprobs = top_logprobs
+        self._fixed = {"base_url": options.base_url.rstrip("/"), "model": options.model,
+                       "extra_body": dict(options.extra_body)}
+        self._top_logprobs = options.alternatives
         self._cache: diskcache.Cache | None = None
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(directory))
+        if options.cache and options.cache_dir is not None:
+            Path(options.cache_dir).mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(options.cache_dir)
         self.hits = 0
         self.sent = 0
 

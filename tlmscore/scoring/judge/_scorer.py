@@ -7,7 +7,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -132,10 +131,6 @@ class JudgeScorer:
                 tokens += sum(estimate_tokens(m["content"]) for m in fact_messages(claim.claim, claim.passage))
         return requests, tokens
 
-    def check_cost(self, plan: JudgePlan) -> None:
-        """Raise `ConfigError` when `plan`, with what this scorer planned before, would pass `max_cost`."""
-        self._budget.check(plan.cost, f"{plan.rows:,} rows")
-
     async def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """One score per input, live with at most `concurrency` requests in flight, or through the Batch API."""
         if not inputs:
@@ -143,7 +138,7 @@ class JudgeScorer:
         opts = self.options
         plan = self.plan(inputs)
         _LOG.info("%s", plan.describe())
-        self.check_cost(plan)
+        self._budget.check(plan.cost, f"{plan.rows:,} rows")  # with what was planned before: within max_cost
         async with AsyncExitStack() as stack:
             client = self._client
             if client is None:
@@ -158,9 +153,7 @@ class JudgeScorer:
                     return await score_batch(self, chat, client, inputs)
                 except Exception as exc:  # noqa: BLE001  (rows fail, the batch goes on; a rerun resumes)
                     return [Score.failed(f"judge batch mode: {type(exc).__name__}: {exc}") for _ in inputs]
-            cached = CachedChat(chat, base_url=opts.base_url, model=opts.model, top_logprobs=opts.alternatives,
-                                extra_body=opts.extra_body,
-                                directory=Path(opts.cache_dir) if opts.cache and opts.cache_dir is not None else None)
+            cached = CachedChat(chat, opts)
             try:
                 scores = await score_rows(inputs, lambda item: self._score(cached, item),
                                           concurrency=opts.concurrency)
