@@ -9,17 +9,17 @@ by `url_key` alone (`PagesByKey`); `page_for` looks a cited URL's page up in it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, TypeVar, get_args
 
 from tlmscore._urls import url_key
 from tlmscore.evidence.plan import Plan
 
 __all__ = ["PAGE_STATUSES", "AsOf", "Fallback", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus",
-           "PagesByKey", "answered_at", "in_given_order", "keyed_pages", "page_for", "pages_as_done", "planned_pages",
-           "with_reason"]
+           "PagesByKey", "answered_at", "as_done", "keyed_pages", "page_for", "planned_pages", "with_reason"]
 
 PageStatus = Literal[
     "ok",
@@ -37,6 +37,7 @@ PageStatus = Literal[
     "model_failed",
 ]
 PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
+_T = TypeVar("_T")
 PageOrigin = Literal["live", "archive", "log", "model"]
 """Where a page's text came from: fetched from the web, from a web archive's snapshot, from the log
 itself, or a model's summary of the page (`--page-source chat`)."""
@@ -109,7 +110,9 @@ class PageSource(Protocol):
 
     async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         """Return one page per URL in `urls`, keyed and ordered as given."""
-        return await in_given_order(self.pages_as_done(urls, as_of), urls)
+        async with aclosing(self.pages_as_done(urls, as_of)) as stream:
+            found = {url: page async for url, page in stream}
+        return {url: found[url] for url in urls}
 
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
@@ -127,18 +130,16 @@ def answered_at(response: Mapping[str, Any]) -> float | None:
     return None
 
 
-async def in_given_order(stream: AsyncIterator[tuple[str, Page]], urls: Sequence[str]) -> dict[str, Page]:
-    """The `(url, page)` pairs of `stream` as one page per URL, keyed and ordered as in `urls`."""
-    found = {url: page async for url, page in stream}
-    return {url: found[url] for url in urls}
-
-
-async def pages_as_done(source: PageSource, urls: Sequence[str],
-                        as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
-    """`(url, page)` for every URL in `urls` from `source`, each as soon as its page is ready."""
-    async with aclosing(source.pages_as_done(urls, as_of)) as items:
-        async for item in items:
-            yield item
+async def as_done(work: Iterable[Awaitable[_T]]) -> AsyncGenerator[_T, None]:
+    """The results of `work`, run at once, each as it is done; what is not done is cancelled when the stream closes."""
+    tasks = [asyncio.ensure_future(one) for one in work]
+    try:
+        for done in asyncio.as_completed(tasks):
+            yield await done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def planned_pages(source: PageSource, plan: Plan) -> AsyncGenerator[tuple[str, Page], None]:
@@ -201,7 +202,7 @@ class Fallback(PageSource):
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: `first`'s pages as they come, then the retried ones as `then` gives them."""
         failed: dict[str, Page] = {}
-        async with aclosing(pages_as_done(self._first, urls, as_of)) as got:
+        async with aclosing(self._first.pages_as_done(urls, as_of)) as got:
             async for url, page in got:
                 if self._retry(url, page):
                     failed[url] = page
@@ -209,7 +210,7 @@ class Fallback(PageSource):
                     yield url, page
         if not failed:
             return
-        async with aclosing(pages_as_done(self._then, list(failed), as_of)) as again:
+        async with aclosing(self._then.pages_as_done(list(failed), as_of)) as again:
             async for url, found in again:
                 if found.ok or not self._keep_first:
                     yield url, found
