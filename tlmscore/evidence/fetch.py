@@ -25,7 +25,7 @@ import httpx
 from tlmscore.errors import ConfigError
 from tlmscore.evidence._download import Downloader
 from tlmscore.evidence._guard import Resolver, system_resolver
-from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
+from tlmscore.evidence._reply import FAILURES, describe, host_of
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
@@ -91,8 +91,10 @@ class Fetcher(PageSource):
                                       resolver=self._resolver).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers, Limits(
             cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory), extractor)
+        # the workers get ready while the first response is on its way
         self._downloader = Downloader(self._settings, self._resolver, client=self._given_client,
-                                      headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
+                                      headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+                                      on_send=self._extractor.start)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -173,8 +175,7 @@ class Fetcher(PageSource):
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            # the workers get ready while the response is on its way
-            reply = await self._opened(self._downloader).download(url, self._read, self._opened(self._extractor).start)
+            reply = await self._opened(self._downloader).download(url)
         except FAILURES as exc:
             status, error = describe(exc, self._settings, host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
@@ -203,7 +204,4 @@ class Fetcher(PageSource):
         elif found.status == "empty":
             error = "no readable text found in the page"
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
-
-    async def _read(self, url: str, response: httpx.Response) -> Reply:
-        return await read_reply(url, response, self._settings)
 
