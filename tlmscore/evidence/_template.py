@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass
 from types import FrameType
 
-from tlmscore.evidence.extract import Extracted, Extractor, extract_safely
+from tlmscore.evidence.extract import Extracted, Extractor, extract_safely, warm_up
 
 TAKEN = "taken"
 """What a worker answers as it takes a page, before it starts on it."""
@@ -114,7 +114,7 @@ def _warm_up() -> None:
     """Make this process quiet and warm.
 
     Library log records and warnings stay off the user's terminal; trafilatura is imported and
-    run once (`_warmup`). What the imports and the warm-up made is then moved out of the cycle
+    run once (`extract.warm_up`). What the imports and the warm-up made is then moved out of the cycle
     collector's reach (`gc.freeze`): it lives as long as the process, and a full collection in a
     worker would otherwise walk all of it, writing to every page it touches, which a forked
     worker must first copy from the template.
@@ -127,8 +127,7 @@ def _warm_up() -> None:
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     warnings.simplefilter("ignore")
-    import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
-
+    warm_up()
     gc.freeze()
 
 
