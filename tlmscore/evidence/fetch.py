@@ -188,11 +188,9 @@ class Fetcher(PageSource):
             bytes=len(reply.body or b""),
             fetched_at=time.time(),
         )
-        if reply.failure is not None:
-            return replace(page, status=reply.failure[0], error=reply.failure[1]), None, None
-        if reply.body is None:
-            error = f"HTTP {reply.http_status} {reply.reason}".rstrip()
-            return replace(page, status="http_error", error=error), None, None
+        if reply.failure is not None or reply.body is None:
+            status, error = reply.failure or ("http_error", f"HTTP {reply.http_status} {reply.reason}".rstrip())
+            return replace(page, status=status, error=error), None, None
         return await self._extracted(page, reply.body, reply.content_type), reply.body, reply.content_type
 
     async def _extracted(self, page: Page, body: bytes, content_type: str | None) -> Page:
