@@ -238,8 +238,7 @@ def _fork(control: multiprocessing.connection.Connection, limits: Limits) -> int
 def _reap(workers: set[int], wait: float = 0.0) -> None:
     """Collect the workers that ended; with `wait`, wait that long for all of them, then kill the rest."""
     deadline = time.monotonic() + wait
-    for pid in [pid for pid in workers if _ended(pid, deadline, kill=wait > 0)]:
-        workers.discard(pid)
+    workers.difference_update([pid for pid in workers if _ended(pid, deadline, kill=wait > 0)])
 
 
 def _ended(pid: int, deadline: float, *, kill: bool) -> bool:
