@@ -37,12 +37,6 @@ class _Job:
 
     task: tuple[bytes, str | None, str, Extractor]
     answer: asyncio.Future[Extracted]
-    loop: asyncio.AbstractEventLoop
-
-    def give(self, found: Extracted) -> None:
-        """Hand `found` to the waiting coroutine (nothing when it stopped waiting or its loop closed)."""
-        with contextlib.suppress(RuntimeError):  # the loop has closed
-            self.loop.call_soon_threadsafe(_settle, self.answer, found)
 
 
 def _settle(answer: asyncio.Future[Extracted], found: Extracted) -> None:
@@ -106,8 +100,7 @@ class ExtractPool:
         if self._closed:
             return _CLOSED
         self.start()
-        loop = asyncio.get_running_loop()
-        job = _Job((body, content_type, url, self._extractor), loop.create_future(), loop)
+        job = _Job((body, content_type, url, self._extractor), asyncio.get_running_loop().create_future())
         with self._counting:
             self._unanswered += 1
         self._jobs.put((-len(body), next(self._order), job))
@@ -133,7 +126,9 @@ class ExtractPool:
             worker.stop(kill=worker in self._busy)
 
     def _answer(self, job: _Job, found: Extracted) -> None:
-        job.give(found)
+        """Hand `found` to the waiting coroutine (nothing when it stopped waiting or its loop closed)."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            job.answer.get_loop().call_soon_threadsafe(_settle, job.answer, found)
         with self._counting:
             self._unanswered -= 1
 
