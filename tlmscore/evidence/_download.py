@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import random
 import urllib.request
 from collections import deque
@@ -91,7 +92,7 @@ class Slots:
         self._in_flight = 0
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[int, int, str]] = []
-        self._turns = 0
+        self._turns = itertools.count(1)
         self._scheduled = False
 
     @asynccontextmanager
@@ -100,7 +101,7 @@ class Slots:
         state = self._hosts.setdefault(host, _Host())
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not state.waiting:
-            state.turn = self._next_turn()
+            state.turn = next(self._turns)
         state.waiting.append(granted)
         self._offer(host, state)
         try:
@@ -117,10 +118,6 @@ class Slots:
             yield
         finally:
             self._release(host, state)
-
-    def _next_turn(self) -> int:
-        self._turns += 1
-        return self._turns
 
     def _release(self, host: str, state: _Host) -> None:
         state.in_flight -= 1
@@ -144,7 +141,7 @@ class Slots:
             if -waiting != len(state.waiting) or turn != state.turn or state.in_flight >= self._per_host:
                 continue  # stale: the host's state changed since this entry was made
             granted = state.waiting.popleft()
-            state.turn = self._next_turn()
+            state.turn = next(self._turns)
             if not granted.cancelled():
                 state.in_flight += 1
                 self._in_flight += 1
