@@ -98,18 +98,6 @@ def _set_limit(name: str, soft: int) -> None:
         resource.setrlimit(kind, (soft if hard < 0 else min(soft, hard), hard))
 
 
-def _limit_memory(budget: int) -> None:
-    """Cap the worker's data segment at what it holds now plus `budget` bytes."""
-    now = _data_size()
-    if now is not None:
-        _set_limit("RLIMIT_DATA", now + budget)
-
-
-def _limit_cpu(seconds: float) -> None:
-    """Kill the worker (SIGXCPU) once it has used `seconds` more CPU than it has so far."""
-    _set_limit("RLIMIT_CPU", int(time.process_time() + seconds) + 1)
-
-
 def _warm_up() -> None:
     """Make this process quiet and warm.
 
@@ -133,7 +121,9 @@ def _warm_up() -> None:
 
 def _bind_to_pool(limits: Limits) -> None:
     """Limit a warm worker's memory (counted from what it holds now) and end it with the pool's process."""
-    _limit_memory(limits.memory_bytes)
+    now = _data_size()
+    if now is not None:
+        _set_limit("RLIMIT_DATA", now + limits.memory_bytes)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
@@ -150,7 +140,8 @@ def _timed_extract(body: bytes, content_type: str | None, url: str, extractor: E
     """`extract_safely` under the CPU timer (where there is one)."""
     if not hasattr(signal, "setitimer"):
         return extract_safely(body, content_type, url, extractor)
-    _limit_cpu(limits.cpu_seconds * _HARD_CPU_MARGIN + 1)
+    # a worker stuck in native code is killed (SIGXCPU) once it has used this much more CPU than so far
+    _set_limit("RLIMIT_CPU", int(time.process_time() + limits.cpu_seconds * _HARD_CPU_MARGIN + 1) + 1)
     previous = signal.signal(signal.SIGPROF, _on_timer)
     try:
         signal.setitimer(signal.ITIMER_PROF, limits.cpu_seconds)
