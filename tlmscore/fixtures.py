@@ -40,7 +40,7 @@ from typing import Any
 from tlmscore._urls import url_key
 from tlmscore.errors import ConfigError
 from tlmscore.evidence.layers import LayeredPages, load_page_records, open_page_source
-from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource
+from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.output import Row
 from tlmscore.pipeline import aiter_chunks, run_sync
 from tlmscore.scoring.base import Scorer, get_scorer
@@ -105,7 +105,7 @@ class RecordingPages(PageSource):
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """Pages from the inner source as they come, remembered by `url_key`."""
-        async with aclosing(self._inner.pages_as_done(urls, as_of)) as found:
+        async with aclosing(pages_as_done(self._inner, urls, as_of)) as found:
             async for url, page in found:
                 self.seen[url_key(page.url)] = page
                 yield url, page

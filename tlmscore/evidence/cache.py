@@ -161,16 +161,20 @@ class PageCache:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Wait for the queued writes, close the cache files and the IO thread; warn once about pages not saved."""
+        """Wait for the queued writes, then close the cache files and the IO thread."""
         opening, self._opening = self._opening, None
         if opening is not None:  # a cache never looked up: its opening's failure is of no use now
             await asyncio.gather(opening, return_exceptions=True)
-        while self._writes:  # every page queued by `store`
-            await asyncio.gather(*self._writes)
+        await self.flush()
         if self._cache is not None:
             await self._run(self._cache.close)
             self._cache = None
         self._io.shutdown(wait=True)
+
+    async def flush(self) -> None:
+        """Wait until every page queued by `store` is written; warn once about any that failed."""
+        while self._writes:
+            await asyncio.gather(*self._writes)
         if self._unsaved:
             unsaved, self._unsaved = self._unsaved, []
             pages = f"{len(unsaved)} fetched page" + ("s" if len(unsaved) > 1 else "")
@@ -215,7 +219,7 @@ class PageCache:
         return hit
 
     def _queue(self, write: Callable[..., None], *args: Any) -> None:
-        """Run a write on the IO thread; closing the cache waits for it."""
+        """Run a write on the IO thread; `flush` waits for it."""
         done = asyncio.get_running_loop().run_in_executor(self._io, write, *args)
         self._writes.add(done)
         done.add_done_callback(self._writes.discard)
@@ -285,7 +289,7 @@ class PageCache:
         """Queue `page` (and the body its text was extracted from) to be kept under its URL's key.
 
         Returns at once; the write happens on the IO thread. Lookups through this cache see it,
-        and closing the cache waits for it.
+        and `flush` or closing the cache waits for it.
         """
         if self._settings.offline or page.status in _NEVER_STORED or (
             page.status not in CONTENT_STATUSES and self._settings.failure_ttl <= 0
@@ -299,7 +303,7 @@ class PageCache:
         """Write every page waiting to be stored, in one transaction.
 
         A call finds nothing to do when an earlier call, which has finished by then (there is one
-        IO thread), took its page along. A failure is noted for closing the cache to report, not raised.
+        IO thread), took its page along. A failure is noted for `flush` to report, not raised.
         """
         with self._pending_lock:
             pending, self._pending = self._pending, []

@@ -34,7 +34,6 @@ __all__ = [
     "extractor_version",
     "media_type",
     "supported_type",
-    "warm_up",
 ]
 
 Extractor = Literal["recall", "balanced", "precision", "resiliparse"]

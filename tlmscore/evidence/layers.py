@@ -23,7 +23,7 @@ from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
 
 from tlmscore.errors import ConfigError
-from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource
+from tlmscore.evidence.page import AsOf, MemoryPages, Page, PageSource, pages_as_done
 from tlmscore.settings import Settings
 
 __all__ = ["LayeredPages", "load_page_records", "open_page_source"]
@@ -66,7 +66,7 @@ class LayeredPages(PageSource):
                 return
             last = depth == len(self._layers) - 1
             still: list[str] = []
-            async with aclosing(layer.pages_as_done(missing, as_of)) as found:
+            async with aclosing(pages_as_done(layer, missing, as_of)) as found:
                 async for url, page in found:
                     if page.status == "offline_miss" and not last:
                         still.append(url)

@@ -10,7 +10,7 @@ by `url_key` alone (`PagesByKey`); `page_for` looks a cited URL's page up in it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar, get_args
@@ -19,7 +19,8 @@ from tlmscore._urls import url_key
 from tlmscore.evidence.plan import Plan
 
 __all__ = ["PAGE_STATUSES", "AsOf", "Fallback", "MemoryPages", "Page", "PageOrigin", "PageSource", "PageStatus",
-           "PagesByKey", "answered_at", "as_done", "keyed_pages", "page_for", "planned_pages", "with_reason"]
+           "PagesByKey", "answered_at", "in_given_order", "keyed_pages", "page_for", "pages_as_done", "planned_pages",
+           "with_reason"]
 
 PageStatus = Literal[
     "ok",
@@ -110,9 +111,7 @@ class PageSource(Protocol):
 
     async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
         """Return one page per URL in `urls`, keyed and ordered as given."""
-        async with aclosing(self.pages_as_done(urls, as_of)) as stream:
-            found = {url: page async for url, page in stream}
-        return {url: found[url] for url in urls}
+        return await in_given_order(self.pages_as_done(urls, as_of), urls)
 
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
@@ -128,6 +127,20 @@ def answered_at(response: Mapping[str, Any]) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return float(value)
     return None
+
+
+async def in_given_order(stream: AsyncIterator[tuple[str, Page]], urls: Sequence[str]) -> dict[str, Page]:
+    """The `(url, page)` pairs of `stream` as one page per URL, keyed and ordered as in `urls`."""
+    found = {url: page async for url, page in stream}
+    return {url: found[url] for url in urls}
+
+
+async def pages_as_done(source: PageSource, urls: Sequence[str],
+                        as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
+    """`(url, page)` for every URL in `urls` from `source`, each as soon as its page is ready."""
+    async with aclosing(source.pages_as_done(urls, as_of)) as items:
+        async for item in items:
+            yield item
 
 
 async def as_done(work: Iterable[Awaitable[_T]]) -> AsyncGenerator[_T, None]:
@@ -202,7 +215,7 @@ class Fallback(PageSource):
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` per URL: `first`'s pages as they come, then the retried ones as `then` gives them."""
         failed: dict[str, Page] = {}
-        async with aclosing(self._first.pages_as_done(urls, as_of)) as got:
+        async with aclosing(pages_as_done(self._first, urls, as_of)) as got:
             async for url, page in got:
                 if self._retry(url, page):
                     failed[url] = page
@@ -210,7 +223,7 @@ class Fallback(PageSource):
                     yield url, page
         if not failed:
             return
-        async with aclosing(self._then.pages_as_done(list(failed), as_of)) as again:
+        async with aclosing(pages_as_done(self._then, list(failed), as_of)) as again:
             async for url, found in again:
                 if found.ok or not self._keep_first:
                     yield url, found
