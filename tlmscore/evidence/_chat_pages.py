@@ -49,9 +49,10 @@ from tlmscore._urls import url_key
 from tlmscore.convert import split_think
 from tlmscore.errors import FetchError
 from tlmscore.evidence._archive import names_private_host
+from tlmscore.evidence._download import as_done
 from tlmscore.evidence._guard import Resolver, check_url, system_resolver
 from tlmscore.evidence.cache import PageCache
-from tlmscore.evidence.page import AsOf, Fallback, Page, PageSource, as_done
+from tlmscore.evidence.page import AsOf, Fallback, Page, PageSource
 from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
 

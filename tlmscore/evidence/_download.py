@@ -28,10 +28,11 @@ import itertools
 import random
 import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import TypeVar
 
 import httpx
 
@@ -45,6 +46,19 @@ from tlmscore.settings import Settings
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _FIRST_BACKOFF = 0.5
+_T = TypeVar("_T")
+
+
+async def as_done(work: Iterable[Awaitable[_T]]) -> AsyncGenerator[_T, None]:
+    """The results of `work`, run at once, each as it is done; what is not done is cancelled when the stream closes."""
+    tasks = [asyncio.ensure_future(one) for one in work]
+    try:
+        for done in asyncio.as_completed(tasks):
+            yield await done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Deadline:

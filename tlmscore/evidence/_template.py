@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass
 from types import FrameType
 
-from tlmscore.evidence.extract import Extracted, Extractor, extract_safely, warm_up
+from tlmscore.evidence.extract import WARM_UP_PAGE, Extracted, Extractor, extract, extract_safely
 
 TAKEN = "taken"
 """What a worker answers as it takes a page, before it starts on it."""
@@ -53,6 +53,12 @@ _WALL_FACTOR = 4.0  # the parent's wall-time limit: this many times the CPU limi
 _WALL_SLACK = 10.0
 _REAP_EVERY = 1.0  # seconds between the template's checks for ended workers
 _REAP_WAIT = 5.0  # seconds the template waits for its workers to end when it is told to stop
+_BRIEF_PAGE = (
+    b"<!doctype html><html><head><meta charset='utf-8'><title>Ferry</title></head><body>"
+    b"<nav><a href='/'>Home</a></nav><article><h1>Ferry</h1>"
+    b"<p>The ferry leaves every twenty minutes from the north pier.</p></article>"
+    b"<footer>Footer</footer></body></html>"
+)
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,15 @@ def _warm_up() -> None:
     """Make this process quiet and warm.
 
     Library log records and warnings stay off the user's terminal; trafilatura is imported and
-    run once (`extract.warm_up`). What the imports and the warm-up made is then moved out of the cycle
-    collector's reach (`gc.freeze`): it lives as long as the process, and a full collection in a
-    worker would otherwise walk all of it, writing to every page it touches, which a forked
-    worker must first copy from the template.
+    extracts `WARM_UP_PAGE` and `_BRIEF_PAGE`: it builds its tables on first use, and doing that
+    here, while the first responses are still on their way, keeps that cost off the first real
+    pages. The brief page is there for the path short pages take: too little text for
+    trafilatura's own extractor, so it tries jusText, whose stop-word lists for every language it
+    builds on first use (about a quarter of a second of CPU, more than most pages cost). What the
+    imports and the warm-up made is then moved out of the cycle collector's reach (`gc.freeze`):
+    it lives as long as the process, and a full collection in a worker would otherwise walk all
+    of it, writing to every page it touches, which a forked worker must first copy from the
+    template.
 
     The process keeps the priority it was started with: the fetching process, which mostly
     waits, gets a core as it wakes anyway, while a worker at a lower priority carries so little
@@ -115,7 +126,8 @@ def _warm_up() -> None:
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     warnings.simplefilter("ignore")
-    warm_up()
+    for page in (WARM_UP_PAGE, _BRIEF_PAGE):
+        extract(page, "text/html", "")
     gc.freeze()
 
 

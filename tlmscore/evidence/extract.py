@@ -100,12 +100,6 @@ Extracting it once takes trafilatura through the code paths a real page takes, w
 tables on first use; after a tiny page instead, the first real page would still pay for some of
 them.
 """
-_BRIEF_PAGE = (
-    b"<!doctype html><html><head><meta charset='utf-8'><title>Ferry</title></head><body>"
-    b"<nav><a href='/'>Home</a></nav><article><h1>Ferry</h1>"
-    b"<p>The ferry leaves every twenty minutes from the north pier.</p></article>"
-    b"<footer>Footer</footer></body></html>"
-)
 
 
 class Extracted(NamedTuple):
@@ -290,19 +284,6 @@ def extract(body: bytes, content_type: str | None, url: str, extractor: Extracto
     if not text:
         return Extracted(title or None, None, "empty")
     return Extracted(title or None, text, "ok")
-
-
-def warm_up() -> None:
-    """Extract `WARM_UP_PAGE` and `_BRIEF_PAGE`, where extraction workers start, so each is warm before its first page.
-
-    trafilatura builds its tables on first use, and doing that here, while the first responses are
-    still on their way, keeps that cost off the first real pages. The brief page is there for the
-    path short pages take: too little text for trafilatura's own extractor, so it tries jusText,
-    whose stop-word lists for every language it builds on first use (about a quarter of a second
-    of CPU, more than most pages cost).
-    """
-    for page in (WARM_UP_PAGE, _BRIEF_PAGE):
-        extract(page, "text/html", "")
 
 
 def extract_safely(body: bytes, content_type: str | None, url: str, extractor: Extractor = "recall") -> Extracted:

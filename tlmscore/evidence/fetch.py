@@ -23,14 +23,14 @@ from typing import TypeVar
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.evidence._download import Downloader
+from tlmscore.evidence._download import Downloader, as_done
 from tlmscore.evidence._guard import Resolver, system_resolver
 from tlmscore.evidence._reply import FAILURES, describe, host_of
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import extractor_version, media_type
-from tlmscore.evidence.page import AsOf, Page, PageSource, as_done
+from tlmscore.evidence.page import AsOf, Page, PageSource
 from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
 

@@ -9,11 +9,10 @@ by `url_key` alone (`PagesByKey`); `page_for` looks a cited URL's page up in it.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Protocol, TypeVar, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from tlmscore._urls import url_key
 from tlmscore.evidence.plan import Plan
@@ -38,7 +37,6 @@ PageStatus = Literal[
     "model_failed",
 ]
 PAGE_STATUSES: tuple[str, ...] = get_args(PageStatus)
-_T = TypeVar("_T")
 PageOrigin = Literal["live", "archive", "log", "model"]
 """Where a page's text came from: fetched from the web, from a web archive's snapshot, from the log
 itself, or a model's summary of the page (`--page-source chat`)."""
@@ -141,18 +139,6 @@ async def pages_as_done(source: PageSource, urls: Sequence[str],
     async with aclosing(source.pages_as_done(urls, as_of)) as items:
         async for item in items:
             yield item
-
-
-async def as_done(work: Iterable[Awaitable[_T]]) -> AsyncGenerator[_T, None]:
-    """The results of `work`, run at once, each as it is done; what is not done is cancelled when the stream closes."""
-    tasks = [asyncio.ensure_future(one) for one in work]
-    try:
-        for done in asyncio.as_completed(tasks):
-            yield await done
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def planned_pages(source: PageSource, plan: Plan) -> AsyncGenerator[tuple[str, Page], None]:
