@@ -177,9 +177,9 @@ def downloads_child(urls_file: Path, ca: str, concurrency: int, sites: int) -> N
         return Reply(url, response.status_code, response.reason_phrase, None, body=body)
 
     async def run() -> dict:
-        downloader = Downloader(settings, system_resolver, client=None, headers={})
+        downloader = Downloader(settings, system_resolver, client=None, headers={}, read=read)
         start = time.perf_counter()
-        replies = await asyncio.gather(*(downloader.download(u, read, lambda: None) for u in urls))
+        replies = await asyncio.gather(*(downloader.download(u) for u in urls))
         seconds = time.perf_counter() - start
         await downloader.aclose()
         return {"seconds": seconds, "bytes": sum(len(r.body or b"") for r in replies)}

@@ -40,6 +40,7 @@ _ADAPTATIONS = 3  # logprobs, max_tokens, temperature: each learnt once
 _NO_KEY = "tlmscore-no-key"
 _RETRIED = frozenset({408, 409, 429})
 _SERVER_ERROR = 500
+_LEFT_OUT = {"logprobs": ("logprobs", "top_logprobs"), "temperature": ("temperature",)}  # once rejected
 # The fields of a body the SDK takes as arguments; any other (a caller's `extra_body`) is sent as given.
 _NAMED = frozenset({"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "logprobs",
                     "top_logprobs"})
@@ -146,7 +147,7 @@ class ChatClient:
     """Chat completions against one endpoint and model, over a caller-owned `openai.AsyncOpenAI`.
 
     What the endpoint rejected once (see `rejected_parameter`) is left out of, or renamed in, every
-    later request: `logprobs_supported`, `length_field` and `temperature_supported` say what was learnt.
+    later request: `rejected` says what was learnt.
     A request that fails for good raises `failure(message)`, the message starting with `endpoint`.
     """
 
@@ -160,30 +161,24 @@ class ChatClient:
         self._gate = gate
         self._top_logprobs = top_logprobs
         self._extra = dict(extra_body or {})
-        self.logprobs_supported = True
-        self.temperature_supported = True
-        self.length_field = "max_tokens"
+        self.rejected: set[str] = set()  # the parameters the endpoint rejected, as `rejected_parameter` names them
         self.breaker = Breaker(noun="requests")
+
+    @property
+    def logprobs_supported(self) -> bool:
+        """Whether token log-probabilities are still asked for (the endpoint has not rejected them)."""
+        return "logprobs" not in self.rejected
 
     def learn(self, parameter: str) -> None:
         """Remember that the endpoint rejected `parameter` (a name `rejected_parameter` gives)."""
-        if parameter == "logprobs":
-            self.logprobs_supported = False
-        elif parameter == "max_tokens":
-            self.length_field = "max_completion_tokens"
-        elif parameter == "temperature":
-            self.temperature_supported = False
+        self.rejected.add(parameter)
 
     def adjusted(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """`body` with what the endpoint rejected so far left out or renamed."""
-        out = dict(body)
-        if not self.logprobs_supported:
-            out.pop("logprobs", None)
-            out.pop("top_logprobs", None)
-        if not self.temperature_supported:
-            out.pop("temperature", None)
-        if self.length_field != "max_tokens" and "max_tokens" in out:
-            out[self.length_field] = out.pop("max_tokens")
+        """`body` with what the endpoint rejected so far left out (`max_tokens`: renamed)."""
+        left_out = {name for parameter in self.rejected for name in _LEFT_OUT.get(parameter, ())}
+        out = {name: value for name, value in body.items() if name not in left_out}
+        if "max_tokens" in self.rejected and "max_tokens" in out:
+            out["max_completion_tokens"] = out.pop("max_tokens")
         return out
 
     def body(self, messages: Sequence[Mapping[str, str]], *, temperature: float, max_tokens: int,

@@ -100,8 +100,11 @@ def closest_snapshot(answer: Page, when: float | None) -> Snapshot | str:
     return Snapshot(stamp, at)
 
 
-class ArchivePages(PageSource):
-    """Pages from `live` (the fetcher), with a web archive before or after it as `settings.archive` says."""
+class ArchivePages(Fallback):
+    """Pages from `live` (the fetcher), with a web archive before or after it as `settings.archive` says.
+
+    Live pages come as they are ready, archived ones once the archive answers.
+    """
 
     def __init__(self, live: PageSource, settings: Settings) -> None:
         base = settings.archive_url
@@ -109,15 +112,10 @@ class ArchivePages(PageSource):
         keep_back = (lambda _url: False) if names_private_host(base) else names_private_host
         archive = Snapshots(live, base, keep_back)
         if settings.archive == "prefer":  # the archive first; the live page where it has no snapshot
-            self._pages = Fallback(archive, live, retry=lambda _url, page: not page.ok, keep_first=False)
+            super().__init__(archive, live, retry=lambda _url, page: not page.ok, keep_first=False)
         else:  # the live page first; the archive for a failure it may make up for
-            self._pages = Fallback(live, archive,
-                                   retry=lambda url, page: page.status in FALLBACK_STATUSES and not keep_back(url))
-
-    def pages_as_done(self, urls: Sequence[str],
-                      as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
-        """`(url, page)` per URL: live pages as they come, archived ones once the archive answers."""
-        return self._pages.pages_as_done(urls, as_of)
+            super().__init__(live, archive,
+                             retry=lambda url, page: page.status in FALLBACK_STATUSES and not keep_back(url))
 
 
 class Snapshots(PageSource):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import zstandard
@@ -24,12 +24,6 @@ import zstandard
 
 class TooLargeError(Exception):
     """Raised when a layer of decoding would produce more than its cap."""
-
-
-class _Layer(Protocol):
-    def feed(self, data: bytes) -> bytes:
-        """Decode the next piece of input; raise `TooLargeError` past the cap."""
-        ...
 
 
 class _Budget:
@@ -150,8 +144,8 @@ def _brotli() -> Callable[[], Any] | None:
     return decompressor
 
 
-def _layer(encoding: str, cap: int) -> _Layer | None:
-    """The decoder for one content coding, or None to pass it through."""
+def _layer(encoding: str, cap: int) -> _Zlib | _Zstd | _Brotli | None:
+    """The decoder for one content coding (its `feed` raises `TooLargeError` past `cap`), or None to pass it through."""
     if encoding in ("gzip", "x-gzip"):
         return _Zlib(cap, zlib.MAX_WBITS | 16)
     if encoding == "deflate":

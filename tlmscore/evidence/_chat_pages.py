@@ -49,6 +49,7 @@ from tlmscore._urls import url_key
 from tlmscore.convert import split_think
 from tlmscore.errors import FetchError
 from tlmscore.evidence._archive import names_private_host
+from tlmscore.evidence._download import as_done
 from tlmscore.evidence._guard import Resolver, check_url, system_resolver
 from tlmscore.evidence.cache import PageCache
 from tlmscore.evidence.page import AsOf, Fallback, Page, PageSource
@@ -252,16 +253,10 @@ class ChatPages(PageSource):
         """The pages `found` already, then each URL's page from the model as each answer comes (stored in the cache)."""
         for item in found.items():
             yield item
-        tasks = [asyncio.ensure_future(self._ask(url)) for url in urls]
-        try:
-            for done in asyncio.as_completed(tasks):
-                url, page = await done
+        async with aclosing(as_done(self._ask(url) for url in urls)) as answers:
+            async for url, page in answers:
                 await self._opened_cache().store(page)
                 yield url, page
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _ask(self, url: str) -> tuple[str, Page]:
         """One request: the model's page of `url`, or `model_failed` with the endpoint's failure."""

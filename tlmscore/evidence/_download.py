@@ -24,26 +24,41 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import random
 import urllib.request
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import TypeVar
 
 import httpx
 
 from tlmscore._urls import canonical_url
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
-from tlmscore.evidence._reply import Reply, host_of, seconds
+from tlmscore.evidence._reply import Reply, host_of, read_reply, seconds
 from tlmscore.evidence._transport import ADDRESSES_TRIED, GuardedTransport, within
 from tlmscore.settings import Settings
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _RETRYABLE = (httpx.NetworkError, httpx.RemoteProtocolError)
 _FIRST_BACKOFF = 0.5
+_T = TypeVar("_T")
+
+
+async def as_done(work: Iterable[Awaitable[_T]]) -> AsyncGenerator[_T, None]:
+    """The results of `work`, run at once, each as it is done; what is not done is cancelled when the stream closes."""
+    tasks = [asyncio.ensure_future(one) for one in work]
+    try:
+        for done in asyncio.as_completed(tasks):
+            yield await done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Deadline:
@@ -91,7 +106,7 @@ class Slots:
         self._in_flight = 0
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[int, int, str]] = []
-        self._turns = 0
+        self._turns = itertools.count(1)
         self._scheduled = False
 
     @asynccontextmanager
@@ -100,7 +115,7 @@ class Slots:
         state = self._hosts.setdefault(host, _Host())
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not state.waiting:
-            state.turn = self._next_turn()
+            state.turn = next(self._turns)
         state.waiting.append(granted)
         self._offer(host, state)
         try:
@@ -117,10 +132,6 @@ class Slots:
             yield
         finally:
             self._release(host, state)
-
-    def _next_turn(self) -> int:
-        self._turns += 1
-        return self._turns
 
     def _release(self, host: str, state: _Host) -> None:
         state.in_flight -= 1
@@ -144,7 +155,7 @@ class Slots:
             if -waiting != len(state.waiting) or turn != state.turn or state.in_flight >= self._per_host:
                 continue  # stale: the host's state changed since this entry was made
             granted = state.waiting.popleft()
-            state.turn = self._next_turn()
+            state.turn = next(self._turns)
             if not granted.cancelled():
                 state.in_flight += 1
                 self._in_flight += 1
@@ -157,27 +168,22 @@ ReadReply = Callable[[str, httpx.Response], Awaitable[Reply]]
 """Turns a response (body not read yet) for the URL into a `Reply`."""
 
 
-@dataclass(frozen=True)
-class _Hop:
-    """What every request of one page shares: its deadline, how replies are read, what to do first."""
-
-    deadline: Deadline
-    read: ReadReply
-    on_send: Callable[[], None]
-
-
 class Downloader:
     """One client and connection pool, the concurrency limits, and the request loop of each page.
 
     `client` is a caller's own `httpx.AsyncClient`, used as given and left open; without one a
     client on a `GuardedTransport` is made at the first request and closed by `aclose`. `resolver`
-    maps a host to its addresses.
+    maps a host to its addresses. `read` turns each response into a `Reply` (`read_reply` unless
+    given); `on_send` is called before each request is sent.
     """
 
     def __init__(
-        self, settings: Settings, resolver: Resolver, *, client: httpx.AsyncClient | None, headers: dict[str, str]
+        self, settings: Settings, resolver: Resolver, *, client: httpx.AsyncClient | None, headers: dict[str, str],
+        read: ReadReply | None = None, on_send: Callable[[], None] = lambda: None,
     ) -> None:
         self._settings = settings
+        self._read: ReadReply = read or (lambda url, response: read_reply(url, response, settings))
+        self._on_send = on_send
         self._resolver = resolver
         self._given_client = client
         self._headers = headers
@@ -191,18 +197,16 @@ class Downloader:
         if client is not None and client is not self._given_client:
             await client.aclose()
 
-    async def download(self, url: str, read: ReadReply, on_send: Callable[[], None]) -> Reply:
+    async def download(self, url: str) -> Reply:
         """Follow `url` to a final reply, retrying connection failures, 429 and 5xx with backoff.
 
-        Everything runs under one deadline; a wait that would end past it is not started. `read`
-        turns each response into a `Reply` (reading the body when there is one); `on_send` is
-        called before each request is sent.
+        Everything runs under one deadline; a wait that would end past it is not started.
         """
         deadline = Deadline(self._settings.timeout)
         for attempt in range(self._settings.retries + 1):
             last = attempt == self._settings.retries
             try:
-                reply = await self._follow(url, _Hop(deadline, read, on_send))
+                reply = await self._follow(url, deadline)
             except _RETRYABLE:
                 wait = self._backoff(attempt, None)
                 if last or wait >= deadline.remaining():
@@ -226,12 +230,12 @@ class Downloader:
             retry_after = _FIRST_BACKOFF * 2**attempt * jitter
         return min(retry_after, self._settings.retry_after_cap)
 
-    async def _follow(self, url: str, hop: _Hop) -> Reply:
+    async def _follow(self, url: str, deadline: Deadline) -> Reply:
         """Request `url` and follow redirects by hand, checking every hop with the guard."""
         seen = {canonical_url(url)}
         current = url
         for _ in range(self._settings.max_redirects + 1):
-            reply = await self._hop(current, hop)
+            reply = await self._hop(current, deadline)
             if reply.location is None:
                 return reply
             current = str(httpx.URL(current).join(reply.location))
@@ -240,23 +244,23 @@ class Downloader:
             seen.add(canonical_url(current))
         raise FetchError("redirect_loop", f"more than {self._settings.max_redirects} redirects")
 
-    async def _hop(self, url: str, hop: _Hop) -> Reply:
+    async def _hop(self, url: str, deadline: Deadline) -> Reply:
         """One request under the concurrency limits and the page's deadline: check, send, read."""
         async with self._slots.slot(host_of(url)):
-            hop.deadline.start()
-            return await within(hop.deadline.remaining(), self._exchange(url, hop))
+            deadline.start()
+            return await within(deadline.remaining(), self._exchange(url))
 
-    async def _exchange(self, url: str, hop: _Hop) -> Reply:
+    async def _exchange(self, url: str) -> Reply:
         """Check `url`, send one GET and read the reply within the size cap."""
         client = await self._http()
         target = await self._checked(url)
-        hop.on_send()
+        self._on_send()
         if self._transport is None:
             response = await self._send_pinned(client, target)
         else:
             response = await client.send(client.build_request("GET", target.url), stream=True, follow_redirects=False)
         try:
-            return await hop.read(str(target.url), response)
+            return await self._read(str(target.url), response)
         finally:
             await response.aclose()
 

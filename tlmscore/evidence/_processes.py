@@ -13,6 +13,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
 from tlmscore.evidence._template import FORK, TAKEN, Limits, receive_worker, serve_spawned, serve_template
@@ -39,6 +40,26 @@ def mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def _spawn(target: Callable[[multiprocessing.connection.Connection, Limits], None],
+           limits: Limits) -> tuple[multiprocessing.connection.Connection, BaseProcess]:
+    """Start `target(child_end, limits)` in a new process; the parent's end of its pipe, and the process."""
+    context = mp_context()
+    conn, child = context.Pipe()
+    process: BaseProcess = context.Process(  # type: ignore[attr-defined]
+        target=target, args=(child, limits), daemon=True, name="tlmscore-extract")
+    process.start()
+    child.close()
+    return conn, process
+
+
+def _join(process: BaseProcess) -> None:
+    """Wait for `process` to exit, a few seconds at most, then kill it."""
+    process.join(timeout=_STOP_SECONDS)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
 class LostError(Exception):
     """The worker ended or was killed while it had a page."""
 
@@ -51,12 +72,7 @@ class Template:
     """The template process (`_template.serve_template`) and the pool's end of its control pipe."""
 
     def __init__(self, limits: Limits) -> None:
-        context = mp_context()
-        self._conn, child = context.Pipe()
-        self._process: BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=serve_template, args=(child, limits), daemon=True, name="tlmscore-extract")
-        self._process.start()
-        child.close()
+        self._conn, self._process = _spawn(serve_template, limits)
 
     @property
     def alive(self) -> bool:
@@ -77,10 +93,7 @@ class Template:
         """Ask the template to reap its workers and exit; kill it if it does not."""
         with contextlib.suppress(OSError):
             self._conn.send(None)
-        self._process.join(timeout=_STOP_SECONDS)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
+        _join(self._process)
         self._conn.close()
 
 
@@ -96,13 +109,8 @@ class Worker:
         self._pid = 0
         if template is not None:
             self._pid, self._conn = template.fork()
-            return
-        context = mp_context()
-        self._conn, child = context.Pipe()
-        self._process = context.Process(  # type: ignore[attr-defined]
-            target=serve_spawned, args=(child, limits), daemon=True, name="tlmscore-extract")
-        self._process.start()
-        child.close()
+        else:
+            self._conn, self._process = _spawn(serve_spawned, limits)
 
     @property
     def alive(self) -> bool:
@@ -154,8 +162,5 @@ class Worker:
             with contextlib.suppress(OSError):
                 self._conn.send(None)
         if self._process is not None:
-            self._process.join(timeout=_STOP_SECONDS)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
+            _join(self._process)
         self._conn.close()

@@ -1,9 +1,6 @@
 """What one URL's exchange becomes: a `Reply` read under the size cap, or a page status and a sentence.
 
-`read_reply` turns a response whose body is not read yet into a `Reply` (a redirect to follow, an
-error status, a refused type or size, or the decoded body); `describe` maps whatever was raised
-while fetching to a page status and a short sentence saying what happened. The batch side
-(`fetch.Fetcher`) and the request loop (`_download.Downloader`) both build on these.
+The batch side (`fetch.Fetcher`) and the request loop (`_download.Downloader`) both build on these.
 """
 
 from __future__ import annotations

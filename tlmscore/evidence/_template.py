@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass
 from types import FrameType
 
-from tlmscore.evidence.extract import Extracted, Extractor, extract_safely
+from tlmscore.evidence.extract import WARM_UP_PAGE, Extracted, Extractor, extract, extract_safely
 
 TAKEN = "taken"
 """What a worker answers as it takes a page, before it starts on it."""
@@ -53,6 +53,12 @@ _WALL_FACTOR = 4.0  # the parent's wall-time limit: this many times the CPU limi
 _WALL_SLACK = 10.0
 _REAP_EVERY = 1.0  # seconds between the template's checks for ended workers
 _REAP_WAIT = 5.0  # seconds the template waits for its workers to end when it is told to stop
+_BRIEF_PAGE = (
+    b"<!doctype html><html><head><meta charset='utf-8'><title>Ferry</title></head><body>"
+    b"<nav><a href='/'>Home</a></nav><article><h1>Ferry</h1>"
+    b"<p>The ferry leaves every twenty minutes from the north pier.</p></article>"
+    b"<footer>Footer</footer></body></html>"
+)
 
 
 @dataclass(frozen=True)
@@ -98,26 +104,19 @@ def _set_limit(name: str, soft: int) -> None:
         resource.setrlimit(kind, (soft if hard < 0 else min(soft, hard), hard))
 
 
-def _limit_memory(budget: int) -> None:
-    """Cap the worker's data segment at what it holds now plus `budget` bytes."""
-    now = _data_size()
-    if now is not None:
-        _set_limit("RLIMIT_DATA", now + budget)
-
-
-def _limit_cpu(seconds: float) -> None:
-    """Kill the worker (SIGXCPU) once it has used `seconds` more CPU than it has so far."""
-    _set_limit("RLIMIT_CPU", int(time.process_time() + seconds) + 1)
-
-
 def _warm_up() -> None:
     """Make this process quiet and warm.
 
     Library log records and warnings stay off the user's terminal; trafilatura is imported and
-    run once (`_warmup`). What the imports and the warm-up made is then moved out of the cycle
-    collector's reach (`gc.freeze`): it lives as long as the process, and a full collection in a
-    worker would otherwise walk all of it, writing to every page it touches, which a forked
-    worker must first copy from the template.
+    extracts `WARM_UP_PAGE` and `_BRIEF_PAGE`: it builds its tables on first use, and doing that
+    here, while the first responses are still on their way, keeps that cost off the first real
+    pages. The brief page is there for the path short pages take: too little text for
+    trafilatura's own extractor, so it tries jusText, whose stop-word lists for every language it
+    builds on first use (about a quarter of a second of CPU, more than most pages cost). What the
+    imports and the warm-up made is then moved out of the cycle collector's reach (`gc.freeze`):
+    it lives as long as the process, and a full collection in a worker would otherwise walk all
+    of it, writing to every page it touches, which a forked worker must first copy from the
+    template.
 
     The process keeps the priority it was started with: the fetching process, which mostly
     waits, gets a core as it wakes anyway, while a worker at a lower priority carries so little
@@ -127,14 +126,16 @@ def _warm_up() -> None:
     for name in _LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     warnings.simplefilter("ignore")
-    import tlmscore.evidence._warmup  # noqa: F401, PLC0415  (imported for its warm-up)
-
+    for page in (WARM_UP_PAGE, _BRIEF_PAGE):
+        extract(page, "text/html", "")
     gc.freeze()
 
 
 def _bind_to_pool(limits: Limits) -> None:
     """Limit a warm worker's memory (counted from what it holds now) and end it with the pool's process."""
-    _limit_memory(limits.memory_bytes)
+    now = _data_size()
+    if now is not None:
+        _set_limit("RLIMIT_DATA", now + limits.memory_bytes)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
@@ -151,7 +152,8 @@ def _timed_extract(body: bytes, content_type: str | None, url: str, extractor: E
     """`extract_safely` under the CPU timer (where there is one)."""
     if not hasattr(signal, "setitimer"):
         return extract_safely(body, content_type, url, extractor)
-    _limit_cpu(limits.cpu_seconds * _HARD_CPU_MARGIN + 1)
+    # a worker stuck in native code is killed (SIGXCPU) once it has used this much more CPU than so far
+    _set_limit("RLIMIT_CPU", int(time.process_time() + limits.cpu_seconds * _HARD_CPU_MARGIN + 1) + 1)
     previous = signal.signal(signal.SIGPROF, _on_timer)
     try:
         signal.setitimer(signal.ITIMER_PROF, limits.cpu_seconds)
@@ -239,8 +241,7 @@ def _fork(control: multiprocessing.connection.Connection, limits: Limits) -> int
 def _reap(workers: set[int], wait: float = 0.0) -> None:
     """Collect the workers that ended; with `wait`, wait that long for all of them, then kill the rest."""
     deadline = time.monotonic() + wait
-    for pid in [pid for pid in workers if _ended(pid, deadline, kill=wait > 0)]:
-        workers.discard(pid)
+    workers.difference_update([pid for pid in workers if _ended(pid, deadline, kill=wait > 0)])
 
 
 def _ended(pid: int, deadline: float, *, kill: bool) -> bool:

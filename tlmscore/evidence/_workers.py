@@ -37,12 +37,6 @@ class _Job:
 
     task: tuple[bytes, str | None, str, Extractor]
     answer: asyncio.Future[Extracted]
-    loop: asyncio.AbstractEventLoop
-
-    def give(self, found: Extracted) -> None:
-        """Hand `found` to the waiting coroutine (nothing when it stopped waiting or its loop closed)."""
-        with contextlib.suppress(RuntimeError):  # the loop has closed
-            self.loop.call_soon_threadsafe(_settle, self.answer, found)
 
 
 def _settle(answer: asyncio.Future[Extracted], found: Extracted) -> None:
@@ -56,14 +50,11 @@ _CLOSED = Extracted(None, None, "extract_failed", "the extraction pool closed be
 class ExtractPool:
     """Runs `extract` in worker processes, one page per worker at a time, overlapped with fetching.
 
-    Each worker has a thread of its own in this process that hands it pages: it takes the next
-    page from one queue shared by all of them, the largest body first (the longest extractions
-    start first, so a big page does not end up last, alone on one core), sends it, waits for the
-    answer and passes it to the event loop, then takes the next page at once. So a worker never
-    waits for the event loop between pages, however busy the loop is. Workers start on first use,
-    or when `start` is called as a run sends its first request. A run that finds everything in
-    the cache starts none. A page whose worker dies or runs out of time gets status
-    `extract_failed` and its worker is replaced; the other pages never notice.
+    Each worker's thread takes the next page from one queue shared by all of them, the largest
+    body first (the longest extractions start first, so a big page does not end up last, alone on
+    one core), and never waits for the event loop between pages, however busy the loop is.
+    Workers start on first use, or when `start` is called as a run sends its first request; a run
+    that finds everything in the cache starts none.
 
     As with any use of worker processes, a script that runs tlmscore must keep its top-level
     work under `if __name__ == "__main__":`, since the workers import the main module.
@@ -109,8 +100,7 @@ class ExtractPool:
         if self._closed:
             return _CLOSED
         self.start()
-        loop = asyncio.get_running_loop()
-        job = _Job((body, content_type, url, self._extractor), loop.create_future(), loop)
+        job = _Job((body, content_type, url, self._extractor), asyncio.get_running_loop().create_future())
         with self._counting:
             self._unanswered += 1
         self._jobs.put((-len(body), next(self._order), job))
@@ -136,7 +126,9 @@ class ExtractPool:
             worker.stop(kill=worker in self._busy)
 
     def _answer(self, job: _Job, found: Extracted) -> None:
-        job.give(found)
+        """Hand `found` to the waiting coroutine (nothing when it stopped waiting or its loop closed)."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            job.answer.get_loop().call_soon_threadsafe(_settle, job.answer, found)
         with self._counting:
             self._unanswered -= 1
 

@@ -16,21 +16,21 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import nullcontext
+from contextlib import aclosing, nullcontext
 from dataclasses import replace
 from typing import TypeVar
 
 import httpx
 
 from tlmscore.errors import ConfigError
-from tlmscore.evidence._download import Downloader
+from tlmscore.evidence._download import Downloader, as_done
 from tlmscore.evidence._guard import Resolver, system_resolver
-from tlmscore.evidence._reply import FAILURES, Reply, describe, host_of, read_reply
+from tlmscore.evidence._reply import FAILURES, describe, host_of
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache
 from tlmscore.evidence.extract import extractor_version, media_type
-from tlmscore.evidence.page import AsOf, Page, in_given_order
+from tlmscore.evidence.page import AsOf, Page, PageSource
 from tlmscore.evidence.plan import Plan
 from tlmscore.settings import Settings
 
@@ -57,8 +57,8 @@ def _check_installed(extractor: str) -> None:
                           "pip install 'tlmscore[resiliparse]'") from None
 
 
-class Fetcher:
-    """A `PageSource` that reads the cache and fetches what is missing.
+class Fetcher(PageSource):
+    """A page source that reads the cache and fetches what is missing; each distinct page fetched once.
 
     Use it as an async context manager (`async with Fetcher(settings) as fetcher:`) so one
     connection pool, cache handle and extraction pool serve every call; `pages` also works
@@ -91,8 +91,10 @@ class Fetcher:
                                       resolver=self._resolver).__aenter__()
         self._extractor = ExtractPool(self._settings.extract_workers, Limits(
             cpu_seconds=self._settings.extract_timeout, memory_bytes=self._settings.extract_memory), extractor)
+        # the workers get ready while the first response is on its way
         self._downloader = Downloader(self._settings, self._resolver, client=self._given_client,
-                                      headers={"User-Agent": USER_AGENT, "Accept": ACCEPT})
+                                      headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+                                      on_send=self._extractor.start)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -111,10 +113,6 @@ class Fetcher:
         if failures:
             raise failures[0]
 
-    async def pages(self, urls: Sequence[str], as_of: AsOf | None = None) -> dict[str, Page]:
-        """One page per URL in `urls`, keyed by the URL as given; each distinct page fetched once."""
-        return await in_given_order(self.pages_as_done(urls), urls)
-
     async def pages_as_done(self, urls: Sequence[str],
                             as_of: AsOf | None = None) -> AsyncGenerator[tuple[str, Page], None]:
         """`(url, page)` for every URL in `urls`, in the order the pages become ready.
@@ -124,8 +122,9 @@ class Fetcher:
         """
         if not urls:
             return
-        async with self if self._cache is None else nullcontext(self):  # opened around this call alone
-            async for item in self._stream(urls):
+        opened = self if self._cache is None else nullcontext(self)  # opened around this call alone
+        async with opened, aclosing(self._stream(urls)) as items:
+            async for item in items:
                 yield item
 
     async def _stream(self, urls: Sequence[str]) -> AsyncGenerator[tuple[str, Page], None]:
@@ -133,20 +132,19 @@ class Fetcher:
         for url in dict.fromkeys(urls):
             if not url or not url.strip():
                 yield url, Page(url=url, status="blocked", error="not a valid URL (it is blank)")
-        unique = plan.urls
-        done = _Counter(self._progress, len(unique))
-        hits = await self._opened(self._cache).lookup(unique)
-        tasks = [asyncio.ensure_future(self._page(spellings, hits.get(spellings[0]), done))
-                 for spellings in plan.spellings.values()]
-        try:
-            for next_page in asyncio.as_completed(tasks):
-                spellings, page = await next_page
+        total = len(plan)
+        if self._progress is not None:
+            self._progress("fetch", 0, total)
+        hits = await self._opened(self._cache).lookup(plan.urls)
+        pages = as_done(self._page(spellings, hits.get(spellings[0])) for spellings in plan.spellings.values())
+        done = 0
+        async with aclosing(pages) as ready:
+            async for spellings, page in ready:
+                done += 1
+                if self._progress is not None:
+                    self._progress("fetch", done, total)
                 for given in spellings:
                     yield given, page if page.url == given else replace(page, url=given)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     @staticmethod
     def _opened(resource: _T | None) -> _T:
@@ -162,8 +160,7 @@ class Fetcher:
         await self._opened(self._cache).store(page, hit.body, hit.content_type)
         return page
 
-    async def _page(self, spellings: tuple[str, ...], hit: CachedPage | None,
-                    done: _Counter) -> tuple[tuple[str, ...], Page]:
+    async def _page(self, spellings: tuple[str, ...], hit: CachedPage | None) -> tuple[tuple[str, ...], Page]:
         """The spellings, and their page: cached, else fetched and stored (offline: `offline_miss`)."""
         url = spellings[0]
         if hit is not None:
@@ -173,14 +170,12 @@ class Fetcher:
         else:
             page, body, content_type = await self._fetch(url)
             await self._opened(self._cache).store(page, body, content_type)
-        done.add()
         return spellings, page
 
     async def _fetch(self, url: str) -> tuple[Page, bytes | None, str | None]:
         """Download and extract `url`; every failure becomes a page, never an exception."""
         try:
-            # the workers get ready while the response is on its way
-            reply = await self._opened(self._downloader).download(url, self._read, self._opened(self._extractor).start)
+            reply = await self._opened(self._downloader).download(url)
         except FAILURES as exc:
             status, error = describe(exc, self._settings, host_of(url) or url)
             return Page(url=url, status=status, error=error, fetched_at=time.time()), None, None
@@ -193,11 +188,9 @@ class Fetcher:
             bytes=len(reply.body or b""),
             fetched_at=time.time(),
         )
-        if reply.failure is not None:
-            return replace(page, status=reply.failure[0], error=reply.failure[1]), None, None
-        if reply.body is None:
-            error = f"HTTP {reply.http_status} {reply.reason}".rstrip()
-            return replace(page, status="http_error", error=error), None, None
+        if reply.failure is not None or reply.body is None:
+            status, error = reply.failure or ("http_error", f"HTTP {reply.http_status} {reply.reason}".rstrip())
+            return replace(page, status=status, error=error), None, None
         return await self._extracted(page, reply.body, reply.content_type), reply.body, reply.content_type
 
     async def _extracted(self, page: Page, body: bytes, content_type: str | None) -> Page:
@@ -210,21 +203,3 @@ class Fetcher:
             error = "no readable text found in the page"
         return replace(page, status=found.status, title=found.title, text=found.text, error=error)
 
-    async def _read(self, url: str, response: httpx.Response) -> Reply:
-        return await read_reply(url, response, self._settings)
-
-
-class _Counter:
-    """Counts finished pages and reports them to a progress callback."""
-
-    def __init__(self, progress: Progress | None, total: int) -> None:
-        self._progress = progress
-        self._total = total
-        self._done = 0
-        if progress is not None:
-            progress("fetch", 0, total)
-
-    def add(self) -> None:
-        self._done += 1
-        if self._progress is not None:
-            self._progress("fetch", self._done, self._total)

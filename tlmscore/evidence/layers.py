@@ -101,12 +101,9 @@ async def open_page_source(settings: Settings,
         raise ConfigError("page_source 'chat:always' reads every page with the page model: "
                           "pass no page source of your own with it")
     async with AsyncExitStack() as stack:
-        origin: PageSource
-        if settings.page_source == "fetch":
-            origin = given if given is not None else await _fetching(stack, settings, progress)
-        else:
+        origin = None if always else given if given is not None else await _fetching(stack, settings, progress)
+        if origin is None or settings.page_source != "fetch":
             from tlmscore.evidence._chat_pages import ChatPages  # noqa: PLC0415  (openai only when asked for)
 
-            below = None if always else given if given is not None else await _fetching(stack, settings, progress)
-            origin = await stack.enter_async_context(ChatPages(below, settings))
+            origin = await stack.enter_async_context(ChatPages(origin, settings))
         yield LayeredPages(MemoryPages(saved), origin) if saved else origin
