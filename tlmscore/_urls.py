@@ -58,3 +58,11 @@ def url_key(url: str) -> str:
         return canonical
     kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)]
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
+
+
+def host_of(url: str) -> str:
+    """Return the host of `url` for limits and messages ("" when it has none)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""

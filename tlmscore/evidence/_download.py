@@ -36,10 +36,10 @@ from typing import TypeVar
 
 import httpx
 
-from tlmscore._urls import canonical_url
+from tlmscore._urls import canonical_url, host_of
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, Target, check_url, check_url_form
-from tlmscore.evidence._reply import Reply, host_of, read_reply, seconds
+from tlmscore.evidence._reply import Reply, read_reply, seconds
 from tlmscore.evidence._transport import ADDRESSES_TRIED, GuardedTransport, within
 from tlmscore.settings import Settings
 

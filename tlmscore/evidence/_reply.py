@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from typing import cast
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -62,14 +61,6 @@ def describe(exc: Exception, settings: Settings, host: str) -> tuple[PageStatus,
         if isinstance(exc, types):
             return status, message
     return "connect_error", f"the connection to {host} failed ({detail})"
-
-
-def host_of(url: str) -> str:
-    """Return the host of `url` for limits and messages ("" when it has none)."""
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 async def read_reply(url: str, response: httpx.Response, settings: Settings) -> Reply:

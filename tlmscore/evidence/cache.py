@@ -53,10 +53,9 @@ from typing import Any, TypeVar
 import diskcache
 import zstandard
 
-from tlmscore._urls import url_key
+from tlmscore._urls import host_of, url_key
 from tlmscore.errors import FetchError
 from tlmscore.evidence._guard import Resolver, check_url, parse_ip_literal, system_resolver
-from tlmscore.evidence._reply import host_of
 from tlmscore.evidence.page import Page
 from tlmscore.settings import Settings
 

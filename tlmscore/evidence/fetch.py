@@ -22,10 +22,11 @@ from typing import TypeVar
 
 import httpx
 
+from tlmscore._urls import host_of
 from tlmscore.errors import ConfigError
 from tlmscore.evidence._download import Downloader, as_done
 from tlmscore.evidence._guard import Resolver, system_resolver
-from tlmscore.evidence._reply import FAILURES, describe, host_of
+from tlmscore.evidence._reply import FAILURES, describe
 from tlmscore.evidence._template import Limits
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.cache import CachedPage, PageCache

@@ -24,9 +24,8 @@ from collections.abc import Coroutine, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
-from tlmscore._urls import url_key
+from tlmscore._urls import host_of, url_key
 from tlmscore.evidence.cache import CONTENT_STATUSES
 from tlmscore.evidence.layers import open_page_source
 from tlmscore.evidence.page import Page, PageSource
@@ -55,19 +54,12 @@ def page_schema() -> pa.Schema:
     return pa.schema(columns)
 
 
-def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
-
-
 def _urls_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """One row per URL a record plans, ordered by record and place within it."""
     for index, url in enumerate(pickle.loads(row["urls"]) if row["urls"] else []):  # noqa: S301
         if url and url.strip():
             yield {"key": url_key(url), "url": url, "order": row["position"] * 4096 + min(index, 4095),
-                   "host": _host(url)}
+                   "host": host_of(url)}
 
 
 def planned_urls(converted: Dataset) -> Dataset:
