@@ -42,15 +42,10 @@ class Call:
 class Feed(Protocol):
     """A live store as a watch reads it."""
 
-    @property
-    def address(self) -> str:
-        """The source as given (rows name it as their `source`)."""
-        ...
-
-    @property
-    def target(self) -> Target:
-        """Where the annotations go (the store's server, with its keys when they are for it)."""
-        ...
+    address: str
+    """The source as given (rows name it as their `source`)."""
+    target: Target
+    """Where the annotations go (the store's server, with its keys when they are for it)."""
 
     def newer(self, since: dt.datetime | None) -> Iterator[Call]:
         """The calls that started at or after `since` (None: all), oldest first."""
