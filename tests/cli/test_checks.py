@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import FIXTURES
 from tlmscore.cli import main
 
 EXIT_USAGE = 2
@@ -119,3 +120,16 @@ def test_a_missing_ca_bundle_is_a_usage_error(tmp_path: Path, demo_path: Path,
     code = main(["prepare", str(demo_path), "-o", str(tmp_path / "o.jsonl"), "--ca-bundle", str(tmp_path / "no.pem")])
     assert code == 2
     assert "no such CA bundle" in capsys.readouterr().err
+
+
+def test_bare_annotate_checks_the_store_each_input_is_read_from_by_its_content(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OTLP export (found by its content, as the run finds it) goes back to OTLP: unconfigured, refused first."""
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", raising=False)
+    spans = FIXTURES / "traces" / "genai-openai" / "span_only" / "traces.jsonl"
+    code, err = run(["score", str(spans), "--offline", "--annotate", "-o", str(tmp_path / "o.jsonl")], capsys)
+    assert code == EXIT_USAGE
+    assert err.strip() == ("tlmscore: error: --annotate (back to each row's origin): --to otlp: set "
+                           "OTEL_EXPORTER_OTLP_ENDPOINT (or _LOGS_ENDPOINT), or give otlp:URL")
+    assert not (tmp_path / "o.jsonl").exists()

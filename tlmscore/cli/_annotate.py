@@ -36,6 +36,7 @@ from tlmscore.annotate import (
     read_side_file,
 )
 from tlmscore.errors import ConfigError
+from tlmscore.ingest import decide
 from tlmscore.output import read_rows
 from tlmscore.stores import (
     check_source,
@@ -91,16 +92,15 @@ def check_targets(targets: list[str], inputs: Sequence[Path | str], fmt: str | N
     For `origin`, the targets the inputs' rows will go back to (known from the reader of each input)
     must be configured; a key that would go to two servers must say which one it is for.
     """
-    env = os.environ
-    named = named_servers(targets, inputs, env)
+    named = named_servers(targets, inputs, os.environ)
     for text in targets:
         if text != ORIGIN:
-            bound(text, env, named)
+            bound(text, os.environ, named)
             continue
-        readers = [(str(item), find_reader(str(item), fmt)) for item in inputs]
-        for back in needed(input_destination(at, r.name if r is not None else None) for at, r in readers):
+        found = (decide(item, lambda at: find_reader(at, fmt)) for item in inputs)  # as the run decides them
+        for back in needed(input_destination(str(i.given), i.reader.name if i.reader else None) for i in found):
             try:
-                bound(back, env, named)
+                bound(back, os.environ, named)
             except ConfigError as exc:
                 raise ConfigError(f"--annotate (back to each row's origin): {exc}") from None
 

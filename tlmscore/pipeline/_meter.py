@@ -14,8 +14,6 @@ from pathlib import Path
 from tlmscore.ingest import Location
 from tlmscore.stores import is_live
 
-_GZIP = b"\x1f\x8b"
-
 
 class InputMeter:
     """Bytes of the inputs (`total`, None when not all are files) and how far a record stands in them."""
@@ -31,8 +29,7 @@ class InputMeter:
         for given in inputs:
             path = Path(str(given))
             self._before.setdefault(str(given), total)
-            with path.open("rb") as handle:  # a gzip file's offsets count decompressed bytes
-                self._offsets[str(given)] = handle.read(2) != _GZIP
+            self._offsets[str(given)] = path.suffix != ".gz"  # read decompressed, as `open_log` reads it
             total += path.stat().st_size
         self.total = total
 
