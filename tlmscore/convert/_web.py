@@ -25,12 +25,12 @@ items named after the function that ran; their results are the posts the answer 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from tlmscore._tables import json_cell
 from tlmscore._urls import url_key
 from tlmscore.convert._citations import Citation, message_citations, plain_title
 from tlmscore.convert.context import Context, ItemConverter
@@ -60,11 +60,7 @@ def _action(item: dict[str, Any]) -> dict[str, Any]:
     action = item.get("action")
     if isinstance(action, dict):
         return action
-    raw = item.get("arguments")
-    try:
-        args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
-    except json.JSONDecodeError:
-        args = {"query": raw}
+    args = json_cell(item.get("arguments") or {})
     if not isinstance(args, dict):
         return {"type": "search", "query": str(args)}
     if args.get("url") and not args.get("query"):
