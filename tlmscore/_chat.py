@@ -169,10 +169,6 @@ class ChatClient:
         """Whether token log-probabilities are still asked for (the endpoint has not rejected them)."""
         return "logprobs" not in self.rejected
 
-    def learn(self, parameter: str) -> None:
-        """Remember that the endpoint rejected `parameter` (a name `rejected_parameter` gives)."""
-        self.rejected.add(parameter)
-
     def adjusted(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """`body` with what the endpoint rejected so far left out (`max_tokens`: renamed)."""
         left_out = {name for parameter in self.rejected for name in _LEFT_OUT.get(parameter, ())}
@@ -205,7 +201,7 @@ class ChatClient:
                     parameter = rejected_parameter(exc.status_code, exc.response.text, body)
                     if parameter is None or attempt == _ADAPTATIONS:
                         raise self._failure(exc) from None
-                    self.learn(parameter)
+                    self.rejected.add(parameter)
                     body = self.adjusted(body)
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from tlmscore._tables import json_cell
 from tlmscore._urls import url_key
 from tlmscore.convert import cited_sentence, convert_transcript
 from tlmscore.errors import ConfigError
@@ -185,12 +186,7 @@ class TranscriptView:
 
     def _scored_citations(self) -> list[dict[str, Any]] | None:
         """The citations a scorer judged (from the row's `details`), or None when it has none."""
-        details = self.row.get("details")
-        if isinstance(details, str):
-            try:
-                details = json.loads(details)
-            except json.JSONDecodeError:
-                return None
+        details = json_cell(self.row.get("details"))
         listed = details.get("citations") if isinstance(details, dict) else None
         return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else None
 

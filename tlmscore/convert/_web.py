@@ -25,13 +25,12 @@ items named after the function that ran; their results are the posts the answer 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
 
-from tlmscore._urls import url_key
+from tlmscore._tables import json_cell
+from tlmscore._urls import host_of, url_key
 from tlmscore.convert._citations import Citation, message_citations, plain_title
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn, WebRef, WebResult, item_type
@@ -60,11 +59,7 @@ def _action(item: dict[str, Any]) -> dict[str, Any]:
     action = item.get("action")
     if isinstance(action, dict):
         return action
-    raw = item.get("arguments")
-    try:
-        args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
-    except json.JSONDecodeError:
-        args = {"query": raw}
+    args = json_cell(item.get("arguments") or {})
     if not isinstance(args, dict):
         return {"type": "search", "query": str(args)}
     if args.get("url") and not args.get("query"):
@@ -102,10 +97,6 @@ def _takes_unclaimed(item: dict[str, Any]) -> bool:
     """A search that logged no results: the answer's citations are all that is known of them."""
     action = _action(item)
     return action.get("type") not in _PAGE_ACTIONS and action.get("sources") is None and not _failed(item)
-
-
-def _is_x_url(url: str) -> bool:
-    return (urlsplit(url).hostname or "").lower() in _X_HOSTS
 
 
 def call_group(ctx: Context, kinds: Sequence[str] = _SEARCHES) -> tuple[list[int], dict[str, Any] | None]:
@@ -156,7 +147,7 @@ def _assign(ctx: Context) -> _Assignment:
         key = url_key(cite.url)
         holders = [j for j in members if key in owners[j]]
         if not holders:  # a web search may have found a post on X; an X search never a web page
-            wanted = (X_SEARCH, WEB_SEARCH) if _is_x_url(cite.url) else (WEB_SEARCH,)
+            wanted = (X_SEARCH, WEB_SEARCH) if host_of(cite.url) in _X_HOSTS else (WEB_SEARCH,)
             holders = next(([j] for kind in wanted for j in reversed(takers) if ctx.items[j].get("type") == kind),
                            [])
         for j in holders:

@@ -14,6 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tlmscore._tables import json_cell
+
 _X_SEARCH = frozenset({"x_keyword_search", "x_semantic_search", "x_user_search", "x_thread_fetch", "view_x_video"})
 _WEB_SEARCH = frozenset({"web_search", "browse_page", "view_image"})
 _CODE = frozenset({"code_execution"})
@@ -23,11 +25,7 @@ SERVER_FUNCTIONS = _X_SEARCH | _WEB_SEARCH | _CODE
 
 def _arguments(item: dict[str, Any]) -> dict[str, Any] | None:
     """The call's arguments when its `input` is a JSON object (a server tool's), else None."""
-    raw = item.get("input")
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
-        return None
+    value = json_cell(item.get("input"))
     return value if isinstance(value, dict) else None
 
 

@@ -100,8 +100,7 @@ async def _run(runner: BatchRunner, chat: ChatClient, requests: dict[str, dict[s
                     and (parameter := rejected_parameter(value.status or 0, value.message, pending[key]))}
         if not rejected:
             break
-        for parameter in set(rejected.values()):
-            chat.learn(parameter)
+        chat.rejected.update(rejected.values())
         learnt = sorted({*runner.notes().get(_REJECTED, ()), *rejected.values()})
         runner.note(_REJECTED, learnt)  # a rerun builds its requests so from the start, as this run does now
         retry = _Round()
@@ -128,8 +127,7 @@ async def score_batch(scorer: Judge, chat: ChatClient, client: openai.AsyncOpenA
     """One score per input, from requests sent through the Batch API (state in `options.batch_dir`)."""
     opts = scorer.options
     runner = BatchRunner(client, Path(opts.batch_dir or "."), opts)
-    for parameter in runner.notes().get(_REJECTED, ()):
-        chat.learn(parameter)
+    chat.rejected.update(runner.notes().get(_REJECTED, ()))
     judged = [scorer.judged(item) for item in inputs]
     first = _Round()
     reflections = [[first.add(chat.body(_messages(REFLECTION_PROMPTS[i], j), temperature=opts.temperature,

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tlmscore._chat import request_headers
 from tlmscore.errors import ScorerError
@@ -43,6 +43,7 @@ TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_SCAN = 1000  # batches looked through for one made from an uploaded file
 _MAX_BYTES = 190_000_000  # an input file's size, under the API's 200 MB
 _WINDOW = "24h"
+_ENDPOINT: Final = "/v1/chat/completions"  # the requests every batch holds
 _LOG = logging.getLogger(__name__)
 
 
@@ -112,11 +113,9 @@ class BatchRunner:
     how long to wait (`batch_wait`) and how many requests one batch takes (`batch_max_requests`).
     """
 
-    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, options: JudgeOptions, *,
-                 endpoint: str = "/v1/chat/completions") -> None:
+    def __init__(self, client: openai.AsyncOpenAI, folder: str | Path, options: JudgeOptions) -> None:
         self._client = client
         self._folder = Path(folder)
-        self._endpoint = endpoint
         self._options = options
         self._headers = request_headers(client)
         self._state = _State()
@@ -182,7 +181,7 @@ class BatchRunner:
             yield group
 
     def _line(self, custom_id: str, body: dict[str, Any]) -> bytes:
-        line = {"custom_id": custom_id, "method": "POST", "url": self._endpoint, "body": body}
+        line = {"custom_id": custom_id, "method": "POST", "url": _ENDPOINT, "body": body}
         return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
     def _new_input(self, ids: list[str], requests: Mapping[str, dict[str, Any]]) -> _Entry:
@@ -221,7 +220,7 @@ class BatchRunner:
         batch = await self._made_from(entry.file_id)
         if batch is None:
             batch = await self._client.batches.create(
-                input_file_id=entry.file_id, endpoint=self._endpoint,  # type: ignore[arg-type]
+                input_file_id=entry.file_id, endpoint=_ENDPOINT,
                 completion_window=_WINDOW,  # type: ignore[arg-type]
                 metadata={"tlmscore_input": entry.input}, extra_headers=self._headers)
             _LOG.info("judge batch: submitted %s (%d requests from %s)", batch.id, count, entry.input)
