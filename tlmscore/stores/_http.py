@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tlmscore.errors import ConfigError, TranscriptError
-from tlmscore.stores.base import Keys, Sent, Session, Target
+from tlmscore.stores.base import FileStore, Keys, Sent, Session, Target
 
 NOT_FOUND = 404
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -83,28 +83,42 @@ def check_held(reply: httpx.Response, server: str, what: str, *, store: str, key
                               f"{answered(reply)}{key if reply.status_code in (401, 403) else ''}")
 
 
-def hosted_target(text: str, name: str, keys: Keys, env: Mapping[str, str]) -> Target | None:
-    """A hosted store's annotation target: `NAME`, `NAME:URL` or `NAME-json:FILE`.
+class HostedStore(FileStore):
+    """A hosted store, read from its exports and written to through its SDK: `NAME`, `NAME:URL` or `NAME-json:FILE`."""
 
-    `NAME` takes the server and keys from the environment; `NAME-json:FILE` writes what would be
-    sent to a file. None when `text` is not one of these; a `ConfigError` naming the variables to set when the
-    server or a key is missing.
-    """
-    scheme, sep, rest = text.partition(":")
-    if scheme == f"{name}-json" and sep and rest:
-        return Target(name, text, rest, file=True)
-    if scheme != name or (sep and not rest.startswith(("http://", "https://"))):
-        return None
-    host = rest if sep else keys.server(env)
-    missing = ([] if host else [keys.servers[0]]) + [secret for secret in keys.secrets if not env.get(secret)]
-    if missing:
-        elsewhere = f" (and {keys.servers[0]} for a self-hosted one)" if keys.default else ""
-        raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
-    parts = urlsplit(str(host))
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"annotation target {name}: expected an http(s) URL, not {host!r}")
-    location = str(host).rstrip("/")
-    return Target(name, f"{name}:{location}", location)
+    keys: Keys
+
+    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
+        """`--to TEXT` as this store's target: `NAME`, `NAME:URL` or `NAME-json:FILE`.
+
+        `NAME` takes the server and keys from the environment; `NAME-json:FILE` writes what would be
+        sent to a file. None when `text` is not one of these; a `ConfigError` naming the variables to set when the
+        server or a key is missing.
+        """
+        name, keys = self.name, self.keys
+        scheme, sep, rest = text.partition(":")
+        if scheme == f"{name}-json" and sep and rest:
+            return Target(name, text, rest, file=True)
+        if scheme != name or (sep and not rest.startswith(("http://", "https://"))):
+            return None
+        host = rest if sep else keys.server(env)
+        missing = ([] if host else [keys.servers[0]]) + [secret for secret in keys.secrets if not env.get(secret)]
+        if missing:
+            elsewhere = f" (and {keys.servers[0]} for a self-hosted one)" if keys.default else ""
+            raise ConfigError(f"--to {name}: set {', '.join(missing)}{elsewhere}")
+        parts = urlsplit(str(host))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"annotation target {name}: expected an http(s) URL, not {host!r}")
+        location = str(host).rstrip("/")
+        return Target(name, f"{name}:{location}", location)
+
+    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """One batch: appended to the file, or delivered to the server."""
+        return append_lines(Path(target.location), payloads) if target.file else self.deliver(target, payloads, session)
+
+    def deliver(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
+        """One batch sent to the store's server through its SDK."""
+        raise NotImplementedError
 
 
 def append_lines(path: Path, items: Sequence[Any], count: int | None = None) -> Sent:

@@ -36,8 +36,8 @@ import httpx
 
 from tlmscore._tables import json_cell
 from tlmscore.stores import langfuse_trace
-from tlmscore.stores._http import RETRY_STATUS, append_lines, failure, hosted_target
-from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
+from tlmscore.stores._http import RETRY_STATUS, HostedStore, failure
+from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 from tlmscore.stores.langfuse_shapes import (
     chat_messages,
     chat_tools,
@@ -283,29 +283,7 @@ def score_body(annotation: Annotation) -> dict[str, Any] | None:
     return body
 
 
-def _send(target: Target, bodies: Sequence[dict[str, Any]], session: Session) -> Sent:
-    """One batch of scores through the SDK's API client, over the delivery's HTTP client."""
-    from langfuse.api import CreateScoreBatchResults, LangfuseAPI  # noqa: PLC0415  (the `langfuse` extra)
-    from langfuse.api.core import ApiError  # noqa: PLC0415
-
-    client = LangfuseAPI(base_url=target.location, headers=dict(target.headers), x_langfuse_sdk_name="tlmscore",
-                         timeout=session.timeout, httpx_client=session.client)
-    try:
-        reply = client.scores.create(request=list(bodies),  # API-ready dicts, as the SDK itself sends
-                                     request_options={"max_retries": 0})
-    except ApiError as exc:
-        status = exc.status_code
-        return Sent.failed(len(bodies), f"HTTP {status}", retry=status is None or status in RETRY_STATUS)
-    except httpx.HTTPError as exc:
-        return Sent.failed(len(bodies), failure(exc, session.timeout), retry=True)
-    if isinstance(reply, CreateScoreBatchResults) and reply.rejected:
-        reasons = "; ".join(error.message for error in reply.errors[:3])
-        return Sent.failed(len(bodies), f"Langfuse rejected {reply.rejected} of {len(bodies)} scores: {reasons}",
-                           retry=False)
-    return Sent.stored(len(bodies))
-
-
-class LangfuseConnector(FileStore):
+class LangfuseConnector(HostedStore):
     """Langfuse: observation exports in, scores out."""
 
     name = "langfuse"
@@ -319,10 +297,6 @@ class LangfuseConnector(FileStore):
     forms = ("langfuse (LANGFUSE_HOST)", "langfuse-json:FILE")
     annotates = "trace"
 
-    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
-        """`langfuse` (`LANGFUSE_HOST` and its keys), `langfuse:URL` or `langfuse-json:FILE`."""
-        return hosted_target(text, self.name, KEYS, env)
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """The public and secret key as basic auth, and the public key as Langfuse's own header."""
         public, secret = (env.get(name, "") for name in KEYS.secrets)
@@ -333,9 +307,26 @@ class LangfuseConnector(FileStore):
         """The score body (rows without a trace id have none)."""
         return score_body(annotation)
 
-    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
-        """One batch: appended to the file, or one `POST /api/public/scores`."""
-        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+    def deliver(self, target: Target, bodies: Sequence[Any], session: Session) -> Sent:
+        """One batch of scores through the SDK's API client, over the delivery's HTTP client."""
+        from langfuse.api import CreateScoreBatchResults, LangfuseAPI  # noqa: PLC0415  (the `langfuse` extra)
+        from langfuse.api.core import ApiError  # noqa: PLC0415
+
+        client = LangfuseAPI(base_url=target.location, headers=dict(target.headers), x_langfuse_sdk_name="tlmscore",
+                             timeout=session.timeout, httpx_client=session.client)
+        try:
+            reply = client.scores.create(request=list(bodies),  # API-ready dicts, as the SDK itself sends
+                                         request_options={"max_retries": 0})
+        except ApiError as exc:
+            status = exc.status_code
+            return Sent.failed(len(bodies), f"HTTP {status}", retry=status is None or status in RETRY_STATUS)
+        except httpx.HTTPError as exc:
+            return Sent.failed(len(bodies), failure(exc, session.timeout), retry=True)
+        if isinstance(reply, CreateScoreBatchResults) and reply.rejected:
+            reasons = "; ".join(error.message for error in reply.errors[:3])
+            return Sent.failed(len(bodies), f"Langfuse rejected {reply.rejected} of {len(bodies)} scores: {reasons}",
+                               retry=False)
+        return Sent.stored(len(bodies))
 
 
 CONNECTOR = LangfuseConnector()

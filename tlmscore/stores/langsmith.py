@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from tlmscore._tables import json_cell
-from tlmscore.stores._http import append_lines, hosted_target
-from tlmscore.stores.base import Annotation, FileStore, Keys, Sent, Session, Target
+from tlmscore.stores._http import HostedStore
+from tlmscore.stores.base import Annotation, Keys, Sent, Session, Target
 from tlmscore.stores.reading import Peek, Read, SourceReader, read_rows, rows, table_kind
 
 __all__ = ["CONNECTOR", "DEFAULT_ENDPOINT", "LangSmithConnector", "detect", "feedback", "feedback_id", "read",
@@ -151,44 +151,7 @@ def _send_one(client: Any, item: dict[str, Any]) -> None:
         client.update_feedback(item["id"], score=item["score"], value=item["value"], comment=item["comment"])
 
 
-def _send(target: Target, items: Sequence[dict[str, Any]], session: Session) -> Sent:
-    """Feedback one at a time through the SDK; the first that fails stops the batch (those before it are stored)."""
-    from langsmith import Client  # noqa: PLC0415  (the `langsmith` extra, only when writing to LangSmith)
-    from langsmith.utils import (  # noqa: PLC0415
-        LangSmithAPIError,
-        LangSmithConnectionError,
-        LangSmithError,
-        LangSmithRateLimitError,
-        LangSmithRequestTimeout,
-        LangSmithWarning,
-    )
-    from urllib3.util.retry import Retry  # noqa: PLC0415
-
-    key = target.headers.get("x-api-key", "")  # "" (not None): the SDK then reads no key from the environment
-    client = Client(api_url=target.location, api_key=key, auto_batch_tracing=False, retry_config=Retry(total=0),
-                    timeout_ms=int(session.timeout * 1000))
-    sdk_log = logging.getLogger("langsmith.client")
-    sdk_log.addFilter(_quiet)
-    done = 0
-    try:
-        with warnings.catch_warnings():
-            # Feedback on a run without its project id is a deprecation the SDK warns about per call;
-            # rows do not carry LangSmith's project id, and the warning would repeat once per row.
-            warnings.simplefilter("ignore", LangSmithWarning)
-            for item in items:
-                _send_one(client, item)
-                done += 1
-    except (LangSmithAPIError, LangSmithConnectionError, LangSmithRateLimitError, LangSmithRequestTimeout) as exc:
-        return Sent.partly(done, len(items), _problem(exc, key), retry=True)
-    except (LangSmithError, ValueError) as exc:
-        return Sent.partly(done, len(items), _problem(exc, key), retry=False)
-    finally:
-        sdk_log.removeFilter(_quiet)
-        client.close()
-    return Sent.stored(len(items))
-
-
-class LangSmithConnector(FileStore):
+class LangSmithConnector(HostedStore):
     """LangSmith: run exports in, feedback out."""
 
     name = "langsmith"
@@ -199,10 +162,6 @@ class LangSmithConnector(FileStore):
     forms = ("langsmith (LANGSMITH_API_KEY)", "langsmith-json:FILE")
     annotates = "run"
 
-    def target(self, text: str, env: Mapping[str, str]) -> Target | None:
-        """`langsmith` (`LANGSMITH_ENDPOINT`, `LANGSMITH_API_KEY`), `langsmith:URL` or `langsmith-json:FILE`."""
-        return hosted_target(text, self.name, KEYS, env)
-
     def headers(self, env: Mapping[str, str]) -> dict[str, str]:
         """`LANGSMITH_API_KEY` as LangSmith's `x-api-key`."""
         key = env.get(KEYS.secrets[0], "").strip()
@@ -212,9 +171,41 @@ class LangSmithConnector(FileStore):
         """The feedback (rows without a run id have none)."""
         return feedback(annotation)
 
-    def send(self, target: Target, payloads: Sequence[Any], session: Session) -> Sent:
-        """One batch: appended to the file, or one feedback at a time through the SDK."""
-        return append_lines(Path(target.location), payloads) if target.file else _send(target, payloads, session)
+    def deliver(self, target: Target, items: Sequence[Any], session: Session) -> Sent:
+        """Feedback one at a time through the SDK; the first that fails stops the batch (those before it are stored)."""
+        from langsmith import Client  # noqa: PLC0415  (the `langsmith` extra, only when writing to LangSmith)
+        from langsmith.utils import (  # noqa: PLC0415
+            LangSmithAPIError,
+            LangSmithConnectionError,
+            LangSmithError,
+            LangSmithRateLimitError,
+            LangSmithRequestTimeout,
+            LangSmithWarning,
+        )
+        from urllib3.util.retry import Retry  # noqa: PLC0415
+
+        key = target.headers.get("x-api-key", "")  # "" (not None): the SDK then reads no key from the environment
+        client = Client(api_url=target.location, api_key=key, auto_batch_tracing=False, retry_config=Retry(total=0),
+                        timeout_ms=int(session.timeout * 1000))
+        sdk_log = logging.getLogger("langsmith.client")
+        sdk_log.addFilter(_quiet)
+        done = 0
+        try:
+            with warnings.catch_warnings():
+                # Feedback on a run without its project id is a deprecation the SDK warns about per call;
+                # rows do not carry LangSmith's project id, and the warning would repeat once per row.
+                warnings.simplefilter("ignore", LangSmithWarning)
+                for item in items:
+                    _send_one(client, item)
+                    done += 1
+        except (LangSmithAPIError, LangSmithConnectionError, LangSmithRateLimitError, LangSmithRequestTimeout) as exc:
+            return Sent.partly(done, len(items), _problem(exc, key), retry=True)
+        except (LangSmithError, ValueError) as exc:
+            return Sent.partly(done, len(items), _problem(exc, key), retry=False)
+        finally:
+            sdk_log.removeFilter(_quiet)
+            client.close()
+        return Sent.stored(len(items))
 
 
 CONNECTOR = LangSmithConnector()

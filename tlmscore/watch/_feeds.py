@@ -62,7 +62,7 @@ class Feed(Protocol):
 
 def _user_metadata(span: Mapping[str, Any]) -> dict[str, Any]:
     """The span's OpenInference `metadata` attribute (a JSON object as text), for `--where metadata.KEY`."""
-    attributes = span.get("attributes") if isinstance(span.get("attributes"), Mapping) else {}
+    attributes = span.get("attributes")
     value = attributes.get("metadata") if isinstance(attributes, Mapping) else None
     if isinstance(value, str):
         try:
@@ -108,7 +108,7 @@ class PhoenixFeed(_StoreFeed):
         windowed = with_window(self.address, since.isoformat() if since else None, None,
                                phoenix_store.DEFAULT_LIMIT)
         for number, span in enumerate(phoenix_store.newer_spans(windowed, self._session, self._headers), start=1):
-            context = span.get("context") if isinstance(span.get("context"), Mapping) else {}
+            context = span.get("context")
             key = str(context.get("span_id") or "") if isinstance(context, Mapping) else ""
             read = next(iter(spans_records(iter([(number, span)]), phoenix_store.ORIGIN)), None)
             if not key or read is None:
@@ -135,12 +135,12 @@ class MlflowFeed(_StoreFeed):
         number = 0
         for trace in mlflow_store.newer_traces(windowed, self._session, self._headers):
             info = trace["trace_info"]
-            started = _trace_start(info)
+            started, ended = _trace_times(info)
             for span_id, record, error in mlflow_store.span_records(trace, self._where.name):
                 number += 1
                 read = Read(number, record) if error is None else Read(number, error=error)
                 tags = info.get("tags") if isinstance(info.get("tags"), Mapping) else {}
-                yield Call(f"{info['trace_id']}/{span_id}", started, _trace_end(info), read, dict(tags or {}))
+                yield Call(f"{info['trace_id']}/{span_id}", started, ended, read, dict(tags or {}))
 
     def annotated(self, calls: Sequence[Call], name: str) -> dict[str, set[str]]:
         """The sources of each span's feedback called `name` (the trace's feedback read whole)."""
@@ -151,17 +151,12 @@ class MlflowFeed(_StoreFeed):
         return {c.key: found.get(c.key.split("/")[1], set()) for c in calls}
 
 
-def _trace_start(info: Mapping[str, Any]) -> str:
-    """A trace's start (ISO 8601): its `request_time`."""
-    return parse_time(str(info.get("request_time"))).isoformat()
-
-
-def _trace_end(info: Mapping[str, Any]) -> str | None:
-    """A trace's end: its start plus its `execution_duration` (`"1.5s"`), when given."""
+def _trace_times(info: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A trace's start (ISO 8601: its `request_time`) and end (plus its `execution_duration`, `"1.5s"`, when given)."""
+    start = parse_time(str(info.get("request_time")))
     duration = str(info.get("execution_duration") or "")
-    if not duration.endswith("s"):
-        return None
-    return (parse_time(str(info.get("request_time"))) + dt.timedelta(seconds=float(duration[:-1]))).isoformat()
+    end = start + dt.timedelta(seconds=float(duration[:-1])) if duration.endswith("s") else None
+    return start.isoformat(), end.isoformat() if end is not None else None
 
 
 def open_feed(address: str, env: Mapping[str, str]) -> Feed:

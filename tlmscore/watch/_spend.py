@@ -73,14 +73,6 @@ class Spend:
         return None
 
 
-def call_cost(scorer: Scorer) -> Callable[[ScoringInput], float | None]:
-    """What one call will cost the scorer (its `plan`'s upper estimate); 0 for a scorer that declares no plan."""
-    plan = getattr(scorer, "plan", None)
-    if plan is None:
-        return lambda _: 0.0
-    return lambda item: getattr(plan([item]), "cost", None)
-
-
 def check_capped(scorer: Scorer, caps: Mapping[str, float | None]) -> None:
     """One `ConfigError` line when a cap is set but the scorer knows no price for its model."""
     plan = getattr(scorer, "plan", None)
@@ -97,7 +89,7 @@ class Capped:
     def __init__(self, scorer: Scorer, spend: Spend) -> None:
         self._scorer = scorer
         self._spend = spend
-        self._cost = call_cost(scorer)
+        self._plan = getattr(scorer, "plan", None)
         self.columns: tuple[str, ...] = tuple(getattr(scorer, "columns", ()))
 
     @property
@@ -109,8 +101,9 @@ class Capped:
         """The wrapped scorer's scores of the calls the windows admit, in order; the rest left unscored."""
         refused: dict[int, str] = {}
         for i, item in enumerate(inputs):
-            cost = self._cost(item)
-            cap = self._spend.admit(0.0 if cost is None else cost)  # None: no cap (checked at start)
+            # its plan's upper estimate; nothing without a plan or a price (then no cap is set: checked at start)
+            cost = getattr(self._plan([item]), "cost", None) if self._plan is not None else None
+            cap = self._spend.admit(0.0 if cost is None else cost)
             if cap is not None:
                 refused[i] = cap
         sent = [item for i, item in enumerate(inputs) if i not in refused]
