@@ -299,7 +299,7 @@ PRIVATE_REACH: dict[str, str] = {
     "tlmscore.pipeline._meter": "the progress bar's byte count, checked without a terminal",
     "tlmscore.pipeline._run": "the scorer factory a run calls, counted to show a run builds its scorer once",
     "tlmscore.pipeline._stages": "the reader lookup a run hands ingest, counted per input",
-    "tlmscore.ray._pages": "the Ray engine's fetch actor, run without a cluster",
+    "tlmscore.ray._pages": "the Ray engine's fetch actor and its page store read-back, run without a cluster",
     "tlmscore.ray._read": "how the Ray engine splits inputs into rows, checked without a cluster",
     "tlmscore.rendering._prompt": "the JSON and text blocks a prompt is built of, byte for byte",
     "tlmscore.rendering._shown": "the text a page already shown above is replaced with",

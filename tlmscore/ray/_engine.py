@@ -22,7 +22,7 @@ from tlmscore.errors import ConfigError
 from tlmscore.ingest import BatchInputs, input_names
 from tlmscore.output import Row
 from tlmscore.ray._links import with_links
-from tlmscore.ray._pages import FetchPages, planned_urls, store_pages, stored_pages
+from tlmscore.ray._pages import FetchPages, planned_urls, read_back, store_pages, stored_pages
 from tlmscore.ray._read import input_rows, read_input
 from tlmscore.ray._rows import ScoreRows, convert_row, judged_on_driver, render_rows, rows_of, table_of, with_pages
 from tlmscore.ray._tables import flat_rows, grouped, join_on_key, schema
@@ -163,7 +163,7 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
     # With a store, pages are read back from it: what the fetch actors held in memory could be
     # lost with a node, the store's files are not. The join with the records keeps the pages cited.
     store_pages(fetched, engine.page_store)
-    everything = stored_pages(engine.page_store, settings)
+    everything = read_back(engine.page_store, settings)
     if everything is None:
         return fetched
     missed: Dataset = fetched.filter(expr=col("status") == "offline_miss")  # the store does not keep them

@@ -92,6 +92,25 @@ def stored_pages(store: str | None, settings: Settings) -> Dataset | None:
     return pages.map_batches(lambda t: _fresh(t, settings, now), batch_format="pyarrow")
 
 
+def read_back(store: str, settings: Settings, *, tries: int = 3) -> Dataset | None:
+    """The page store's fresh pages, read now; a read that met a node's death is made again.
+
+    Ray Data lists a Parquet dataset's files with actors it spreads over the nodes and does not
+    restart: one placed on a node that died before the cluster noticed fails the whole read. The
+    store's files are written by then, so reading them again, on the nodes still alive, is safe.
+    """
+    import ray.exceptions  # noqa: PLC0415
+
+    for attempt in range(1, tries + 1):
+        try:
+            pages = stored_pages(store, settings)
+            return None if pages is None else pages.materialize()
+        except ray.exceptions.RayError:
+            if attempt == tries:
+                raise
+    return None
+
+
 class FetchPages:
     """An actor that fetches the pages of one host per call, with one page source kept open.
 
