@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import ray.exceptions
 
 from tlmscore import Settings
 from tlmscore.ray import _pages
+
+pytestmark = pytest.mark.system("ray")  # Ray's own errors: the `ray` extra, which the tier installs
 
 
 class _Listing:
@@ -21,6 +22,8 @@ class _Listing:
     def materialize(self) -> str:
         self.reads += 1
         if self.reads <= self.failures:
+            import ray.exceptions
+
             raise ray.exceptions.ActorDiedError()
         return "the pages"
 
@@ -46,6 +49,8 @@ def test_a_read_back_broken_by_a_lost_node_is_made_again(monkeypatch: pytest.Mon
 
 
 def test_a_read_back_that_keeps_failing_raises_after_its_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray.exceptions
+
     listing = _Listing(failures=10)
     _store(monkeypatch, listing)
     with pytest.raises(ray.exceptions.ActorDiedError):
