@@ -29,7 +29,7 @@ from tlmscore.ingest._history import (
     with_history,
 )
 from tlmscore.ingest._ids import input_names, made_up_id, with_input_id
-from tlmscore.ingest._logfile import check_readable, is_jsonl, load_line, safe_text
+from tlmscore.ingest._logfile import check_readable, gzipped, is_jsonl, load_line, safe_text
 from tlmscore.ingest._normalize import normalize_record
 from tlmscore.ingest._records import Find, Input, Inputs, Location, Reader, decide, decided, read_located, scan
 
@@ -47,6 +47,7 @@ __all__ = [
     "conversation_id",
     "decide",
     "decided",
+    "gzipped",
     "input_names",
     "is_jsonl",
     "load_line",

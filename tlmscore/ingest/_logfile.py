@@ -42,9 +42,14 @@ class ReadStoppedError(TranscriptError):
         super().__init__(f"{path}: unreadable: {self.cause}")
 
 
+def gzipped(path: Path) -> bool:
+    """Whether a log file is read gzip-decompressed: its name ends in `.gz` (its bytes are not looked at)."""
+    return path.suffix == ".gz"
+
+
 def open_log(path: Path) -> IO[bytes]:
     """A log file opened for binary reading, gzip-decompressed when it ends in `.gz`."""
-    if path.suffix == ".gz":
+    if gzipped(path):
         return open_gzip(path)
     return path.open("rb")
 
@@ -217,7 +222,7 @@ class RandomAccess:
 
     @staticmethod
     def _open(path: Path) -> IO[bytes]:
-        if path.suffix != ".gz":
+        if not gzipped(path):
             return path.open("rb")
         copy = tempfile.TemporaryFile()  # noqa: SIM115  (kept open until `close`)
         try:

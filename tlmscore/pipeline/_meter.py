@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tlmscore.ingest import Location
+from tlmscore.ingest import Location, gzipped
 from tlmscore.stores import is_live
 
 
@@ -29,7 +29,7 @@ class InputMeter:
         for given in inputs:
             path = Path(str(given))
             self._before.setdefault(str(given), total)
-            self._offsets[str(given)] = path.suffix != ".gz"  # read decompressed, as `open_log` reads it
+            self._offsets[str(given)] = not gzipped(path)  # a decompressed read has no file offsets
             total += path.stat().st_size
         self.total = total
 
