@@ -17,15 +17,17 @@ the cost per record after start-up is `(wall - small wall) / (records - small)`.
 Printed: wall time, records/s, records/s per core used, peak RSS of the run and its worker processes (the largest
 of any one, and their sum is not taken: the workers' peaks need not coincide; for Ray, also the largest sum over
 every process of the cluster, sampled each 0.5 s), median and spread (max/min - 1) of the runs, and the ratio of
-the medians. Every configuration's output is compared byte for byte with the one-core run's.
+the medians. Every configuration's output is compared byte for byte with the first configuration's (by SHA-256;
+each output is removed once hashed, so that a million-record run needs the disk of one output at a time).
 
-    python benchmarks/throughput.py --records 100000 --runs 3 [--ray]
+    python benchmarks/throughput.py --records 100000 --runs 3 [--ray] [--only CONFIG ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -76,6 +78,16 @@ def _local(config: str, data: Path, out: Path) -> tuple[float, int]:
         sys.exit(f"{config}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
     peak = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("PEAK "))
     return seconds, peak * 1024
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of `path`'s bytes, read in blocks; the file is removed after."""
+    sha = hashlib.sha256()
+    with path.open("rb") as read:
+        while block := read.read(1 << 20):
+            sha.update(block)
+    path.unlink()
+    return sha.hexdigest()
 
 
 def run(config: str, data: Path, small: Path, out: Path) -> dict[str, float]:
@@ -134,6 +146,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--small", type=int, default=250, help="records of each start-up run")
     parser.add_argument("--ray", action="store_true", help="also Ray on 1 and 2 nodes of a local cluster (root)")
+    parser.add_argument("--only", action="append", metavar="CONFIG",
+                        help="run only this configuration (repeatable): one core, all cores, ray 1 node, ray 2 nodes")
     parser.add_argument("--inside", nargs=4, help=argparse.SUPPRESS)  # NODES SMALL DATA OUT, in the namespaces
     args = parser.parse_args()
     if args.inside:
@@ -143,6 +157,10 @@ def main() -> None:
         sys.exit("throughput.py: needs taskset (util-linux) to pin the one-core runs")
     cores = len(os.sched_getaffinity(0))
     configs = {"one core": 1, "all cores": cores, **({"ray 1 node": cores, "ray 2 nodes": cores} if args.ray else {})}
+    if args.only:
+        if unknown := set(args.only) - set(configs):
+            sys.exit(f"throughput.py: no configuration {sorted(unknown)} (of {list(configs)}; Ray's need --ray)")
+        configs = {c: used for c, used in configs.items() if c in args.only}
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
         os.environ["TLMSCORE_CACHE_DIR"] = str(base / "cache")  # for every run and the cluster's nodes
@@ -150,16 +168,18 @@ def main() -> None:
         records(args.records, data)
         records(args.small, small)
         runs: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
+        hashes: set[str] = set()
         for n in range(args.runs):
             for config in configs:
-                got = run(config, data, small, base / f"{config.replace(' ', '-')}-{n}.jsonl")
+                out = base / f"{config.replace(' ', '-')}-{n}.jsonl"
+                got = run(config, data, small, out)
+                hashes.add(digest(out))
                 runs[config].append(got)
                 first = f" (first on a new cluster: {got['first']:.1f} s)" if "first" in got else ""
                 print(f"run {n + 1}, {config}: {got['seconds']:.1f} s, {args.records / got['seconds']:.0f} records/s, "
                       f"start-up run {got['startup']:.1f} s{first}, peak RSS {got['peak'] / 2**20:.0f} MiB",
                       file=sys.stderr)
-        one = (base / "one-core-0.jsonl").read_bytes()
-        same = all((base / f"{c.replace(' ', '-')}-0.jsonl").read_bytes() == one for c in configs)
+        same = len(hashes) == 1
     _table(runs, configs, args.records, args.records - args.small)
     print(f"\n{args.records:,} records, {args.runs} runs each, {cores} cores; every output byte-equal: {same}")
 
@@ -169,11 +189,13 @@ def _table(runs: dict[str, list[dict[str, float]]], configs: dict[str, int], rec
     def median(config: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[config])
 
+    base = "all cores" if "all cores" in runs else next(iter(runs))
+
     def per_record(config: str) -> float:  # ms per record after start-up, median over the runs
         return statistics.median(1000 * (r["seconds"] - r["startup"]) / after for r in runs[config])
 
     print("| run | median wall (s) | spread | records/s | records/s per core | start-up (s) "
-          "| ms per record after start-up | against all cores | peak RSS (MiB) |")
+          f"| ms per record after start-up | against {base} | peak RSS (MiB) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for config, used in configs.items():
         walls = [r["seconds"] for r in runs[config]]
@@ -182,9 +204,10 @@ def _table(runs: dict[str, list[dict[str, float]]], configs: dict[str, int], rec
             else ""
         print(f"| {config} | {median(config, 'seconds'):.1f} | {100 * (max(walls) / min(walls) - 1):.0f} % "
               f"| {rate:,.0f} | {rate / used:,.0f} | {median(config, 'startup'):.1f} | {per_record(config):.2f} "
-              f"| {per_record(config) / per_record('all cores'):.2f}x "
+              f"| {per_record(config) / per_record(base):.2f}x "
               f"| {max(r['peak'] for r in runs[config]) / 2**20:,.0f}{total} |")
-    print(f"\nall cores / one core: {median('one core', 'seconds') / median('all cores', 'seconds'):.2f}x")
+    if {"one core", "all cores"} <= set(runs):
+        print(f"\nall cores / one core: {median('one core', 'seconds') / median('all cores', 'seconds'):.2f}x")
 
 
 if __name__ == "__main__":
