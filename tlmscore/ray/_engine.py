@@ -97,17 +97,20 @@ class Engine:
     def shuffle_partitions(self, records: int | None = None) -> int:
         """Partitions of each join and group-by: the given number, else one per `ROWS_PER_PARTITION` records.
 
-        At most the cluster's CPUs. Each partition of a shuffle is an actor process of its own, started
-        for that shuffle: a small dataset is joined faster in few partitions than in one per CPU.
+        A partition is one call of a per-partition function (`_tables.by_key`), on one Arrow table,
+        so its size bounds the memory of that call whatever the dataset's: a million records are 20
+        partitions, not one per CPU. Ray runs a shuffle's partitions on at most one actor per CPU,
+        each taking several in turn; a small dataset is joined in few partitions (one below
+        `ROWS_PER_PARTITION` records). Without a count, one per CPU of the cluster.
         """
         if self.partitions is not None:
             return self.partitions
+        if records is not None:
+            return max(1, math.ceil(records / ROWS_PER_PARTITION))
         import ray  # noqa: PLC0415
 
         # untyped where `ray` is installed, Any where it is not
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call,unused-ignore]
-        wanted = cpus if records is None else math.ceil(records / ROWS_PER_PARTITION)
-        return max(1, min(cpus, wanted))
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
