@@ -9,8 +9,9 @@ with empty blocks still yields some. `join_on_key`, `grouped` and `by_key` leave
 from __future__ import annotations
 
 import functools
+import itertools
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 
 RowFn = Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
+FLAT_ROWS = 10_000
+"""Rows `flat_rows` puts in one output table: an input file's records leave its worker in tables of this many."""
 
 
 def schema(**columns: str) -> pa.Schema:
@@ -30,11 +33,19 @@ def schema(**columns: str) -> pa.Schema:
 
 
 def flat_rows(data: Dataset, fn: RowFn, columns: pa.Schema) -> Dataset:
-    """`data` with each row replaced by the rows `fn` makes of it, in blocks of schema `columns`."""
+    """`data` with each row replaced by the rows `fn` makes of it, in blocks of schema `columns`.
+
+    The rows made of a batch are handed on `FLAT_ROWS` at a time, so a row that makes many (an
+    input file, which makes its records) is never held whole in one worker's memory.
+    """
     import pyarrow as pa  # noqa: PLC0415
 
-    def apply(batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([out for row in batch.to_pylist() for out in fn(row)], schema=columns)
+    def apply(batch: pa.Table) -> Iterator[pa.Table]:
+        made = (out for row in batch.to_pylist() for out in fn(row))
+        first = list(itertools.islice(made, FLAT_ROWS))
+        yield pa.Table.from_pylist(first, schema=columns)  # even none: a block with the columns
+        while more := list(itertools.islice(made, FLAT_ROWS)):
+            yield pa.Table.from_pylist(more, schema=columns)
 
     result: Dataset = data.map_batches(apply, batch_format="pyarrow")
     return result
