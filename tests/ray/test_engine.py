@@ -1,9 +1,12 @@
-"""How the Ray engine sizes its shuffles, without a cluster: a partition's records are bounded, not its count."""
+"""How the Ray engine sizes its shuffles and pools, without a cluster: bounded partitions, a whole CPU left free."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from tlmscore.errors import ConfigError
 from tlmscore.ray._engine import ROWS_PER_PARTITION, Engine
 
 
@@ -23,3 +26,31 @@ def test_partitions_hold_at_most_rows_per_partition(records: int, partitions: in
 def test_a_given_number_of_partitions_is_kept() -> None:
     assert Engine(partitions=3).shuffle_partitions(1_000_000) == 3
     assert Engine(partitions=3).shuffle_partitions(10) == 3
+
+
+@pytest.mark.parametrize(("cpus", "fetchers", "scorers"), [
+    (2, 2, 2),  # the defaults on two CPUs: half a CPU held, one and a half free
+    (2, 4, 4),  # a whole CPU held, a whole one free
+    (4, 12, 2),
+    (0, 8, 8),  # a cluster that reports no CPU yet (autoscaling): left to Ray
+])
+def test_pools_that_leave_a_whole_cpu_free_are_taken(cpus: float, fetchers: int, scorers: int) -> None:
+    Engine(fetchers=fetchers, scorers=scorers).check(scoring=True, cpus=cpus)
+
+
+@pytest.mark.parametrize(("cpus", "fetchers", "scorers", "scoring", "message"), [
+    (1, 2, 2, False, "--fetchers 2: its actors hold 0.5 of the Ray cluster's 1 CPUs"),
+    (1, 1, 1, False, "a cluster of one CPU runs the local engine only"),
+    (2, 5, 2, False, "--fetchers 5: its actors hold 1.25 of the Ray cluster's 2 CPUs, and Ray Data needs a whole one "
+                     "free for each shuffle's tasks; at most 4 on this cluster"),
+    (2, 2, 5, True, "--scorer-concurrency 5: its actors hold 1.25"),
+    (3, 2, 9, True, "at most 8 on this cluster"),
+])
+def test_pools_that_would_leave_no_whole_cpu_are_refused(cpus: float, fetchers: int, scorers: int, scoring: bool,
+                                                         message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Engine(fetchers=fetchers, scorers=scorers).check(scoring=scoring, cpus=cpus)
+
+
+def test_scorers_are_not_counted_where_nothing_is_scored() -> None:
+    Engine(fetchers=2, scorers=9).check(scoring=False, cpus=2)

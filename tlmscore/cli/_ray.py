@@ -29,7 +29,9 @@ def ray_engine(args: argparse.Namespace, *, progress: bool) -> Iterator[Engine]:
     kept = data_log.level
     data_log.setLevel(level)
     try:
-        yield engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency, page_store=args.page_store)
+        made = engine.Engine(fetchers=args.fetchers, scorers=args.scorer_concurrency, page_store=args.page_store)
+        made.check(scoring=args.command == "score")  # before the run opens its output
+        yield made
     finally:
         data_log.setLevel(kept)
         ray.shutdown()

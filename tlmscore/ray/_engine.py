@@ -84,6 +84,7 @@ class Engine:
         scored; chains still see them. Connects to a cluster only if the caller has not (Ray Data
         starts a local one on first use).
         """
+        self.check(scoring=job.scorer is not None)
         joined = _joined([str(p) for p in job.paths], job.settings, self, skip)
         made = _made(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration)
         done = 0
@@ -93,6 +94,24 @@ class Engine:
             done += len(rows)
             if job.progress is not None:
                 job.progress("records", done, None)
+
+    def check(self, *, scoring: bool, cpus: float | None = None) -> None:
+        """Refuse an actor pool that would leave the cluster (`cpus` CPUs, else the connected one's) no whole CPU free.
+
+        Ray Data holds each actor's CPUs (`_ACTOR_CPUS`) while its pool lives, and a task of a
+        shuffle asks for a whole CPU: with less than that free, the run would wait for it forever.
+        A cluster that reports no CPU (an autoscaling cluster's head, or none connected yet) is
+        left to Ray, which adds nodes as tasks ask for them.
+        """
+        cpus = _cluster_cpus() if cpus is None else cpus
+        pools = [("--fetchers", self.fetchers), *([("--scorer-concurrency", self.scorers)] if scoring else [])]
+        for flag, actors in pools:
+            held = actors * _ACTOR_CPUS
+            if 0 < cpus < held + 1:
+                most = int((cpus - 1) / _ACTOR_CPUS)
+                fix = f"at most {most} on this cluster" if most else "a cluster of one CPU runs the local engine only"
+                raise ConfigError(f"{flag} {actors}: its actors hold {held:g} of the Ray cluster's {cpus:g} CPUs, "
+                                  f"and Ray Data needs a whole one free for each shuffle's tasks; {fix}")
 
     def shuffle_partitions(self, records: int | None = None) -> int:
         """Partitions of each join and group-by: the given number, else one per `ROWS_PER_PARTITION` records.
@@ -111,6 +130,16 @@ class Engine:
 
         # untyped where `ray` is installed, Any where it is not
         return max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def _cluster_cpus() -> float:
+    """The connected cluster's CPUs; 0 before Ray is started (Ray Data starts a local cluster on first use)."""
+    import ray  # noqa: PLC0415
+
+    if not ray.is_initialized():  # type: ignore[no-untyped-call,unused-ignore]
+        return 0.0
+    cpus: float = ray.cluster_resources().get("CPU", 0)  # type: ignore[no-untyped-call,unused-ignore]
+    return cpus
 
 
 def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
@@ -215,6 +244,7 @@ def prepare(source: Inputs | Dataset, settings: Settings | None = None, *, engin
     """
     settings = settings or Settings()
     engine = engine or Engine()
+    engine.check(scoring=False)
     rows = _made(_joined(source, settings, engine), settings, engine, None)
     return rows.map_batches(table_of, batch_format="pyarrow")
 
@@ -231,6 +261,7 @@ def score(source: Inputs | Dataset, scorer: str | Scorer = "grounding", settings
     """
     settings = settings or Settings()
     engine = engine or Engine()
+    engine.check(scoring=True)
     scored = _made(_joined(source, settings, engine), settings, engine, scorer, options=options,
                    calibration=calibration)
     return scored.map_batches(table_of, batch_format="pyarrow")
