@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import tracemalloc
 from pathlib import Path
 
 import diskcache
@@ -164,6 +165,21 @@ def test_offline_writes_no_default_cache(tmp_path: Path, demo_path: Path, capsys
                    "--pages", str(demo_path.parent / "pages")], capsys)
     assert code == 0
     assert not cache.exists()
+
+
+def test_summary_keeps_eight_bytes_a_score_however_many_rows_pass() -> None:
+    """Rows are freed chunk by chunk; the summary keeps each score as a double, not as a float object."""
+    summary = Summary()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for chunk in range(50):
+            summary.add([{"id": f"{chunk}-{i}", "score": (chunk * 1000 + i) / 50_000} for i in range(1000)])
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(summary.scores) == 50_000
+    assert kept / 50_000 < 12  # a list of floats keeps 32 bytes a row
 
 
 def test_summary_quartiles_lie_within_the_scores() -> None:
