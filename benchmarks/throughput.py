@@ -173,12 +173,13 @@ def main() -> None:
             for config in configs:
                 out = base / f"{config.replace(' ', '-')}-{n}.jsonl"
                 got = run(config, data, small, out)
-                hashes.add(digest(out))
+                sha = digest(out)
+                hashes.add(sha)
                 runs[config].append(got)
                 first = f" (first on a new cluster: {got['first']:.1f} s)" if "first" in got else ""
                 print(f"run {n + 1}, {config}: {got['seconds']:.1f} s, {args.records / got['seconds']:.0f} records/s, "
-                      f"start-up run {got['startup']:.1f} s{first}, peak RSS {got['peak'] / 2**20:.0f} MiB",
-                      file=sys.stderr)
+                      f"start-up run {got['startup']:.1f} s{first}, peak RSS {got['peak'] / 2**20:.0f} MiB, "
+                      f"output SHA-256 {sha[:16]}", file=sys.stderr)
         same = len(hashes) == 1
     _table(runs, configs, args.records, args.records - args.small)
     print(f"\n{args.records:,} records, {args.runs} runs each, {cores} cores; every output byte-equal: {same}")
