@@ -113,23 +113,18 @@ class Engine:
                 raise ConfigError(f"{flag} {actors}: its actors hold {held:g} of the Ray cluster's {cpus:g} CPUs, "
                                   f"and Ray Data needs a whole one free for each shuffle's tasks; {fix}")
 
-    def shuffle_partitions(self, records: int | None = None) -> int:
-        """Partitions of each join and group-by: the given number, else one per `ROWS_PER_PARTITION` records.
+    def shuffle_partitions(self, records: int) -> int:
+        """Partitions of each join and group-by of `records` records: the given number, else one per 50,000 records.
 
         A partition is one call of a per-partition function (`_tables.by_key`), on one Arrow table,
         so its size bounds the memory of that call whatever the dataset's: a million records are 20
         partitions, not one per CPU. Ray runs a shuffle's partitions on at most one actor per CPU,
         each taking several in turn; a small dataset is joined in few partitions (one below
-        `ROWS_PER_PARTITION` records). Without a count, one per CPU of the cluster.
+        `ROWS_PER_PARTITION` records).
         """
         if self.partitions is not None:
             return self.partitions
-        if records is not None:
-            return max(1, math.ceil(records / ROWS_PER_PARTITION))
-        import ray  # noqa: PLC0415
-
-        # untyped where `ray` is installed, Any where it is not
-        return max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call,unused-ignore]
+        return max(1, math.ceil(records / ROWS_PER_PARTITION))
 
 
 def _cluster_cpus() -> float:
