@@ -17,6 +17,7 @@ import pytest
 
 from tests.servers.evidence_server import html_page
 from tests.support.paths import ROOT
+from tests.support.processes import descendants
 from tlmscore.evidence._workers import ExtractPool
 from tlmscore.evidence.extract import WARM_UP_PAGE, content_kind, extract, supported_type
 
@@ -290,11 +291,11 @@ def test_workers_start_warm_and_at_the_priority_of_the_process_that_started_them
     maps: list[str] = []
 
     async def run_and_look() -> None:
-        before = set(_descendants(os.getpid()))
+        before = set(descendants(os.getpid()))
         pool = ExtractPool(1)
         try:
             await pool.extract(b"start", "text/plain", "")
-            pids.extend(pid for pid in _descendants(os.getpid()) if pid not in before)
+            pids.extend(pid for pid in descendants(os.getpid()) if pid not in before)
             maps.extend(Path(f"/proc/{pid}/maps").read_text() for pid in pids)
             niceness.extend(_niceness(pid) for pid in pids)
         finally:
@@ -308,14 +309,6 @@ def test_workers_start_warm_and_at_the_priority_of_the_process_that_started_them
     assert any("lxml" in m for m in maps)  # warmed up on an HTML page before its first (plain text) page
 
 
-def _descendants(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *_descendants(int(child))]
-    return found
-
-
 def test_pool_replaces_a_crashed_worker() -> None:
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
@@ -326,9 +319,9 @@ def test_pool_replaces_a_crashed_worker() -> None:
         await warm.aclose()
         pool = ExtractPool(1)
         try:
-            before = set(_descendants(os.getpid()))
+            before = set(descendants(os.getpid()))
             await pool.extract(b"first", "text/plain", "")
-            started = set(_descendants(os.getpid())) - before  # the new worker
+            started = set(descendants(os.getpid())) - before  # the new worker
             assert started
             for pid in started:
                 os.kill(pid, signal.SIGKILL)
@@ -369,7 +362,7 @@ def survivors_of_a_killed_parent(script: str, signal_line: str, least: int, wait
     try:
         assert parent.stdout is not None
         assert parent.stdout.readline().strip() == signal_line
-        helpers = _descendants(parent.pid)  # the workers (and the resource tracker)
+        helpers = descendants(parent.pid)  # the workers (and the resource tracker)
         assert len(helpers) >= least
     finally:
         parent.kill()
@@ -389,13 +382,20 @@ import asyncio, os, time
 from pathlib import Path
 from tlmscore.evidence._workers import ExtractPool, Limits
 
+def read(path):  # "" once the thread or process behind it has ended
+    try:
+        return path.read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
 def descendants(pid):
-    return [p for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()
+    tasks = Path(f"/proc/{pid}/task")
+    return [p for task in (tasks.iterdir() if tasks.exists() else ()) for c in read(task / "children").split()
             for p in (int(c), *descendants(int(c)))]
 
 def cpu_ticks():  # utime + stime of every process under this one
-    return sum(int(v) for pid in descendants(os.getpid())
-               for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+    stats = (read(Path(f"/proc/{pid}/stat")) for pid in descendants(os.getpid()))
+    return sum(int(v) for stat in stats if stat for v in stat.rsplit(")", 1)[1].split()[11:13])
 
 async def main():
     pool = ExtractPool(1, Limits(cpu_seconds=1.0))
@@ -463,7 +463,7 @@ def test_a_pool_leaves_the_host_multiprocessing_settings_alone() -> None:
         pool = ExtractPool(1)
         try:
             await pool.extract(b"plain", "text/plain", "")
-            commands.extend(Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _descendants(os.getpid()))
+            commands.extend(Path(f"/proc/{pid}/cmdline").read_bytes() for pid in descendants(os.getpid()))
         finally:
             await pool.aclose()
 

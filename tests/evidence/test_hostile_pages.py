@@ -28,6 +28,7 @@ from tests.servers.hostile_pages import (
     slow_page,
     zstd_bomb,
 )
+from tests.support.processes import descendants
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence._body import ENCODINGS, BodyDecoder, TooLargeError
 from tlmscore.evidence._workers import ExtractPool, Limits
@@ -159,14 +160,6 @@ def test_a_mutated_pdf_that_makes_pypdf_raise_is_extract_failed() -> None:
     assert found.status == "extract_failed" and "AttributeError" in (found.error or "")
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *_children(int(child))]
-    return found
-
-
 def _cpu_ticks(pids: list[int]) -> int:
     """The CPU time the processes used so far, in clock ticks (utime + stime of /proc/<pid>/stat)."""
     total = 0
@@ -209,11 +202,11 @@ def test_a_page_over_its_cpu_limit_fails_alone() -> None:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker processes in /proc")
 def test_a_worker_that_dies_on_a_page_is_replaced_and_only_that_page_fails() -> None:
     async def run() -> list[str]:
-        before = set(_children(os.getpid()))
+        before = set(descendants(os.getpid()))
         pool = ExtractPool(1, Limits(cpu_seconds=60))
         try:
             await pool.extract(b"warm", "text/plain", "")
-            workers = [pid for pid in _children(os.getpid()) if pid not in before and not _helper(pid)]
+            workers = [pid for pid in descendants(os.getpid()) if pid not in before and not _helper(pid)]
             assert workers
             slow = asyncio.ensure_future(pool.extract(slow_page(), "text/html", ""))
             await _until_busy(workers)  # killed while it works on the page, not before it has it

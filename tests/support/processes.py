@@ -1,0 +1,22 @@
+"""The processes under a process, read from /proc while threads and processes come and go."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid`, children first.
+
+    A thread or process may end between listing `/proc/<pid>/task` and reading a task's `children`
+    (the pool's threads and the interpreter's helpers do): what has ended has no children to report.
+    """
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        for task in tasks:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                for child in (task / "children").read_text().split():
+                    found += [int(child), *descendants(int(child))]
+    return found
