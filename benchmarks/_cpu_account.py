@@ -41,8 +41,8 @@ def dump():
         json.dump(marks, f)
 OUT, sys.argv = sys.argv[1], ["tlmscore", *sys.argv[2:]]
 atexit.register(dump)
-sys.modules.setdefault("httpx._main", None)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import tlmscore.__main__ as entry
+getattr(entry, "own_process", lambda: None)()  # the executable's set-up (in `start` itself in older trees)
 import tlmscore.cli
 from tlmscore.__main__ import start
 marks["startup"] = used(resource.RUSAGE_SELF)
