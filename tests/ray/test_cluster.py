@@ -185,6 +185,15 @@ def test_library_ray_score_as_the_docs_show_it(runs: tuple[Path, dict[str, Any]]
     assert lib["store_written"]
 
 
+def test_the_engine_sizes_its_own_blocks_and_leaves_the_hosts_setting_alone(runs: tuple[Path, dict[str, Any]]) -> None:
+    _, report = runs
+    engine_size, small = report["library"]["blocks"]
+    assert engine_size == 1  # 18 records' rows: far under the engine's 16 MB
+    assert small > engine_size  # 4 KB blocks: the size reached every dataset the rows were made through
+    before, after = report["library"]["host_blocks"]
+    assert before == after == 128 << 20  # Ray's own default, in the process that ran the engine
+
+
 def test_joins_and_groups_leave_out_empty_blocks_that_ray_passes_on_without_columns(
         runs: tuple[Path, dict[str, Any]]) -> None:
     _, report = runs

@@ -246,25 +246,35 @@ def _floats(column: Any) -> list[float | None]:
 
 
 def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
-    """`tlmscore.ray.score`, called as the docs show it (the command line runs `tlmscore.run(..., engine=...)`)."""
+    """`tlmscore.ray.score`, called as the docs show it (the command line runs `tlmscore.run(..., engine=...)`).
+
+    Also the rows of `prepare` in blocks of the engine's size and of 4 KB, and Ray's process-wide
+    block size before and after.
+    """
     import ray
+    import ray.data
 
     import tlmscore
     from tlmscore import ray as tlm_ray
 
     settings = tlmscore.Settings(offline=True, page_files=(FIXTURES / "pages",), cache_dir=work / "cache-lib",
                                  progress=False)
+    host_blocks = ray.data.DataContext.get_current().target_max_block_size  # the host's own, left as it is
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         rows = tlm_ray.score(PLAIN, "grounding", settings,
                              engine=tlm_ray.Engine(page_store=work / "store-lib", fetchers=4))   # a ray.data.Dataset
         scored = rows.to_pandas().sort_values("position")                                # input order
+        blocks = {size: tlm_ray.prepare(PLAIN, settings, engine=tlm_ray.Engine(block_bytes=size)).materialize()
+                  .num_blocks() for size in (tlm_ray.Engine().block_bytes, 4096)}
     finally:
         ray.shutdown()
     local = tlmscore.score(PLAIN, "grounding", settings)
     return {"scored_ids": scored["id"].tolist(), "scored": _floats(scored["score"]),
             "local_ids": local["id"].tolist(), "local_scored": _floats(local["score"]),
-            "store_written": any((work / "store-lib").rglob("*.parquet"))}
+            "store_written": any((work / "store-lib").rglob("*.parquet")),
+            "blocks": list(blocks.values()), "host_blocks": [host_blocks,
+                                                               ray.data.DataContext.get_current().target_max_block_size]}
 
 
 def _empty_first_block(cluster: Cluster) -> dict[str, Any]:

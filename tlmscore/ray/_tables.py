@@ -131,4 +131,6 @@ def rows_only(data: Dataset) -> Dataset:
     if len(refs) == done.num_blocks():
         return done
     kept: Dataset = ray.data.from_arrow_refs(refs)
+    # a dataset made of references starts from Ray's process-wide context: it keeps `data`'s block size
+    kept.context.target_max_block_size = done.context.target_max_block_size
     return kept
