@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT))  # the Ray runs use the test cluster (`tests/serve
 
 _CHILD = """
 import resource, sys
+from tlmscore.__main__ import own_process
+own_process()  # the process set up as the tlmscore executable's
 from tlmscore.cli import main
 code = main(sys.argv[1:])
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
