@@ -10,8 +10,9 @@ The rule is the same for every kind: built-ins come first, and a plug-in never r
 entry point that would (an item named as a built-in is) is refused with a warning; one that fails
 to load, or loads something that is not of its kind, is skipped with a warning. So an installed
 package can add to what tlmscore does but not silently change it, and a broken one never stops a
-run. Entry points are read once per process (installed packages do not change while it runs);
-`loaded(kind)` says what was taken, refused and skipped, which `tlmscore plugins` lists.
+run. Entry points are read once per process (installed packages do not change while it runs;
+`forget()` reads them again); `loaded(kind)` says what was taken, refused and skipped, which
+`tlmscore plugins` lists.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Entry", "Kind", "Loaded", "factories", "loaded", "named_items", "plugins"]
+__all__ = ["Entry", "Kind", "Loaded", "factories", "forget", "loaded", "named_items", "plugins"]
 
 T = TypeVar("T")
 
@@ -88,6 +89,24 @@ def _load(kind: Kind[T], ep: EntryPoint, taken: dict[str, T], builtin: Collectio
     return dataclasses.replace(entry, added=tuple(items))
 
 
+class _EntryPoints(Protocol):
+    """What `entry_points()` returns (groups by name before Python 3.12, one collection since): both select."""
+
+    def select(self, *, group: str) -> Iterable[EntryPoint]: ...
+
+
+@functools.cache
+def _installed() -> _EntryPoints:
+    """Every installed entry point, read once: reading walks every installed distribution, whatever the group."""
+    return entry_points()
+
+
+def forget() -> None:
+    """Read the installed entry points again at their next use (a package was installed since they were read)."""
+    _installed.cache_clear()
+    loaded.cache_clear()
+
+
 @functools.cache
 def loaded(kind: Kind[T]) -> Loaded[T]:
     """Every entry point of the kind's group, in a fixed order (name, then value), loaded once per process.
@@ -97,7 +116,7 @@ def loaded(kind: Kind[T]) -> Loaded[T]:
     builtin = set(kind.builtin())
     taken: dict[str, T] = {}
     entries = []
-    for ep in sorted(entry_points(group=kind.group), key=lambda e: (e.name, e.value)):
+    for ep in sorted(_installed().select(group=kind.group), key=lambda e: (e.name, e.value)):
         entry = _load(kind, ep, taken, builtin)
         entries.append(entry)
         if entry.problem is not None:

@@ -15,7 +15,7 @@ from tlmscore import MemoryPages, Settings
 from tlmscore.convert import registry
 from tlmscore.convert.context import Context, ItemConverter
 from tlmscore.model import ToolCall, ToolResult, Turn
-from tlmscore.plugins import loaded
+from tlmscore.plugins import forget
 
 LOOKUP = {"type": "acme_lookup", "id": "al_1", "sku": "X-100", "result": {"stock": 7}}
 
@@ -44,10 +44,10 @@ def lookup_record() -> dict[str, Any]:
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
     """Entry points are read once per process; a test that installs one reads them again, before and after."""
-    loaded.cache_clear()
+    forget()
     registry._installed.cache_clear()
     yield
-    loaded.cache_clear()
+    forget()
     registry._installed.cache_clear()
 
 

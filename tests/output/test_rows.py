@@ -18,7 +18,7 @@ import tlmscore
 from tests.support.dists import install
 from tlmscore import Row, RowSink, Settings
 from tlmscore.output import JsonlSink, ParquetSink, RowWriter, open_sink, output_format, sinks
-from tlmscore.plugins import loaded
+from tlmscore.plugins import forget
 
 PLUGIN = '''
 import json
@@ -144,9 +144,9 @@ def tsv_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     """An installed distribution declaring a `.tsv` sink in the `tlmscore.sinks` group."""
     root = install(tmp_path / "site", "acme_tsv", PLUGIN, "[tlmscore.sinks]\ntsv = acme_tsv:Tsv\n")
     monkeypatch.syspath_prepend(str(root))
-    loaded.cache_clear()  # entry points are read once per process: read them again with this one installed
+    forget()  # entry points are read once per process: read them again with this one installed
     yield
-    loaded.cache_clear()
+    forget()
 
 
 def test_without_a_plugin_an_unknown_suffix_is_refused(tmp_path: Path) -> None:
@@ -171,8 +171,8 @@ def test_a_broken_sink_plugin_is_skipped_with_a_warning(tmp_path: Path, monkeypa
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n", encoding="utf-8")
     (info / "entry_points.txt").write_text("[tlmscore.sinks]\nbad = no_such_module:Sink\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(root))
-    loaded.cache_clear()
+    forget()
     with pytest.warns(UserWarning, match="sink plug-in 'bad'"):
         known: Sequence[str] = list(sinks())
-    loaded.cache_clear()
+    forget()
     assert ".bad" not in known and ".jsonl" in known

@@ -27,7 +27,7 @@ from tests.support.tables import json_lines, write_table
 from tlmscore.annotate import NOT_SCORABLE, annotation_of
 from tlmscore.cli import main
 from tlmscore.errors import ConfigError, TranscriptError
-from tlmscore.plugins import loaded
+from tlmscore.plugins import forget
 from tlmscore.stores import CONNECTORS, Connector, connectors, for_origin, parse_target, target_forms
 
 LABELLED = ROOT / "fixtures" / "labelled"
@@ -347,9 +347,9 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
             "[tlmscore.connectors]\nelsewhere = acme_store:ELSEWHERE\nimpostor = acme_store:IMPOSTOR\n"
             "[tlmscore.sources]\notlp = acme_store:OTLP\nbroken = no_such_module:READER\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    loaded.cache_clear()
+    forget()
     yield
-    loaded.cache_clear()
+    forget()
 
 
 def test_plugins_add_and_never_replace_and_are_listed(installed: None, capsys: pytest.CaptureFixture[str]) -> None:
