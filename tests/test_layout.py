@@ -330,6 +330,8 @@ CROSS_PACKAGE: dict[tuple[str, str], str] = {
     ("scoring/test_judge_claims.py", "tlmscore._chat"): "P(yes) is read from the chat reply types, built by hand",
     ("scoring/test_grounding_model_pages.py", "tlmscore.evidence._chat_pages"): "model-read pages, weighed",
     ("scoring/test_grounding_model_pages.py", "tlmscore.ray._pages"): "model-read pages in the Ray fetch actor",
+    ("servers/ray_scenarios.py", "tlmscore.ray._tables"): "the settings the Ray engine gives its datasets, "
+                                                           "looked for in the host's own context",
 }
 
 

@@ -190,8 +190,8 @@ def test_the_engine_sizes_its_own_blocks_and_leaves_the_hosts_setting_alone(runs
     engine_size, small = report["library"]["blocks"]
     assert engine_size == 1  # 18 records' rows: far under the engine's 16 MB
     assert small > engine_size  # 4 KB blocks: the size reached every dataset the rows were made through
-    before, after = report["library"]["host_blocks"]
-    assert before == after == 128 << 20  # Ray's own default, in the process that ran the engine
+    before, after = report["library"]["host_context"]
+    assert before == after == [128 << 20, None]  # Ray's own defaults, in the process that ran the engine
 
 
 def test_joins_and_groups_leave_out_empty_blocks_that_ray_passes_on_without_columns(

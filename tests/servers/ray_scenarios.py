@@ -248,18 +248,22 @@ def _floats(column: Any) -> list[float | None]:
 def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
     """`tlmscore.ray.score`, called as the docs show it (the command line runs `tlmscore.run(..., engine=...)`).
 
-    Also the rows of `prepare` in blocks of the engine's size and of 4 KB, and Ray's process-wide
-    block size before and after.
+    Also the rows of `prepare` in blocks of the engine's size and of 4 KB, and the settings the
+    engine gives its datasets in Ray's process-wide context, before and after.
     """
     import ray
     import ray.data
 
     import tlmscore
     from tlmscore import ray as tlm_ray
+    from tlmscore.ray._tables import ENGINE_CONTEXT
 
     settings = tlmscore.Settings(offline=True, page_files=(FIXTURES / "pages",), cache_dir=work / "cache-lib",
                                  progress=False)
-    host_blocks = ray.data.DataContext.get_current().target_max_block_size  # the host's own, left as it is
+    def host() -> list[Any]:  # the settings the engine gives its datasets, in the host's own context (left as is)
+        return [getattr(ray.data.DataContext.get_current(), name) for name in ENGINE_CONTEXT]
+
+    host_before = host()
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         rows = tlm_ray.score(PLAIN, "grounding", settings,
@@ -273,8 +277,7 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
     return {"scored_ids": scored["id"].tolist(), "scored": _floats(scored["score"]),
             "local_ids": local["id"].tolist(), "local_scored": _floats(local["score"]),
             "store_written": any((work / "store-lib").rglob("*.parquet")),
-            "blocks": list(blocks.values()), "host_blocks": [host_blocks,
-                                                               ray.data.DataContext.get_current().target_max_block_size]}
+            "blocks": list(blocks.values()), "host_context": [host_before, host()]}
 
 
 def _empty_first_block(cluster: Cluster) -> dict[str, Any]:

@@ -47,6 +47,16 @@ of them, and an actor pool gets work a block at a time, so one such block keeps 
 one idle (23,000 records reached two scorers as one block of 145 MB; in 9, the scoring took 24 s,
 not 43).
 """
+STORE_BUDGET = 1000.0
+"""Ray Data's budget of object store memory for the engine's datasets, in stores' worth, against its own half a store.
+
+The budget is what a stage may add to the store, less what finished stages still hold there. The
+engine's joins put every record and its pages in the store before the stages that follow them, so
+with Ray's budget a dataset larger than half the store left those stages none: Ray then gives an
+idle stage one task at a time, and at a million records on one node (1 GB store) one scorer actor
+worked while the other waited. Everything after the joins reaches the store anyway (what does not
+fit is spilled to disk), so the budget holds nothing back that it could save.
+"""
 Inputs = Sequence[str | Path] | str | Path
 
 
@@ -158,13 +168,14 @@ def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
 
 
 def _sized(data: Dataset, engine: Engine) -> Dataset:
-    """`data`, its blocks (and those of every dataset made from it) of `engine.block_bytes`.
+    """`data` and every dataset made from it: blocks of `engine.block_bytes`, the store's budget `STORE_BUDGET`.
 
     Set on the dataset's own context, not Ray's process-wide one: a run leaves its host's
     `DataContext` as it found it. A dataset passes its context on to those made from it
     (`_tables.rows_only` too).
     """
     data.context.target_max_block_size = engine.block_bytes
+    data.context.override_object_store_memory_limit_fraction = STORE_BUDGET
     return data
 
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 RowFn = Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
+ENGINE_CONTEXT = ("target_max_block_size", "override_object_store_memory_limit_fraction")
+"""The `DataContext` settings the engine gives its datasets (`_engine._sized`), kept by a dataset `rows_only` makes."""
 FLAT_ROWS = 10_000
 """Rows `flat_rows` puts in one output table: an input file's records leave its worker in tables of this many."""
 
@@ -131,6 +133,7 @@ def rows_only(data: Dataset) -> Dataset:
     if len(refs) == done.num_blocks():
         return done
     kept: Dataset = ray.data.from_arrow_refs(refs)
-    # a dataset made of references starts from Ray's process-wide context: it keeps `data`'s block size
-    kept.context.target_max_block_size = done.context.target_max_block_size
+    # a dataset made of references starts from Ray's process-wide context: it keeps what the engine set on `data`'s
+    for name in ENGINE_CONTEXT:
+        setattr(kept.context, name, getattr(done.context, name))
     return kept
