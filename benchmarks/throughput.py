@@ -18,7 +18,8 @@ Printed: wall time, records/s, records/s per core used, peak RSS of the run and 
 of any one, and their sum is not taken: the workers' peaks need not coincide; for Ray, also the largest sum over
 every process of the cluster, sampled each 0.5 s), median and spread (max/min - 1) of the runs, and the ratio of
 the medians. Every configuration's output is compared byte for byte with the first configuration's (by SHA-256;
-each output is removed once hashed, so that a million-record run needs the disk of one output at a time).
+each output is removed once hashed, so that a million-record run needs the disk of one output at a time), and each
+run's line ends with its summary line (rows, errors), which says whether outputs that differ differ in errors.
 
     python benchmarks/throughput.py --records 100000 --runs 3 [--ray] [--only CONFIG ...]
 """
@@ -38,6 +39,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "fixtures" / "labelled"
@@ -68,8 +70,8 @@ def _score(data: Path, out: Path) -> list[str]:
     return ["score", str(data), "-o", str(out), "--offline", "--quiet", "--pages", str(LABELLED / "pages")]
 
 
-def _local(config: str, data: Path, out: Path) -> tuple[float, int]:
-    """One local run's wall seconds and peak RSS (bytes) of the run or any of its worker processes."""
+def _local(config: str, data: Path, out: Path) -> tuple[float, int, str]:
+    """One local run's wall seconds, peak RSS (bytes) of the run or any of its worker processes, and its summary."""
     pin = ["taskset", "-c", "0"] if config == "one core" else []
     command = [*pin, sys.executable, "-c", _CHILD, *_score(data, out),
                *(["--score-workers", "1"] if config == "one core" else [])]
@@ -79,7 +81,13 @@ def _local(config: str, data: Path, out: Path) -> tuple[float, int]:
     if done.returncode != 0:
         sys.exit(f"{config}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
     peak = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("PEAK "))
-    return seconds, peak * 1024
+    return seconds, peak * 1024, summary(done.stderr)
+
+
+def summary(stderr: str) -> str:
+    """The last run's summary line in a command's `stderr` (its rows and errors), without the `tlmscore: ` prefix."""
+    lines = [line.removeprefix("tlmscore: ") for line in stderr.splitlines() if " records → " in line]
+    return lines[-1] if lines else "no summary line"
 
 
 def digest(path: Path) -> str:
@@ -92,8 +100,8 @@ def digest(path: Path) -> str:
     return sha.hexdigest()
 
 
-def run(config: str, data: Path, small: Path, out: Path) -> dict[str, float]:
-    """A configuration's start-up run (`small`) and timed run: wall seconds of each, peak RSS (bytes)."""
+def run(config: str, data: Path, small: Path, out: Path) -> dict[str, Any]:
+    """A configuration's start-up run (`small`) and timed run: wall seconds of each, peak RSS (bytes), its summary."""
     if config.startswith("ray"):
         from tests.servers.ray_cluster import namespaced
 
@@ -101,11 +109,11 @@ def run(config: str, data: Path, small: Path, out: Path) -> dict[str, float]:
         done = namespaced([sys.executable, __file__, "--inside", nodes, str(small), str(data), str(out)], timeout=14400)
         if done.returncode != 0:
             sys.exit(f"{config}: exit {done.returncode}: {done.stderr[-3000:]}")
-        result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
-    startup, _ = _local(config, small, out.with_suffix(".small.jsonl"))
-    seconds, peak = _local(config, data, out)
-    return {"startup": startup, "seconds": seconds, "peak": peak}
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return {**result, "summary": summary(done.stderr)}
+    startup, _, _ = _local(config, small, out.with_suffix(".small.jsonl"))
+    seconds, peak, said = _local(config, data, out)
+    return {"startup": startup, "seconds": seconds, "peak": peak, "summary": said}
 
 
 def _rss_poll(peaks: dict[str, int], stop: threading.Event) -> None:
@@ -169,7 +177,7 @@ def main() -> None:
         data, small = base / "records.jsonl", base / "small.jsonl"
         records(args.records, data)
         records(args.small, small)
-        runs: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
         hashes: set[str] = set()
         for n in range(args.runs):
             for config in configs:
@@ -181,21 +189,21 @@ def main() -> None:
                 first = f" (first on a new cluster: {got['first']:.1f} s)" if "first" in got else ""
                 print(f"run {n + 1}, {config}: {got['seconds']:.1f} s, {args.records / got['seconds']:.0f} records/s, "
                       f"start-up run {got['startup']:.1f} s{first}, peak RSS {got['peak'] / 2**20:.0f} MiB, "
-                      f"output SHA-256 {sha[:16]}", file=sys.stderr)
+                      f"output SHA-256 {sha[:16]}; {got['summary']}", file=sys.stderr)
         same = len(hashes) == 1
     _table(runs, configs, args.records, args.records - args.small)
     print(f"\n{args.records:,} records, {args.runs} runs each, {cores} cores; every output byte-equal: {same}")
 
 
-def _table(runs: dict[str, list[dict[str, float]]], configs: dict[str, int], records: int, after: int) -> None:
+def _table(runs: dict[str, list[dict[str, Any]]], configs: dict[str, int], records: int, after: int) -> None:
     """The medians of each configuration, and its cost per record after start-up against the local engine's."""
     def median(config: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[config])
+        return float(statistics.median(r[key] for r in runs[config]))
 
     base = "all cores" if "all cores" in runs else next(iter(runs))
 
     def per_record(config: str) -> float:  # ms per record after start-up, median over the runs
-        return statistics.median(1000 * (r["seconds"] - r["startup"]) / after for r in runs[config])
+        return float(statistics.median(1000 * (r["seconds"] - r["startup"]) / after for r in runs[config]))
 
     print("| run | median wall (s) | spread | records/s | records/s per core | start-up (s) "
           f"| ms per record after start-up | against {base} | peak RSS (MiB) |")
