@@ -358,7 +358,8 @@ def survivors_of_a_killed_parent(script: str, signal_line: str, least: int, wait
     """Run `script`, kill it once it prints `signal_line`; its descendants still running after `wait` s."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the worker processes")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # from the checkout, so that a script can import the tests' own helpers (`tests.support`)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert parent.stdout is not None
         assert parent.stdout.readline().strip() == signal_line
@@ -379,31 +380,16 @@ def test_workers_exit_when_their_parent_is_killed() -> None:
 
 HOLD_A_BUSY_POOL = """
 import asyncio, os, time
-from pathlib import Path
+from tests.support.processes import cpu_ticks, descendants
 from tlmscore.evidence._workers import ExtractPool, Limits
-
-def read(path):  # "" once the thread or process behind it has ended
-    try:
-        return path.read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return ""
-
-def descendants(pid):
-    tasks = Path(f"/proc/{pid}/task")
-    return [p for task in (tasks.iterdir() if tasks.exists() else ()) for c in read(task / "children").split()
-            for p in (int(c), *descendants(int(c)))]
-
-def cpu_ticks():  # utime + stime of every process under this one
-    stats = (read(Path(f"/proc/{pid}/stat")) for pid in descendants(os.getpid()))
-    return sum(int(v) for stat in stats if stat for v in stat.rsplit(")", 1)[1].split()[11:13])
 
 async def main():
     pool = ExtractPool(1, Limits(cpu_seconds=1.0))
     await pool.extract(b"ready", "text/plain", "")
     page = "".join(f"<p>Paragraph {n} has some words in it to be kept.</p>" for n in range(60_000))
-    start = cpu_ticks()
+    start = cpu_ticks(descendants(os.getpid()))
     busy = asyncio.ensure_future(pool.extract(f"<html><body>{page}</body></html>".encode(), "text/html", ""))
-    while cpu_ticks() < start + 5:  # until the worker works on the page
+    while cpu_ticks(descendants(os.getpid())) < start + 5:  # until the worker works on the page
         await asyncio.sleep(0.01)
     print("busy", flush=True)
     time.sleep(60)

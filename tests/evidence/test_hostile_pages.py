@@ -28,7 +28,7 @@ from tests.servers.hostile_pages import (
     slow_page,
     zstd_bomb,
 )
-from tests.support.processes import descendants
+from tests.support.processes import cpu_ticks, descendants
 from tlmscore.evidence import extract as extract_module
 from tlmscore.evidence._body import ENCODINGS, BodyDecoder, TooLargeError
 from tlmscore.evidence._workers import ExtractPool, Limits
@@ -160,19 +160,10 @@ def test_a_mutated_pdf_that_makes_pypdf_raise_is_extract_failed() -> None:
     assert found.status == "extract_failed" and "AttributeError" in (found.error or "")
 
 
-def _cpu_ticks(pids: list[int]) -> int:
-    """The CPU time the processes used so far, in clock ticks (utime + stime of /proc/<pid>/stat)."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total
-
-
 async def _until_busy(pids: list[int], limit: float = 60.0) -> None:
     """Return once the processes have used CPU (5 ticks): a worker is working on the page it was given."""
-    start, deadline = _cpu_ticks(pids), time.monotonic() + limit
-    while _cpu_ticks(pids) < start + 5:
+    start, deadline = cpu_ticks(pids), time.monotonic() + limit
+    while cpu_ticks(pids) < start + 5:
         assert time.monotonic() < deadline, f"no worker took the page within {limit:.0f} s"
         await asyncio.sleep(0.01)
 
