@@ -232,11 +232,10 @@ def _joined(source: Inputs | Dataset, settings: Settings, engine: Engine,
             skip: Container[tuple[str, int]] = ()) -> Dataset:
     """The records of `source` converted, with their pages: what rendering and scoring need."""
     paths = [source] if isinstance(source, (str, Path)) else source
-    if isinstance(paths, Sequence):
-        records, names = _sized(read(paths, settings.input_format), engine), input_names(paths)
+    if isinstance(paths, Sequence):  # read under the engine's settings; materializing copies them
+        records, names = _sized(read(paths, settings.input_format), engine).materialize(), input_names(paths)
     else:  # the caller's dataset keeps its context: materializing copies it, the copy is sized
-        records, names = paths, {}
-    records = _sized(records.materialize(), engine)
+        records, names = _sized(paths.materialize(), engine), {}
     partitions = engine.shuffle_partitions(records.count())
     converted = _converted(records, settings, partitions, names, skip)
     return with_pages(converted, _pages(converted, settings, engine, partitions), partitions)
