@@ -185,13 +185,22 @@ def test_library_ray_score_as_the_docs_show_it(runs: tuple[Path, dict[str, Any]]
     assert lib["store_written"]
 
 
+def test_pages_joined_to_their_records_give_the_rows_of_pages_handed_whole(runs: tuple[Path, dict[str, Any]]) -> None:
+    _, report = runs
+    lib = report["library"]
+    assert (lib["joined_ids"], lib["joined"]) == (lib["local_ids"], lib["local_scored"])
+    handed_whole, joined, local = lib["prompts"]
+    assert handed_whole == joined == local
+    assert any("直是世界最高的建筑物" in p for p in local)  # a saved page's text (fixtures/pages) was rendered
+
+
 def test_the_engine_sizes_its_own_blocks_and_leaves_the_hosts_setting_alone(runs: tuple[Path, dict[str, Any]]) -> None:
     _, report = runs
     engine_size, small = report["library"]["blocks"]
-    assert engine_size == 1  # 18 records' rows: far under the engine's 16 MB
+    assert engine_size <= 2  # 18 records' rows of 2 files: a block per file at most, far under the engine's 16 MB
     assert small > engine_size  # 4 KB blocks: the size reached every dataset the rows were made through
     before, after = report["library"]["host_context"]
-    assert before == after == [128 << 20, None]  # Ray's own defaults, in the process that ran the engine
+    assert before == after == [128 << 20, None, False]  # Ray's own defaults, in the process that ran the engine
 
 
 def test_joins_and_groups_leave_out_empty_blocks_that_ray_passes_on_without_columns(

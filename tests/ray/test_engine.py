@@ -1,13 +1,18 @@
-"""How the Ray engine sizes its shuffles and pools, without a cluster: bounded partitions, a whole CPU left free."""
+"""The Ray engine without a cluster: bounded partitions, a whole CPU left free, rows handed on only in input order."""
 
 from __future__ import annotations
 
+import pickle
 import re
+from collections.abc import Iterator
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tlmscore.errors import ConfigError
-from tlmscore.ray._engine import ROWS_PER_PARTITION, Engine
+from tlmscore.output import Row
+from tlmscore.ray._engine import ROWS_PER_PARTITION, Engine, _in_order
 
 
 @pytest.mark.parametrize(("records", "partitions"), [
@@ -54,3 +59,28 @@ def test_pools_that_would_leave_no_whole_cpu_are_refused(cpus: float, fetchers: 
 
 def test_scorers_are_not_counted_where_nothing_is_scored() -> None:
     Engine(fetchers=2, scorers=9).check(scoring=False, cpus=2)
+
+
+class _Made:
+    """What `_in_order` reads of a dataset of made rows: batches of `position` and pickled `Row`s."""
+
+    def __init__(self, *batches: list[int]) -> None:
+        self.batches = batches
+
+    def iter_batches(self, **_: Any) -> Iterator[pa.Table]:
+        for positions in self.batches:
+            rows = [pickle.dumps(Row(id=f"r{p}", source="in.jsonl", line=p)) for p in positions]
+            yield pa.table({"position": pa.array(positions, pa.int64()), "row": pa.array(rows, pa.binary())})
+
+
+def test_rows_in_input_order_are_handed_on_batch_by_batch() -> None:
+    got = [[row.id for row in rows] for rows in _in_order(_Made([1, 2], [], [5, 9]), 2)]  # type: ignore[arg-type]
+    assert got == [["r1", "r2"], [], ["r5", "r9"]]
+
+
+@pytest.mark.parametrize("batches", [([2, 1],), ([1, 2], [2, 3]), ([4, 5], [3])])
+def test_rows_out_of_input_order_stop_the_run_before_they_are_handed_on(batches: tuple[list[int], ...]) -> None:
+    handed: list[Row] = []
+    with pytest.raises(RuntimeError, match="out of input order"):
+        handed.extend(row for rows in _in_order(_Made(*batches), 2) for row in rows)  # type: ignore[arg-type]
+    assert len(handed) == (2 if len(batches) > 1 else 0)  # every batch before the first out of order, none after

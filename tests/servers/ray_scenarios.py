@@ -256,12 +256,12 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
 
     import tlmscore
     from tlmscore import ray as tlm_ray
-    from tlmscore.ray._tables import ENGINE_CONTEXT
+    from tlmscore.ray._tables import context_of
 
     settings = tlmscore.Settings(offline=True, page_files=(FIXTURES / "pages",), cache_dir=work / "cache-lib",
                                  progress=False)
     def host() -> list[Any]:  # the settings the engine gives its datasets, in the host's own context (left as is)
-        return [getattr(ray.data.DataContext.get_current(), name) for name in ENGINE_CONTEXT]
+        return list(context_of(ray.data.DataContext.get_current()).values())
 
     host_before = host()
     ray.init(address=cluster.address, log_to_driver=False)
@@ -269,12 +269,17 @@ def _library(work: Path, cluster: Cluster) -> dict[str, Any]:
         rows = tlm_ray.score(PLAIN, "grounding", settings,
                              engine=tlm_ray.Engine(page_store=work / "store-lib", fetchers=4))   # a ray.data.Dataset
         scored = rows.to_pandas().sort_values("position")                                # input order
+        joined = tlm_ray.score(PLAIN, "grounding", settings, engine=tlm_ray.Engine(broadcast_bytes=0))
+        joined_rows = joined.to_pandas().sort_values("position")     # pages joined to their records, not handed whole
         blocks = {size: tlm_ray.prepare(PLAIN, settings, engine=tlm_ray.Engine(block_bytes=size)).materialize()
                   .num_blocks() for size in (tlm_ray.Engine().block_bytes, 4096)}
     finally:
         ray.shutdown()
     local = tlmscore.score(PLAIN, "grounding", settings)
     return {"scored_ids": scored["id"].tolist(), "scored": _floats(scored["score"]),
+            "joined_ids": joined_rows["id"].tolist(), "joined": _floats(joined_rows["score"]),
+            "prompts": [[p if isinstance(p, str) else None for p in rows["prompt"]]
+                        for rows in (scored, joined_rows, local)],
             "local_ids": local["id"].tolist(), "local_scored": _floats(local["score"]),
             "store_written": any((work / "store-lib").rglob("*.parquet")),
             "blocks": list(blocks.values()), "host_context": [host_before, host()]}

@@ -3,9 +3,12 @@
 The dataset-wide steps are the engine's: records are read and converted in workers; chains are
 resolved by joins on ids (`_links`); the URLs of the whole dataset are deduplicated and fetched host
 by host by an actor pool, through a shared page store (`_pages`); pages are joined back to their
-records, which are rendered and scored by an actor pool (`_rows`). `Engine.rows` is what
-`tlmscore.run` asks of it: the final rows, sorted back into input order, chunk by chunk, so the run
-around it (resume, checkpoint, output, summary) is the one of a single machine.
+records, or handed whole to every renderer when they are few, and records are rendered and scored
+by an actor pool (`_rows`). `Engine.rows` is what `tlmscore.run` asks of it: the final rows in input
+order, chunk by chunk, so the run around it (resume, checkpoint, output, summary) is the one of a
+single machine. Every operator keeps the order of its blocks, so rows no shuffle moved (no record
+has a history, and the pages went whole to every renderer) are in input order already; others are
+sorted back into it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tlmscore.errors import ConfigError
 from tlmscore.ingest import BatchInputs, input_names
@@ -24,8 +28,18 @@ from tlmscore.output import Row
 from tlmscore.ray._links import with_links
 from tlmscore.ray._pages import FetchPages, planned_urls, read_back, store_pages, stored_pages
 from tlmscore.ray._read import input_rows, read_input
-from tlmscore.ray._rows import ScoreRows, convert_row, judged_on_driver, render_rows, rows_of, table_of, with_pages
-from tlmscore.ray._tables import flat_rows, grouped, join_on_key, schema
+from tlmscore.ray._rows import (
+    PageTable,
+    ScoreRows,
+    convert_row,
+    judged_on_driver,
+    page_table,
+    render_rows,
+    rows_of,
+    table_of,
+    with_pages,
+)
+from tlmscore.ray._tables import flat_rows, grouped, join_on_key, schema, with_context
 from tlmscore.scoring.base import Scorer, spec_of
 from tlmscore.settings import Settings
 
@@ -56,6 +70,13 @@ with Ray's budget a dataset larger than half the store left those stages none: R
 idle stage one task at a time, and at a million records on one node (1 GB store) one scorer actor
 worked while the other waited. Everything after the joins reaches the store anyway (what does not
 fit is spilled to disk), so the budget holds nothing back that it could save.
+"""
+BROADCAST_BYTES = 32 << 20
+"""The most pages (in Arrow) the engine hands whole to each renderer, instead of joining them to their records.
+
+Joining pages to records shuffles every record, and a copy of each page it cites, by `position`
+(at 100,000 records of the labelled fixtures: 21 s of a 60 s preparation on 2 cores). A table of
+this size is pickled once per operator and read once by each task or actor.
 """
 Inputs = Sequence[str | Path] | str | Path
 
@@ -89,12 +110,14 @@ class Engine:
     """How the stages spread over the cluster: fetch actors, scorer actors, shuffle partitions, a page store."""
 
     def __init__(self, *, fetchers: int = 2, scorers: int = 2, partitions: int | None = None,
-                 page_store: str | Path | None = None, block_bytes: int = BLOCK_BYTES) -> None:
+                 page_store: str | Path | None = None, block_bytes: int = BLOCK_BYTES,
+                 broadcast_bytes: int = BROADCAST_BYTES) -> None:
         self.fetchers = fetchers
         self.scorers = scorers
         self.partitions = partitions
         self.page_store = str(page_store) if page_store is not None else None
         self.block_bytes = block_bytes
+        self.broadcast_bytes = broadcast_bytes
 
     def rows(self, job: Job, skip: Container[tuple[str, int]], sink: Callable[[list[Row]], None]) -> None:
         """`tlmscore.run`'s rows (`tlmscore.pipeline.Engine`): made on the cluster, handed to `sink` in input order.
@@ -107,8 +130,7 @@ class Engine:
         joined = _joined([str(p) for p in job.paths], job.settings, self, skip)
         made = _made(joined, job.settings, self, job.scorer, options=job.options, calibration=job.calibration)
         done = 0
-        for batch in made.sort("position").iter_batches(batch_size=job.settings.chunk_size, batch_format="pyarrow"):
-            rows = rows_of(batch)
+        for rows in _in_order(made if joined.ordered else made.sort("position"), job.settings.chunk_size):
             sink(rows)
             done += len(rows)
             if job.progress is not None:
@@ -146,6 +168,17 @@ class Engine:
         return max(1, math.ceil(records / ROWS_PER_PARTITION))
 
 
+def _in_order(made: Dataset, size: int) -> Iterator[list[Row]]:
+    """The rows of `made`, `size` at a time, checked to be in input order: a run never writes them out of it."""
+    last = -1
+    for batch in made.iter_batches(batch_size=size, batch_format="pyarrow"):
+        positions = cast("pa.Table", batch)["position"].to_pylist()
+        if positions and (positions[0] <= last or positions != sorted(positions)):
+            raise RuntimeError(f"the Ray engine handed rows out of input order (position {positions[0]} after {last})")
+        last = positions[-1] if positions else last
+        yield rows_of(batch)
+
+
 def _cluster_cpus() -> float:
     """The connected cluster's CPUs; 0 before Ray is started (Ray Data starts a local cluster on first use)."""
     import ray  # noqa: PLC0415
@@ -168,32 +201,42 @@ def read(paths: Sequence[str | Path], fmt: str | None = None) -> Dataset:
 
 
 def _sized(data: Dataset, engine: Engine) -> Dataset:
-    """`data` and every dataset made from it: blocks of `engine.block_bytes`, the store's budget `STORE_BUDGET`.
+    """`data` and every dataset made from it: the engine's blocks, store budget and order.
 
-    Set on the dataset's own context, not Ray's process-wide one: a run leaves its host's
-    `DataContext` as it found it. A dataset passes its context on to those made from it
-    (`_tables.rows_only` too).
+    Blocks of `engine.block_bytes`, the store's budget `STORE_BUDGET`, and each operator's output
+    blocks in the order of its input's. Set on the dataset's own context (`_tables.with_context`),
+    not Ray's process-wide one.
     """
-    data.context.target_max_block_size = engine.block_bytes
-    data.context.override_object_store_memory_limit_fraction = STORE_BUDGET
-    return data
+    return with_context(data, {"target_max_block_size": engine.block_bytes,
+                               "override_object_store_memory_limit_fraction": STORE_BUDGET,
+                               "execution_options.preserve_order": True})
+
+
+@dataclass(frozen=True)
+class _Joined:
+    """The records converted, with what rendering needs: their pages, and whether they are in input order."""
+
+    rows: Dataset
+    table: PageTable | None  # every page, by key, for each renderer; None: each row carries its own pages
+    ordered: bool  # no shuffle moved the rows: their blocks are in input order
 
 
 def _converted(records: Dataset, settings: Settings, partitions: int, names: Mapping[str, str],
-               skip: Container[tuple[str, int]] = ()) -> Dataset:
+               skip: Container[tuple[str, int]] = ()) -> tuple[Dataset, bool]:
+    """The records converted (pickled, with the URLs they plan), and whether they kept their order."""
     if settings.hydrate:
         raise ConfigError("records holding only a response id are not filled in (hydrate) by the Ray engine yet; "
                           "run `tlmscore pull` first, or hydrate on one machine")
     # Batch API output lines get their requests from the input files: indexed once here, each task
     # reads the lines it needs from the same files (at the same paths on every node, as the inputs)
     batch = BatchInputs(settings.batch_inputs) if settings.batch_inputs else None
-    linked = with_links(records, partitions, batch)
+    linked, ordered = with_links(records, partitions, batch)
     if skip:  # after the links: a follow-up still finds the calls an earlier run saved
         linked = linked.map_batches(functools.partial(_not_done, skip=skip), batch_format="pyarrow")
     convert = functools.partial(convert_row, settings=settings, batch=batch, names=names)
     converted: Dataset = flat_rows(linked, lambda row: [convert(row)], schema(
         input="int64", position="int64", converted="binary", urls="binary")).materialize()
-    return converted
+    return converted, ordered
 
 
 def _not_done(batch: pa.Table, skip: Container[tuple[str, int]]) -> pa.Table:
@@ -225,40 +268,50 @@ def _pages(converted: Dataset, settings: Settings, engine: Engine, partitions: i
     if everything is None:
         return fetched
     missed: Dataset = fetched.filter(expr=col("status") == "offline_miss")  # the store does not keep them
-    return everything.union(missed)
+    together: Dataset = everything.union(missed).materialize()
+    return together
 
 
 def _joined(source: Inputs | Dataset, settings: Settings, engine: Engine,
-            skip: Container[tuple[str, int]] = ()) -> Dataset:
-    """The records of `source` converted, with their pages: what rendering and scoring need."""
+            skip: Container[tuple[str, int]] = ()) -> _Joined:
+    """The records of `source` converted, with their pages: what rendering and scoring need.
+
+    Pages up to `engine.broadcast_bytes` go to every renderer in one table; more are joined to the
+    records that cite them, which moves the records out of input order.
+    """
     paths = [source] if isinstance(source, (str, Path)) else source
     if isinstance(paths, Sequence):  # read under the engine's settings; materializing copies them
         records, names = _sized(read(paths, settings.input_format), engine).materialize(), input_names(paths)
     else:  # the caller's dataset keeps its context: materializing copies it, the copy is sized
         records, names = _sized(paths.materialize(), engine), {}
     partitions = engine.shuffle_partitions(records.count())
-    converted = _converted(records, settings, partitions, names, skip)
-    return with_pages(converted, _pages(converted, settings, engine, partitions), partitions)
+    converted, ordered = _converted(records, settings, partitions, names, skip)
+    pages = _pages(converted, settings, engine, partitions)
+    table = page_table(pages, engine.broadcast_bytes)
+    if table is not None:
+        return _Joined(converted, table, ordered)
+    return _Joined(with_pages(converted, pages, partitions), None, ordered=False)
 
 
-def _made(joined: Dataset, settings: Settings, engine: Engine, scorer: str | Scorer | None, *,
+def _made(joined: _Joined, settings: Settings, engine: Engine, scorer: str | Scorer | None, *,
           options: Mapping[str, Any] | None = None, calibration: Calibration | None = None) -> Dataset:
-    """Rows rendered (no `scorer`), or rendered and scored by `engine.scorers` actors.
+    """Rows rendered (no `scorer`), or rendered and scored by `engine.scorers` actors, in the order of `joined`.
 
     A scorer in two passes is judged on the driver first.
     """
+    records = joined.rows
     if scorer is None:
-        rendered: Dataset = joined.map_batches(functools.partial(render_rows, settings=settings),
-                                               batch_format="pyarrow")
+        rendered: Dataset = records.map_batches(functools.partial(render_rows, settings=settings, table=joined.table),
+                                                batch_format="pyarrow")
         return rendered
     if isinstance(scorer, str) and spec_of(scorer).two_passes(options or {}):
-        joined = joined.materialize()  # rendered twice: for the driver's batches, then for the rows
-        scorer, options = judged_on_driver(joined, settings, scorer, options or {}), None
-    scored: Dataset = joined.map_batches(
+        records = records.materialize()  # rendered twice: for the driver's batches, then for the rows
+        scorer, options = judged_on_driver(records, settings, scorer, options or {}, joined.table), None
+    scored: Dataset = records.map_batches(
         ScoreRows, batch_format="pyarrow", compute=_ray_data().ActorPoolStrategy(size=engine.scorers),
         num_cpus=_ACTOR_CPUS,
         fn_constructor_kwargs={"settings": settings, "scorer": scorer, "options": options,
-                               "calibration": calibration})
+                               "calibration": calibration, "table": joined.table})
     return scored
 
 

@@ -129,10 +129,12 @@ def _next(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"owner": row["owner"], "key": key, "seen": pickle.dumps(sorted(seen))}
 
 
-def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = None) -> Dataset:
+def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = None) -> tuple[Dataset, bool]:
     """`records` with a `links` column: the pickled records each one's history is made of (or null).
 
     `batch` holds the requests of Batch API output lines (`--batch-input`), which say what they refer to.
+    Also whether the records kept their order: they do when no record has a history (nothing is
+    joined to them), and are shuffled by `position` otherwise.
     """
     keyed = flat_rows(records, lambda r: [_keys(r, batch)], _KEYED).materialize()
     wanted = flat_rows(keyed, _explode("wants", "key"), _KEY_ROWS).select_columns(["position", "key"])
@@ -158,7 +160,7 @@ def with_links(records: Dataset, partitions: int, batch: BatchInputs | None = No
             if not frontier.count():
                 break
     found = [flat_rows(part, lambda r: [{"position": r["owner"], "links": r["found"]}], _LINKED) for part in parts]
-    return attach(records, found, "links", _LINKED, partitions)
+    return attach(records, found, "links", _LINKED, partitions), not found
 
 
 def chain_index_of(links: bytes | None, batch: BatchInputs | None = None) -> ChainIndex:

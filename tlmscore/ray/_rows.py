@@ -1,9 +1,12 @@
-"""Records to rows on Ray Data: convert, join each record's pages back to it, render, score.
+"""Records to rows on Ray Data: convert, give each record its pages, render, score.
 
 The per-record steps are the pipeline's own (`convert_record`, `record_row`, `score_rows`),
-so a row is the one a single machine makes of the same record and pages. Rows travel as pickled
-`Row`s (a `row` column beside `position` and `input`), so the run gets the very rows a single
-machine makes; `table_of` spreads them into the output's columns for a dataset a caller reads.
+so a row is the one a single machine makes of the same record and pages. A record gets its pages
+in one of two ways: joined to its row (`with_pages`), or, when every page fetched fits in
+`PageTable`'s limit, looked up in one table each renderer holds whole (no shuffle of the records).
+Rows travel as pickled `Row`s (a `row` column beside `position` and `input`), so the run gets the
+very rows a single machine makes; `table_of` spreads them into the output's columns for a dataset a
+caller reads.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
 
 
 _PAGE_FIELDS = tuple(Page.__dataclass_fields__)
+PageTable = dict[str, Page]
+"""Every page fetched, by `url_key`: handed whole to each renderer when small enough (`page_table`)."""
 _PARTS = schema(position="int64", input="int64", converted="binary", urls="binary", pages="binary")
 
 
@@ -52,9 +57,14 @@ def convert_row(row: dict[str, Any], settings: Settings, batch: BatchInputs | No
             "urls": pickle.dumps(urls)}
 
 
+def _cited(urls: bytes | None) -> Iterator[str]:
+    """The distinct page keys of a record's pickled URLs, in the order cited."""
+    cited = pickle.loads(urls) if urls else []  # noqa: S301  (rows this engine wrote)
+    yield from dict.fromkeys(url_key(u) for u in cited if u and u.strip())
+
+
 def _keys_of(row: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    urls = pickle.loads(row["urls"])  # noqa: S301  (rows this engine wrote)
-    for key in dict.fromkeys(url_key(u) for u in urls if u and u.strip()):
+    for key in _cited(row["urls"]):
         yield {"position": row["position"], "key": key}
 
 
@@ -74,12 +84,34 @@ def with_pages(converted: Dataset, pages: Dataset, partitions: int) -> Dataset:
     return attach(converted, [found], "pages", _PARTS, partitions, empty=pickle.dumps([]))
 
 
-def _render(batch: pa.Table, settings: Settings) -> tuple[list[Row], list[Any]]:
+def page_table(pages: Dataset, most_bytes: int) -> PageTable | None:
+    """Every page of `pages` by key, when the dataset holds at most `most_bytes` (in Arrow); else None.
+
+    A key stored more than once (a page store several runs added to) gives its newest page, the
+    first in the dataset's order among equals, so the table is the same whatever the blocks' order.
+    """
+    if (pages.size_bytes() or 0) > most_bytes:
+        return None
+    table: PageTable = {}
+    newest: dict[str, float] = {}
+    for row in pages.iter_rows():
+        key, stored = row["key"], row["stored_at"] or 0.0
+        if key not in table or stored > newest[key]:
+            table[key] = Page.from_record({name: row[name] for name in _PAGE_FIELDS})
+            newest[key] = stored
+    return table
+
+
+def _render(batch: pa.Table, settings: Settings, table: PageTable | None = None) -> tuple[list[Row], list[Any]]:
+    """Each record of `batch` rendered: its row and what its scorer gets, with the pages of `table` or its row."""
     rows, inputs = [], []
     for row in batch.to_pylist():
         item = pickle.loads(row["converted"])  # noqa: S301  (rows this engine wrote)
         # the pages it renders with, keyed by `url_key` as a chunk's run keys them (`pipeline._stages`)
-        pages = dict(pickle.loads(row["pages"])) if row.get("pages") else {}  # noqa: S301  (rows this engine wrote)
+        if table is not None:
+            pages = {key: table[key] for key in _cited(row["urls"]) if key in table}
+        else:
+            pages = dict(pickle.loads(row["pages"])) if row.get("pages") else {}  # noqa: S301  (rows this engine wrote)
         out, scoring = record_row(item, pages, settings)
         rows.append(out)
         inputs.append(scoring)
@@ -108,20 +140,22 @@ def table_of(batch: pa.Table) -> pa.Table:
     return table.append_column("position", batch["position"]).append_column("input", batch["input"])
 
 
-def render_rows(batch: pa.Table, settings: Settings) -> pa.Table:
+def render_rows(batch: pa.Table, settings: Settings, table: PageTable | None = None) -> pa.Table:
     """Rendered rows (the `prepare` rows, pickled, with `position` and `input`) of a batch of records."""
-    rows, _ = _render(batch, settings)
+    rows, _ = _render(batch, settings, table)
     return _rows_table(rows, batch)
 
 
-def judged_on_driver(joined: Dataset, settings: Settings, scorer: str, options: Mapping[str, Any]) -> Precomputed:
+def judged_on_driver(joined: Dataset, settings: Settings, scorer: str, options: Mapping[str, Any],
+                     table: PageTable | None = None) -> Precomputed:
     """A scorer that must see every row at once (a scorer in two passes), run once, on the driver.
 
     The rows' inputs are rendered in the workers and brought to the driver, where the scorer
     scores the distinct ones in one call (its batches hold every row's requests); the result
     looks each input's score up, in the scoring actors.
     """
-    inputs = joined.map_batches(functools.partial(_scoring_inputs, settings=settings), batch_format="pyarrow")
+    inputs = joined.map_batches(functools.partial(_scoring_inputs, settings=settings, table=table),
+                                batch_format="pyarrow")
     distinct: dict[str, ScoringInput] = {}
     for row in inputs.iter_rows():
         item = pickle.loads(row["input"])  # noqa: S301  (rows this engine wrote)
@@ -131,23 +165,25 @@ def judged_on_driver(joined: Dataset, settings: Settings, scorer: str, options: 
     return Precomputed(chosen.name, dict(zip(distinct, scores, strict=True)))
 
 
-def _scoring_inputs(batch: pa.Table, settings: Settings) -> pa.Table:
+def _scoring_inputs(batch: pa.Table, settings: Settings, table: PageTable | None) -> pa.Table:
     """What the scorer gets of each row that is not an error row, pickled."""
     import pyarrow as pa  # noqa: PLC0415
 
-    _, inputs = _render(batch, settings)
+    _, inputs = _render(batch, settings, table)
     return pa.table({"input": pa.array([pickle.dumps(x) for x in inputs if x is not None], pa.binary())})
 
 
 class ScoreRows:
     """An actor that renders and scores batches of records with one scorer set up once.
 
-    With `calibration`, the scorer is wrapped as on one machine (`calibrated_score` added).
+    With `calibration`, the scorer is wrapped as on one machine (`calibrated_score` added); with
+    `table`, records find their pages there (`page_table`), not in their rows.
     """
 
     def __init__(self, settings: Settings, scorer: str | Scorer, options: Mapping[str, Any] | None,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, table: PageTable | None = None) -> None:
         self._settings = settings
+        self._table = table
         chosen = get_scorer(scorer, options) if isinstance(scorer, str) else scorer
         if calibration is not None:
             from tlmscore.scoring.calibration import Calibrated  # noqa: PLC0415  (numpy only when calibrating)
@@ -157,5 +193,5 @@ class ScoreRows:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """The scored rows of a batch; a scorer failure is that row's error, as on one machine."""
-        rows, inputs = _render(batch, self._settings)
+        rows, inputs = _render(batch, self._settings, self._table)
         return _rows_table(asyncio.run(score_rows(rows, inputs, self._scorer)), batch)

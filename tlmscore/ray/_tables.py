@@ -11,20 +11,38 @@ from __future__ import annotations
 import functools
 import itertools
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from ray.data import Dataset
+    from ray.data import DataContext, Dataset
     from ray.data.grouped_data import GroupedData
 
 
 RowFn = Callable[[dict[str, Any]], Iterable[dict[str, Any]]]
-ENGINE_CONTEXT = ("target_max_block_size", "override_object_store_memory_limit_fraction")
-"""The `DataContext` settings the engine gives its datasets (`_engine._sized`), kept by a dataset `rows_only` makes."""
+ENGINE_CONTEXT = ("target_max_block_size", "override_object_store_memory_limit_fraction",
+                  "execution_options.preserve_order")
+"""The `DataContext` settings the engine gives its datasets (`with_context`), kept by a dataset `rows_only` makes."""
 FLAT_ROWS = 10_000
 """Rows `flat_rows` puts in one output table: an input file's records leave its worker in tables of this many."""
+
+
+def with_context(data: Dataset, values: Mapping[str, Any]) -> Dataset:
+    """`data` with the `DataContext` settings `values` (one for each of `ENGINE_CONTEXT`), on its own context.
+
+    Never on Ray's process-wide context: a dataset passes its own on to those made from it, and a
+    run leaves its host's as it found it.
+    """
+    for name in ENGINE_CONTEXT:
+        *path, last = name.split(".")
+        setattr(functools.reduce(getattr, path, data.context), last, values[name])
+    return data
+
+
+def context_of(context: DataContext) -> dict[str, Any]:
+    """The settings of `ENGINE_CONTEXT` in `context` (a dataset's, or Ray's process-wide one)."""
+    return {name: functools.reduce(getattr, name.split("."), context) for name in ENGINE_CONTEXT}
 
 
 def schema(**columns: str) -> pa.Schema:
@@ -132,8 +150,5 @@ def rows_only(data: Dataset) -> Dataset:
             for ref, meta in zip(bundle.block_refs, bundle.metadata, strict=True) if meta.num_rows != 0]
     if len(refs) == done.num_blocks():
         return done
-    kept: Dataset = ray.data.from_arrow_refs(refs)
     # a dataset made of references starts from Ray's process-wide context: it keeps what the engine set on `data`'s
-    for name in ENGINE_CONTEXT:
-        setattr(kept.context, name, getattr(done.context, name))
-    return kept
+    return with_context(ray.data.from_arrow_refs(refs), context_of(done.context))
