@@ -78,7 +78,7 @@ def test_rows_in_input_order_are_handed_on_batch_by_batch() -> None:
     assert got == [["r1", "r2"], [], ["r5", "r9"]]
 
 
-@pytest.mark.parametrize("batches", [([2, 1],), ([1, 2], [2, 3]), ([4, 5], [3])])
+@pytest.mark.parametrize("batches", [([2, 1],), ([3, 3],), ([1, 2], [2, 3]), ([4, 5], [3])])
 def test_rows_out_of_input_order_stop_the_run_before_they_are_handed_on(batches: tuple[list[int], ...]) -> None:
     handed: list[Row] = []
     with pytest.raises(RuntimeError, match="out of input order"):

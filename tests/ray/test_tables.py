@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
-from tlmscore.ray._tables import FLAT_ROWS, flat_rows, schema
+from tlmscore.ray._tables import ENGINE_CONTEXT, FLAT_ROWS, flat_rows, schema, with_context
 
 _COLUMNS = schema(n="int64", i="int64")
 
@@ -44,3 +45,10 @@ def test_a_batch_that_makes_no_row_gives_one_empty_table_with_the_columns() -> N
 
 def test_a_batch_of_exactly_flat_rows_gives_one_table() -> None:
     assert [len(t) for t in _tables([FLAT_ROWS])] == [FLAT_ROWS]
+
+
+@pytest.mark.parametrize("names", [ENGINE_CONTEXT[:-1], (*ENGINE_CONTEXT, "read_op_min_num_blocks")])
+def test_only_the_settings_rows_only_keeps_are_given_to_a_dataset(names: tuple[str, ...]) -> None:
+    """A setting missing, or one `rows_only` would not carry on to the datasets it makes, is refused."""
+    with pytest.raises(ValueError, match="DataContext settings"):
+        with_context(object(), dict.fromkeys(names, 1))  # type: ignore[arg-type]  # refused before it is touched

@@ -14,6 +14,7 @@ sorted back into it.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -170,11 +171,12 @@ class Engine:
 
 def _in_order(made: Dataset, size: int) -> Iterator[list[Row]]:
     """The rows of `made`, `size` at a time, checked to be in input order: a run never writes them out of it."""
-    last = -1
+    last = -1  # positions are unique and at least 0: each must be above the one before, across batches too
     for batch in made.iter_batches(batch_size=size, batch_format="pyarrow"):
         positions = cast("pa.Table", batch)["position"].to_pylist()
-        if positions and (positions[0] <= last or positions != sorted(positions)):
-            raise RuntimeError(f"the Ray engine handed rows out of input order (position {positions[0]} after {last})")
+        for before, after in itertools.pairwise([last, *positions]):
+            if after <= before:
+                raise RuntimeError(f"the Ray engine handed rows out of input order (position {after} after {before})")
         last = positions[-1] if positions else last
         yield rows_of(batch)
 

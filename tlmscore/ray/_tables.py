@@ -32,11 +32,14 @@ def with_context(data: Dataset, values: Mapping[str, Any]) -> Dataset:
     """`data` with the `DataContext` settings `values` (one for each of `ENGINE_CONTEXT`), on its own context.
 
     Never on Ray's process-wide context: a dataset passes its own on to those made from it, and a
-    run leaves its host's as it found it.
+    run leaves its host's as it found it. A setting not in `ENGINE_CONTEXT` is refused: `rows_only`
+    would not keep it.
     """
-    for name in ENGINE_CONTEXT:
+    if set(values) != set(ENGINE_CONTEXT):
+        raise ValueError(f"the engine's DataContext settings are {ENGINE_CONTEXT}, not {tuple(values)}")
+    for name, value in values.items():
         *path, last = name.split(".")
-        setattr(functools.reduce(getattr, path, data.context), last, values[name])
+        setattr(functools.reduce(getattr, path, data.context), last, value)
     return data
 
 
