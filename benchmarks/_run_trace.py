@@ -222,6 +222,8 @@ def _last(events: list, kind: str) -> float:
 def summary(trace: dict[str, Any]) -> dict[str, Any]:
     """The run's milestones (s since the interpreter started), counts, and its last page's path."""
     events = trace["events"]
+    if not any(kind == "body" for _, kind, _, _ in events):  # trees whose fetcher has no `_read`: the download's end
+        events = [(t, "body" if kind == "downloaded" else kind, key, v) for t, kind, key, v in events]
     by_url: dict[str, dict[str, float]] = {}
     for t, kind, key, _ in events:
         if isinstance(key, str) and kind in ("queued", "slot", "head", "body", "to_extract", "work", "worked",
